@@ -532,6 +532,24 @@ fn endpoint_status() {
 }
 
 #[test]
+fn endpoint_health() {
+    for_each_kind(|kind| {
+        let s = Server::start(kind);
+        let ep = s.endpoint();
+        let out = etcdctl(ep, &["endpoint", "health"]);
+        out.ok();
+        // etcdctl 3.4 prints the verdict on stderr.
+        assert!(
+            out.stderr.starts_with(&format!("{ep} is healthy: successfully committed proposal: took = ")),
+            "{out}"
+        );
+        let j = etcdctl(ep, &["endpoint", "health", "-w", "json"]).json();
+        assert_eq!(j[0]["health"], Value::Bool(true), "{j}");
+        assert_eq!(etcdctl(ep, &["alarm", "list"]).ok(), "", "no alarms on a fresh member");
+    });
+}
+
+#[test]
 fn member_list() {
     for_each_kind(|kind| {
         let s = Server::start_with(
