@@ -372,6 +372,8 @@ fn lease_grant_keepalive_timetolive_revoke() {
         let out = etcdctl(ep, &["lease", "grant", "300"]).ok().to_owned();
         let id = lease_id(&out);
         assert_eq!(out, format!("lease {id} granted with TTL(300s)\n"));
+        let id_num = i64::from_str_radix(&id, 16).expect("hex lease id");
+        assert_eq!(id.len(), 16, "etcdctl prints lease IDs as %016x: {out}");
         let lease_flag = format!("--lease={id}");
         etcdctl(ep, &["put", &lease_flag, "lk1", "v1"]).ok();
         etcdctl(ep, &["put", &lease_flag, "lk2", "v2"]).ok();
@@ -381,7 +383,7 @@ fn lease_grant_keepalive_timetolive_revoke() {
         assert_eq!(int(&j["granted-ttl"]), 300, "{j}");
         let ttl = int(&j["ttl"]);
         assert!((290..=300).contains(&ttl), "remaining TTL {ttl}: {j}");
-        assert_eq!(format!("{:x}", int(&j["id"])), id);
+        assert_eq!(int(&j["id"]), id_num, "{j}");
         let keys: BTreeSet<String> = j["keys"]
             .as_array()
             .map(|a| a.as_slice())
@@ -399,11 +401,7 @@ fn lease_grant_keepalive_timetolive_revoke() {
         );
 
         let j = etcdctl(ep, &["get", "lk1", "-w", "json"]).json();
-        assert_eq!(
-            format!("{:x}", int(&j["kvs"][0]["lease"])),
-            id,
-            "kv carries its lease: {j}"
-        );
+        assert_eq!(int(&j["kvs"][0]["lease"]), id_num, "kv carries its lease: {j}");
 
         assert_eq!(
             etcdctl(ep, &["lease", "keep-alive", "--once", &id]).ok(),
