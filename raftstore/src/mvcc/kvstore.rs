@@ -854,3 +854,145 @@ pub fn txn_is_read_only(r: &TxnRequest) -> bool {
     }
     ops_ro(&r.success) && ops_ro(&r.failure)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proto::etcdserverpb::{RequestOp, RequestOpRequest};
+
+    fn store() -> (tempfile::TempDir, MvccStore) {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let db = crate::storage::open(dir.path()).unwrap_or_else(|e| panic!("open: {e}"));
+        let s = MvccStore::open(db, 2).unwrap_or_else(|e| panic!("store: {e}"));
+        (dir, s)
+    }
+
+    fn apply(s: &MvccStore, c: Command) -> CommandResponse {
+        s.apply(&c, |_| Ok(())).unwrap_or_else(|e| panic!("apply: {e}")).0
+    }
+
+    fn put(s: &MvccStore, k: &str, v: &str) -> PutResponse {
+        match apply(s, Command::Put(PutRequest { key: k.into(), value: v.into(), prev_kv: true, ..Default::default() })) {
+            CommandResponse::Put(r) => r,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn get(s: &MvccStore, k: &str, rev: i64) -> Result<RangeResponse> {
+        s.range(&RangeRequest { key: k.into(), revision: rev, ..Default::default() })
+    }
+
+    #[test]
+    fn put_delete_versions_and_history() {
+        let (_d, s) = store();
+        assert_eq!(put(&s, "a", "1").header.map(|h| h.revision), Some(1));
+        let r = put(&s, "a", "2");
+        assert_eq!(r.prev_kv.map(|kv| kv.value), Some(b"1".to_vec()));
+        let kv = get(&s, "a", 0).map(|r| r.kvs[0].clone()).unwrap_or_default();
+        assert_eq!((kv.create_revision, kv.mod_revision, kv.version), (1, 2, 2));
+        assert_eq!(get(&s, "a", 1).map(|r| r.kvs[0].value.clone()).ok(), Some(b"1".to_vec()));
+        let d = apply(&s, Command::DeleteRange(DeleteRangeRequest { key: b"a".to_vec(), range_end: vec![], prev_kv: true }));
+        assert!(matches!(d, CommandResponse::DeleteRange(ref r) if r.deleted == 1 && r.header.as_ref().map(|h| h.revision) == Some(3)));
+        assert_eq!(get(&s, "a", 0).map(|r| r.count).ok(), Some(0));
+        // Deleting nothing takes no revision.
+        let d = apply(&s, Command::DeleteRange(DeleteRangeRequest { key: b"zz".to_vec(), range_end: vec![], prev_kv: false }));
+        assert!(matches!(d, CommandResponse::DeleteRange(ref r) if r.deleted == 0 && r.header.as_ref().map(|h| h.revision) == Some(3)));
+        assert_eq!(put(&s, "a", "3").header.map(|h| h.revision), Some(4));
+        let kv = get(&s, "a", 0).map(|r| r.kvs[0].clone()).unwrap_or_default();
+        assert_eq!((kv.create_revision, kv.version), (4, 1));
+        assert_eq!(get(&s, "a", 5).err(), Some(Error::FutureRevision));
+
+        let h = s.history(1, 4, 100).unwrap_or_default();
+        let types: Vec<(i64, i32)> = h.iter().flat_map(|r| r.events.iter().map(move |e| (r.revision, e.r#type))).collect();
+        assert_eq!(types, vec![(1, event_type::PUT), (2, event_type::PUT), (3, event_type::DELETE), (4, event_type::PUT)]);
+        assert_eq!(h[2].events[0].prev_kv.as_ref().map(|kv| kv.value.clone()), Some(b"2".to_vec()));
+        assert_eq!(h[3].events[0].prev_kv, None);
+
+        // Compaction: old revisions are gone, the latest stays readable.
+        assert!(matches!(apply(&s, Command::Compact(CompactionRequest { revision: 3, physical: true })), CommandResponse::Compact(_)));
+        assert_eq!(get(&s, "a", 2).err(), Some(Error::Compacted));
+        assert_eq!(get(&s, "a", 3).map(|r| r.count).ok(), Some(0));
+        assert_eq!(s.history(2, 4, 100).err(), Some(Error::Compacted));
+        assert!(matches!(apply(&s, Command::Compact(CompactionRequest { revision: 3, physical: false })), CommandResponse::Error(Error::Compacted)));
+    }
+
+    #[test]
+    fn txn_is_one_revision_and_reads_its_writes() {
+        let (_d, s) = store();
+        put(&s, "k", "v");
+        let op_put = |k: &str| RequestOp { request: Some(RequestOpRequest::RequestPut(PutRequest { key: k.into(), value: b"x".to_vec(), ..Default::default() })) };
+        let op_get = |k: &str| RequestOp { request: Some(RequestOpRequest::RequestRange(RangeRequest { key: k.into(), ..Default::default() })) };
+        let cmp = Compare { result: compare_result::EQUAL, target: compare_target::MOD, key: b"k".to_vec(), target_union: Some(TargetUnion::ModRevision(1)), range_end: vec![] };
+        let t = TxnRequest { compare: vec![cmp.clone()], success: vec![op_put("a"), op_put("b"), op_get("a")], failure: vec![op_get("k")] };
+        let CommandResponse::Txn(r) = apply(&s, Command::Txn(t.clone())) else { panic!("not a txn") };
+        assert!(r.succeeded);
+        assert_eq!(r.header.map(|h| h.revision), Some(2));
+        let Some(ResponseOpResponse::ResponseRange(rr)) = &r.responses[2].response else { panic!("no range") };
+        assert_eq!(rr.kvs.len(), 1);
+        assert_eq!(rr.kvs[0].mod_revision, 2);
+        assert_eq!(s.current_revision(), 2);
+        // Same txn again: k's mod revision is still 1, a/b are rewritten.
+        let CommandResponse::Txn(r) = apply(&s, Command::Txn(t)) else { panic!("not a txn") };
+        assert!(r.succeeded);
+        assert_eq!(s.current_revision(), 3);
+        // A failing compare with a read-only failure branch takes no revision.
+        let t = TxnRequest { compare: vec![Compare { target_union: Some(TargetUnion::ModRevision(99)), ..cmp }], success: vec![op_put("a")], failure: vec![op_get("k")] };
+        let CommandResponse::Txn(r) = apply(&s, Command::Txn(t)) else { panic!("not a txn") };
+        assert!(!r.succeeded);
+        assert_eq!(s.current_revision(), 3);
+    }
+
+    #[test]
+    fn leases_attach_and_revoke_deletes_keys_in_one_revision() {
+        let (_d, s) = store();
+        assert!(matches!(apply(&s, Command::LeaseGrant(LeaseGrantRequest { ttl: 1, id: 7 })), CommandResponse::LeaseGrant(ref r) if r.ttl == 2));
+        let p = |k: &str, lease| Command::Put(PutRequest { key: k.into(), value: b"v".to_vec(), lease, ..Default::default() });
+        assert!(matches!(apply(&s, p("x", 8)), CommandResponse::Error(Error::LeaseNotFound)));
+        apply(&s, p("x", 7));
+        apply(&s, p("y", 7));
+        assert_eq!(s.lease(7).map(|l| l.keys.len()), Some(2));
+        let CommandResponse::LeaseRevoke(r) = apply(&s, Command::LeaseRevoke(LeaseRevokeRequest { id: 7 })) else { panic!() };
+        assert_eq!(r.header.map(|h| h.revision), Some(3));
+        assert_eq!(s.range(&RangeRequest { key: vec![0], range_end: vec![0], ..Default::default() }).map(|r| r.count).ok(), Some(0));
+        assert!(matches!(apply(&s, Command::LeaseRevoke(LeaseRevokeRequest { id: 7 })), CommandResponse::Error(Error::LeaseNotFound)));
+    }
+
+    #[test]
+    fn state_is_rebuilt_on_reopen() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        {
+            let db = crate::storage::open(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+            let s = MvccStore::open(db, 2).unwrap_or_else(|e| panic!("{e}"));
+            apply(&s, Command::LeaseGrant(LeaseGrantRequest { ttl: 10, id: 1 }));
+            put(&s, "a", "1");
+            apply(&s, Command::Put(PutRequest { key: b"b".to_vec(), value: b"2".to_vec(), lease: 1, ..Default::default() }));
+            apply(&s, Command::DeleteRange(DeleteRangeRequest { key: b"a".to_vec(), range_end: vec![], prev_kv: false }));
+        }
+        let db = crate::storage::open(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        let s = MvccStore::open(db, 2).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.current_revision(), 3);
+        assert_eq!(get(&s, "a", 0).map(|r| r.count).ok(), Some(0));
+        assert_eq!(get(&s, "a", 1).map(|r| r.count).ok(), Some(1));
+        assert_eq!(s.lease(1).map(|l| l.keys.into_iter().collect::<Vec<_>>()), Some(vec![b"b".to_vec()]));
+    }
+
+    #[test]
+    fn range_limit_sort_and_count() {
+        let (_d, s) = store();
+        for (k, v) in [("a", "3"), ("b", "1"), ("c", "2")] {
+            put(&s, k, v);
+        }
+        let all = RangeRequest { key: b"a".to_vec(), range_end: b"d".to_vec(), ..Default::default() };
+        let r = s.range(&RangeRequest { limit: 2, ..all.clone() }).unwrap_or_default();
+        assert_eq!((r.kvs.len(), r.count, r.more), (2, 3, true));
+        let r = s.range(&RangeRequest { sort_order: sort_order::DESCEND, sort_target: sort_target::VALUE, limit: 1, ..all.clone() }).unwrap_or_default();
+        assert_eq!(r.kvs[0].key, b"a".to_vec());
+        let r = s.range(&RangeRequest { count_only: true, ..all.clone() }).unwrap_or_default();
+        assert_eq!((r.kvs.len(), r.count), (0, 3));
+        let r = s.range(&RangeRequest { min_mod_revision: 2, keys_only: true, ..all.clone() }).unwrap_or_default();
+        assert_eq!(r.kvs.iter().map(|kv| kv.key.clone()).collect::<Vec<_>>(), vec![b"b".to_vec(), b"c".to_vec()]);
+        assert!(r.kvs.iter().all(|kv| kv.value.is_empty()));
+        let r = s.range(&RangeRequest { key: b"b".to_vec(), range_end: vec![0], ..Default::default() }).unwrap_or_default();
+        assert_eq!(r.count, 2);
+    }
+}

@@ -10,7 +10,7 @@ use std::io;
 use std::ops::{Bound, RangeBounds};
 
 use openraft::storage::{IOFlushed, LogState, RaftLogReader, RaftLogStorage};
-use openraft::{OptionalSend, RaftLogId};
+use openraft::OptionalSend;
 use rocksdb::{Direction, IteratorMode, WriteBatch, WriteOptions};
 
 use super::{decode, encode, Entry, LogId, TypeConfig, Vote};
@@ -61,7 +61,7 @@ impl LogStore {
             Some(item) => {
                 let (_, v) = item.map_err(io_err)?;
                 let e: Entry = decode(&v)?;
-                Ok(Some(e.log_id()))
+                Ok(Some(e.log_id.clone()))
             }
             None => Ok(None),
         }
@@ -129,7 +129,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let cf = self.cf_log()?;
         let mut batch = WriteBatch::default();
         for e in entries {
-            batch.put_cf(cf, keys::log_key(e.log_id().index()), encode(&e)?);
+            batch.put_cf(cf, keys::log_key(e.log_id.clone().index()), encode(&e)?);
         }
         let db = self.db.clone();
         // fsync off the async runtime; report durability only afterwards.

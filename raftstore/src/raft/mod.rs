@@ -18,6 +18,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use openraft::async_runtime::watch::WatchReceiver;
 use serde::{Deserialize, Serialize};
 
 use crate::command::{Command, CommandResponse};
@@ -155,7 +156,7 @@ impl RaftNode {
         let mut rx = self.raft.metrics();
         let wait = async {
             loop {
-                if let Some(l) = rx.borrow().current_leader {
+                if let Some(l) = rx.borrow_watched().current_leader {
                     return Ok(l);
                 }
                 if rx.changed().await.is_err() {
@@ -221,7 +222,7 @@ impl RaftNode {
     pub async fn wait_applied(&self, index: u64) -> Result<()> {
         let mut rx = self.raft.metrics();
         loop {
-            let applied = rx.borrow().last_applied.as_ref().map(|l| l.index()).unwrap_or(0);
+            let applied = rx.borrow_watched().last_applied.as_ref().map(|l| l.index()).unwrap_or(0);
             if applied >= index {
                 return Ok(());
             }
@@ -233,7 +234,7 @@ impl RaftNode {
 
     /// (leader ID, current term, last log index, last applied index).
     pub fn status(&self) -> (Option<u64>, u64, u64, u64) {
-        let m = self.raft.metrics().borrow().clone();
+        let m = self.raft.metrics().borrow_watched().clone();
         (
             m.current_leader,
             m.current_term,
@@ -244,17 +245,17 @@ impl RaftNode {
 
     /// The current term.
     pub fn term(&self) -> u64 {
-        self.raft.metrics().borrow().current_term
+        self.raft.metrics().borrow_watched().current_term
     }
 
     /// Whether this member is the leader.
     pub fn is_leader(&self) -> bool {
-        self.raft.metrics().borrow().current_leader == Some(self.id)
+        self.raft.metrics().borrow_watched().current_leader == Some(self.id)
     }
 
     /// Members from the current membership: ID → (member, is_learner).
     pub fn members(&self) -> BTreeMap<u64, (Member, bool)> {
-        let m = self.raft.metrics().borrow().clone();
+        let m = self.raft.metrics().borrow_watched().clone();
         let mem = m.membership_config.membership();
         let voters: std::collections::BTreeSet<u64> = mem.voter_ids().collect();
         mem.nodes().map(|(id, n)| (*id, (n.clone(), !voters.contains(id)))).collect()

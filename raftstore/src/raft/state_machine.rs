@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
 use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine};
-use openraft::{EntryPayload, OptionalSend, RaftLogId};
+use openraft::{EntryPayload, OptionalSend};
 use parking_lot::Mutex;
 use rocksdb::{IteratorMode, WriteBatch, DB};
 
@@ -196,7 +196,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     {
         while let Some(item) = entries.next().await {
             let (entry, responder) = item?;
-            let log_id = entry.log_id();
+            let log_id = entry.log_id.clone();
             let resp = match entry.payload {
                 EntryPayload::Normal(cmd) => {
                     let mut meta_err = None;
