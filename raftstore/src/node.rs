@@ -115,6 +115,25 @@ fn min_lease_ttl(election: Duration) -> i64 {
     (ms + 999) / 1000
 }
 
+/// Returns the member and cluster IDs stored in the data dir, storing the
+/// given ones on first start.
+fn persisted_ids(db: &rocksdb::DB, id: u64, cluster_id: u64) -> Result<(u64, u64)> {
+    use crate::storage::keys::{self, MetaKey};
+    let cf = crate::storage::cf(db, keys::CF_RAFT_STATE)?;
+    match (db.get_cf(cf, keys::MemberId::KEY)?, db.get_cf(cf, keys::ClusterId::KEY)?) {
+        (Some(m), Some(c)) => Ok((keys::decode_u64(&m)?, keys::decode_u64(&c)?)),
+        _ => {
+            let mut opts = rocksdb::WriteOptions::default();
+            opts.set_sync(true);
+            let mut batch = rocksdb::WriteBatch::default();
+            batch.put_cf(cf, keys::MemberId::KEY, id.to_be_bytes());
+            batch.put_cf(cf, keys::ClusterId::KEY, cluster_id.to_be_bytes());
+            db.write_opt(batch, &opts)?;
+            Ok((id, cluster_id))
+        }
+    }
+}
+
 /// Starts a member and returns once it serves clients.
 ///
 /// # Errors
@@ -161,6 +180,8 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
         b.copy_from_slice(&d[..8]);
         u64::from_be_bytes(b)
     };
+    // IDs are fixed at first start (etcd keeps them in its WAL metadata).
+    let (id, cluster_id) = persisted_ids(&db, id, cluster_id)?;
 
     let heartbeat = cfg.heartbeat.as_millis() as u64;
     let election = cfg.election.as_millis() as u64;

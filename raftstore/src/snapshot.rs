@@ -8,6 +8,7 @@
 //! magic "RAFTSTORE-SNAPSHOT-1\n"
 //! repeated: u32 BE name length, name bytes, u64 BE size, file bytes
 //! u32 BE 0                      (end of files)
+//! zero padding to a multiple of 512 bytes (etcdctl checks the size)
 //! 32 bytes: SHA-256 of everything before it
 //! ```
 
@@ -26,8 +27,10 @@ const MAGIC: &[u8] = b"RAFTSTORE-SNAPSHOT-1\n";
 /// I/O errors reading the checkpoint or writing `out`.
 pub fn write_archive(dir: &Path, out: &mut impl Write) -> Result<()> {
     let mut h = Sha256::new();
+    let written = std::cell::Cell::new(0u64);
     let mut put = |out: &mut dyn Write, b: &[u8]| -> Result<()> {
         h.update(b);
+        written.set(written.get() + b.len() as u64);
         out.write_all(b).map_err(Error::internal)
     };
     put(out, MAGIC)?;
@@ -56,6 +59,10 @@ pub fn write_archive(dir: &Path, out: &mut impl Write) -> Result<()> {
         }
     }
     put(out, &0u32.to_be_bytes())?;
+    // etcdctl checks that a snapshot's size is 32 (its SHA-256) more than a
+    // multiple of 512, as a bbolt file with its checksum is.
+    let pad = (512 - (written.get() % 512)) % 512;
+    put(out, &vec![0u8; pad as usize])?;
     let digest = h.finalize();
     out.write_all(&digest).map_err(Error::internal)?;
     Ok(())
@@ -75,34 +82,48 @@ pub fn unpack_archive(file: &Path, dir: &Path) -> Result<()> {
     let f = std::fs::File::open(file).map_err(Error::internal)?;
     let mut r = std::io::BufReader::new(f).take(body_len);
     let mut h = Sha256::new();
-    let mut read_exact = |r: &mut dyn Read, n: usize| -> Result<Vec<u8>> {
+    fn take(r: &mut dyn Read, h: &mut Sha256, n: usize) -> Result<Vec<u8>> {
         let mut b = vec![0u8; n];
         r.read_exact(&mut b).map_err(|_| Error::InvalidArgument("snapshot file is truncated".into()))?;
         h.update(&b);
         Ok(b)
-    };
-    if read_exact(&mut r, MAGIC.len())? != MAGIC {
+    }
+    fn be_u32(b: Vec<u8>) -> u32 {
+        let mut a = [0u8; 4];
+        a.copy_from_slice(&b[..4]);
+        u32::from_be_bytes(a)
+    }
+    fn be_u64(b: Vec<u8>) -> u64 {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&b[..8]);
+        u64::from_be_bytes(a)
+    }
+    if take(&mut r, &mut h, MAGIC.len())? != MAGIC {
         return Err(Error::InvalidArgument("not a raftstore snapshot".into()));
     }
     std::fs::create_dir_all(dir).map_err(Error::internal)?;
     loop {
-        let n = u32::from_be_bytes(read_exact(&mut r, 4)?.try_into().map_err(|_| Error::internal("len"))?) as usize;
+        let n = be_u32(take(&mut r, &mut h, 4)?) as usize;
         if n == 0 {
+            // Padding up to the checksum.
+            let mut pad = Vec::new();
+            r.read_to_end(&mut pad).map_err(Error::internal)?;
+            h.update(&pad);
             break;
         }
         if n > 4096 {
             return Err(Error::InvalidArgument("corrupt snapshot: file name too long".into()));
         }
-        let name = String::from_utf8(read_exact(&mut r, n)?).map_err(|_| Error::InvalidArgument("corrupt snapshot: bad file name".into()))?;
+        let name = String::from_utf8(take(&mut r, &mut h, n)?).map_err(|_| Error::InvalidArgument("corrupt snapshot: bad file name".into()))?;
         if name.contains('/') || name.contains("..") || name.is_empty() {
             return Err(Error::InvalidArgument("corrupt snapshot: bad file name".into()));
         }
-        let size = u64::from_be_bytes(read_exact(&mut r, 8)?.try_into().map_err(|_| Error::internal("len"))?);
+        let size = be_u64(take(&mut r, &mut h, 8)?);
         let mut out = std::fs::File::create(dir.join(&name)).map_err(Error::internal)?;
         let mut left = size;
         while left > 0 {
             let n = left.min(1 << 20) as usize;
-            let b = read_exact(&mut r, n)?;
+            let b = take(&mut r, &mut h, n)?;
             out.write_all(&b).map_err(Error::internal)?;
             left -= n as u64;
         }
@@ -149,4 +170,32 @@ pub fn restore(file: &Path, data_dir: &Path) -> Result<()> {
         let _ = std::fs::remove_dir_all(data_dir);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn archive_round_trips_has_etcdctl_size_and_rejects_corruption() {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let src = tmp.path().join("src");
+        std::fs::create_dir_all(&src).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(src.join("a"), b"hello").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(src.join("b"), vec![7u8; 3000]).unwrap_or_else(|e| panic!("{e}"));
+        let mut out = Vec::new();
+        write_archive(&src, &mut out).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(out.len() % 512, 32, "etcdctl's hasChecksum rule");
+        let file = tmp.path().join("snap");
+        std::fs::write(&file, &out).unwrap_or_else(|e| panic!("{e}"));
+        let dst = tmp.path().join("dst");
+        unpack_archive(&file, &dst).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(std::fs::read(dst.join("b")).ok(), Some(vec![7u8; 3000]));
+        let mut bad = out.clone();
+        bad[40] ^= 1;
+        std::fs::write(&file, &bad).unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(unpack_archive(&file, &tmp.path().join("x")), Err(Error::InvalidArgument(_))));
+        std::fs::write(&file, &out[..100]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(unpack_archive(&file, &tmp.path().join("y")).is_err());
+    }
 }

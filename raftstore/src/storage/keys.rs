@@ -97,10 +97,18 @@ impl MetaKey for CurrentRevision {
     type Value = i64;
 }
 
-/// `meta`: the cluster ID (8 B big-endian u64), fixed when the cluster forms.
+/// `raft_state`: the cluster ID (8 B big-endian u64), fixed at first start.
 pub struct ClusterId;
 impl MetaKey for ClusterId {
     const KEY: &'static [u8] = b"cluster_id";
+    type Value = u64;
+}
+
+/// `raft_state`: this member's ID (8 B big-endian u64), fixed at first start
+/// so that a restart with other URLs keeps its Raft identity.
+pub struct MemberId;
+impl MetaKey for MemberId {
+    const KEY: &'static [u8] = b"member_id";
     type Value = u64;
 }
 
