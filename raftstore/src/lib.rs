@@ -1,1 +1,24 @@
-//! raftstore
+//! raftstore: an etcd v3-compatible MVCC key-value store on RocksDB,
+//! replicated by openraft, serving etcd's gRPC wire protocol.
+//!
+//! Layout (after etcd's `server/`):
+//! - [`mvcc`]: revisions, the key index, the KV store, the watch hub;
+//! - [`storage`]: RocksDB column families and key encodings;
+//! - [`raft`]: openraft integration (log store, state machine, transport);
+//! - [`server`]: the etcd gRPC services;
+//! - [`lease`], [`compactor`]: lease expiry and auto compaction;
+//! - [`node`]: wiring a member together; [`snapshot`]: the client snapshot
+//!   format and restore.
+
+pub mod command;
+pub mod compactor;
+pub mod error;
+pub mod lease;
+pub mod mvcc;
+pub mod node;
+pub mod raft;
+pub mod server;
+pub mod snapshot;
+pub mod storage;
+
+pub use error::{Error, Result};

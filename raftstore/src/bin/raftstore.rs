@@ -1,0 +1,213 @@
+//! `raftstore`: an etcd v3-compatible server. Flags follow etcd's names.
+//!
+//! ```text
+//! raftstore --name n1 --data-dir /var/lib/raftstore \
+//!   --listen-client-urls http://127.0.0.1:2379 --listen-peer-urls http://127.0.0.1:2380
+//! raftstore snapshot restore backup.db --data-dir /var/lib/new
+//! ```
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use raftstore::compactor::AutoCompaction;
+use raftstore::node::{self, Config};
+
+#[derive(Parser, Debug)]
+#[command(name = "raftstore", version, about = "etcd v3-compatible key-value store on RocksDB and openraft", args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Cmd>,
+    #[command(flatten)]
+    serve: Serve,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Snapshot tools.
+    Snapshot {
+        #[command(subcommand)]
+        action: SnapshotCmd,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum SnapshotCmd {
+    /// Restore a new data dir from a file written by `etcdctl snapshot save`.
+    Restore {
+        /// The snapshot file.
+        file: PathBuf,
+        /// The data dir to create (must not exist).
+        #[arg(long = "data-dir")]
+        data_dir: PathBuf,
+        /// Accepted for etcdutl compatibility; the member's name is given when it starts.
+        #[arg(long)]
+        name: Option<String>,
+        /// Accepted for etcdutl compatibility.
+        #[arg(long = "initial-cluster")]
+        initial_cluster: Option<String>,
+        /// Accepted for etcdutl compatibility.
+        #[arg(long = "initial-advertise-peer-urls")]
+        initial_advertise_peer_urls: Option<String>,
+        /// Accepted for etcdutl compatibility.
+        #[arg(long = "initial-cluster-token")]
+        initial_cluster_token: Option<String>,
+    },
+}
+
+#[derive(Args, Debug)]
+struct Serve {
+    /// Human-readable name for this member.
+    #[arg(long, default_value = "default")]
+    name: String,
+    /// Path to the data directory (default: `<name>.raftstore`).
+    #[arg(long = "data-dir")]
+    data_dir: Option<PathBuf>,
+    /// URLs to listen on for client traffic (comma-separated; the first is used).
+    #[arg(long = "listen-client-urls", default_value = "http://127.0.0.1:2379")]
+    listen_client_urls: String,
+    /// Client URLs to advertise to the cluster.
+    #[arg(long = "advertise-client-urls", default_value = "")]
+    advertise_client_urls: String,
+    /// URLs to listen on for peer traffic.
+    #[arg(long = "listen-peer-urls", default_value = "http://127.0.0.1:2380")]
+    listen_peer_urls: String,
+    /// This member's peer URLs to advertise to the rest of the cluster.
+    #[arg(long = "initial-advertise-peer-urls", default_value = "")]
+    initial_advertise_peer_urls: String,
+    /// Initial cluster configuration: `name=peerURL,name=peerURL`.
+    #[arg(long = "initial-cluster", default_value = "")]
+    initial_cluster: String,
+    /// `new` to form a new cluster, `existing` to join one.
+    #[arg(long = "initial-cluster-state", default_value = "new", value_parser = ["new", "existing"])]
+    initial_cluster_state: String,
+    /// Initial cluster token.
+    #[arg(long = "initial-cluster-token", default_value = "etcd-cluster")]
+    initial_cluster_token: String,
+    /// Maximum client request size in bytes.
+    #[arg(long = "max-request-bytes", default_value_t = 1_572_864)]
+    max_request_bytes: usize,
+    /// Auto compaction mode: `periodic` or `revision`.
+    #[arg(long = "auto-compaction-mode", default_value = "periodic")]
+    auto_compaction_mode: String,
+    /// Auto compaction retention: a duration or hours (periodic), or a revision count. 0 disables.
+    #[arg(long = "auto-compaction-retention", default_value = "0")]
+    auto_compaction_retention: String,
+    /// Heartbeat interval in milliseconds.
+    #[arg(long = "heartbeat-interval", default_value_t = 100)]
+    heartbeat_interval: u64,
+    /// Election timeout in milliseconds.
+    #[arg(long = "election-timeout", default_value_t = 1000)]
+    election_timeout: u64,
+    /// Interval of watch progress notifications (e.g. `10m`, `500ms`).
+    #[arg(long = "experimental-watch-progress-notify-interval", default_value = "10m")]
+    progress_notify_interval: String,
+    /// Raft log entries between snapshots.
+    #[arg(long = "snapshot-count", default_value_t = 10_000)]
+    snapshot_count: u64,
+    /// Log level filter (tracing EnvFilter syntax).
+    #[arg(long = "log-level", default_value = "info")]
+    log_level: String,
+}
+
+fn split_urls(s: &str) -> Vec<String> {
+    s.split(',').map(str::trim).filter(|u| !u.is_empty()).map(String::from).collect()
+}
+
+fn parse_cluster(s: &str) -> Result<Vec<(String, String)>, String> {
+    split_urls(s)
+        .into_iter()
+        .map(|kv| match kv.split_once('=') {
+            Some((n, u)) if !n.is_empty() && !u.is_empty() => Ok((n.to_string(), u.to_string())),
+            _ => Err(format!("invalid --initial-cluster entry {kv:?} (want name=peerURL)")),
+        })
+        .collect()
+}
+
+fn config(s: Serve) -> Result<Config, String> {
+    let progress = humantime::parse_duration(&s.progress_notify_interval)
+        .map_err(|e| format!("invalid --experimental-watch-progress-notify-interval: {e}"))?;
+    if progress < Duration::from_millis(100) {
+        return Err("--experimental-watch-progress-notify-interval must be at least 100ms".into());
+    }
+    if s.heartbeat_interval == 0 || s.election_timeout < 5 * s.heartbeat_interval {
+        return Err("--election-timeout should be at least 5 times --heartbeat-interval".into());
+    }
+    Ok(Config {
+        data_dir: s.data_dir.unwrap_or_else(|| PathBuf::from(format!("{}.raftstore", s.name))),
+        name: s.name,
+        listen_client_urls: split_urls(&s.listen_client_urls),
+        advertise_client_urls: split_urls(&s.advertise_client_urls),
+        listen_peer_urls: split_urls(&s.listen_peer_urls),
+        initial_advertise_peer_urls: split_urls(&s.initial_advertise_peer_urls),
+        initial_cluster: parse_cluster(&s.initial_cluster)?,
+        initial_cluster_state: s.initial_cluster_state,
+        initial_cluster_token: s.initial_cluster_token,
+        max_request_bytes: s.max_request_bytes,
+        heartbeat: Duration::from_millis(s.heartbeat_interval),
+        election: Duration::from_millis(s.election_timeout),
+        progress_notify_interval: progress,
+        auto_compaction: AutoCompaction::parse(&s.auto_compaction_mode, &s.auto_compaction_retention)?,
+        snapshot_count: s.snapshot_count.max(1),
+    })
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Cmd::Snapshot { action: SnapshotCmd::Restore { file, data_dir, .. } }) => {
+            return match raftstore::snapshot::restore(&file, &data_dir) {
+                Ok(()) => {
+                    println!("restored snapshot {} into {}", file.display(), data_dir.display());
+                    std::process::ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("Error: {e}");
+                    std::process::ExitCode::FAILURE
+                }
+            };
+        }
+        None => {}
+    }
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.serve.log_level).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let cfg = match config(cli.serve) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("Error: cannot start runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(async move {
+        match node::start(cfg).await {
+            Ok(h) => {
+                eprintln!("raftstore: serving peer traffic on http://{}", h.peer_addr);
+                eprintln!("raftstore: serving client requests on http://{}", h.client_addr);
+                let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        eprintln!("Error: {e}");
+                        return std::process::ExitCode::FAILURE;
+                    }
+                };
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {},
+                    _ = term.recv() => {},
+                }
+                let _ = h.node.raft.shutdown().await;
+                std::process::ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("Error: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        }
+    })
+}

@@ -1,0 +1,210 @@
+//! Commands replicated through the Raft log, and their responses.
+//!
+//! A command is one modifying etcd request. On the wire (log entries and
+//! forwarded requests) a command is one tag byte followed by the protobuf
+//! encoding of the etcd request message, so the log holds etcd's own request
+//! bytes (as etcd's `InternalRaftRequest` does).
+
+use prost::Message;
+use proto::etcdserverpb::{
+    CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse,
+    LeaseGrantRequest, LeaseGrantResponse, LeaseRevokeRequest, LeaseRevokeResponse, PutRequest,
+    PutResponse, TxnRequest, TxnResponse,
+};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::error::Error;
+
+/// A modifying request, applied by every member in log order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// etcd `KV.Put`.
+    Put(PutRequest),
+    /// etcd `KV.DeleteRange`.
+    DeleteRange(DeleteRangeRequest),
+    /// etcd `KV.Txn`.
+    Txn(TxnRequest),
+    /// etcd `KV.Compact`.
+    Compact(CompactionRequest),
+    /// etcd `Lease.LeaseGrant`; `id` is always set (the proposer picks one).
+    LeaseGrant(LeaseGrantRequest),
+    /// etcd `Lease.LeaseRevoke`, from a client or from lease expiry.
+    LeaseRevoke(LeaseRevokeRequest),
+}
+
+/// The result of applying a [`Command`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum CommandResponse {
+    /// Reply to [`Command::Put`].
+    Put(PutResponse),
+    /// Reply to [`Command::DeleteRange`].
+    DeleteRange(DeleteRangeResponse),
+    /// Reply to [`Command::Txn`].
+    Txn(TxnResponse),
+    /// Reply to [`Command::Compact`].
+    Compact(CompactionResponse),
+    /// Reply to [`Command::LeaseGrant`].
+    LeaseGrant(LeaseGrantResponse),
+    /// Reply to [`Command::LeaseRevoke`].
+    LeaseRevoke(LeaseRevokeResponse),
+    /// The command was rejected when applied (e.g. unknown lease); nothing
+    /// changed.
+    Error(Error),
+    /// A blank or membership entry: nothing for a client.
+    Empty,
+}
+
+const TAG_PUT: u8 = 1;
+const TAG_DELETE: u8 = 2;
+const TAG_TXN: u8 = 3;
+const TAG_COMPACT: u8 = 4;
+const TAG_LEASE_GRANT: u8 = 5;
+const TAG_LEASE_REVOKE: u8 = 6;
+const TAG_ERROR: u8 = 100;
+const TAG_EMPTY: u8 = 101;
+
+fn tagged(tag: u8, m: &impl Message) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1 + m.encoded_len());
+    out.push(tag);
+    // Encoding into a Vec cannot run out of space.
+    let _ = m.encode(&mut out);
+    out
+}
+
+fn split(b: &[u8]) -> Result<(u8, &[u8]), Error> {
+    b.split_first().map(|(t, rest)| (*t, rest)).ok_or_else(|| Error::internal("empty command"))
+}
+
+fn decode_err(e: prost::DecodeError) -> Error {
+    Error::internal(format!("corrupt command: {e}"))
+}
+
+impl Command {
+    /// Tag byte + protobuf bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        match self {
+            Command::Put(r) => tagged(TAG_PUT, r),
+            Command::DeleteRange(r) => tagged(TAG_DELETE, r),
+            Command::Txn(r) => tagged(TAG_TXN, r),
+            Command::Compact(r) => tagged(TAG_COMPACT, r),
+            Command::LeaseGrant(r) => tagged(TAG_LEASE_GRANT, r),
+            Command::LeaseRevoke(r) => tagged(TAG_LEASE_REVOKE, r),
+        }
+    }
+
+    /// Inverse of [`Command::encode`].
+    ///
+    /// # Errors
+    /// [`Error::Internal`] on an unknown tag or malformed protobuf.
+    pub fn decode(b: &[u8]) -> Result<Self, Error> {
+        let (tag, rest) = split(b)?;
+        Ok(match tag {
+            TAG_PUT => Command::Put(PutRequest::decode(rest).map_err(decode_err)?),
+            TAG_DELETE => Command::DeleteRange(DeleteRangeRequest::decode(rest).map_err(decode_err)?),
+            TAG_TXN => Command::Txn(TxnRequest::decode(rest).map_err(decode_err)?),
+            TAG_COMPACT => Command::Compact(CompactionRequest::decode(rest).map_err(decode_err)?),
+            TAG_LEASE_GRANT => Command::LeaseGrant(LeaseGrantRequest::decode(rest).map_err(decode_err)?),
+            TAG_LEASE_REVOKE => Command::LeaseRevoke(LeaseRevokeRequest::decode(rest).map_err(decode_err)?),
+            other => return Err(Error::internal(format!("unknown command tag {other}"))),
+        })
+    }
+}
+
+impl CommandResponse {
+    /// Tag byte + protobuf bytes (errors: tag, gRPC code as i32 BE, message).
+    pub fn encode(&self) -> Vec<u8> {
+        match self {
+            CommandResponse::Put(r) => tagged(TAG_PUT, r),
+            CommandResponse::DeleteRange(r) => tagged(TAG_DELETE, r),
+            CommandResponse::Txn(r) => tagged(TAG_TXN, r),
+            CommandResponse::Compact(r) => tagged(TAG_COMPACT, r),
+            CommandResponse::LeaseGrant(r) => tagged(TAG_LEASE_GRANT, r),
+            CommandResponse::LeaseRevoke(r) => tagged(TAG_LEASE_REVOKE, r),
+            CommandResponse::Error(e) => {
+                let mut out = vec![TAG_ERROR];
+                out.extend_from_slice(&(e.code() as i32).to_be_bytes());
+                out.extend_from_slice(e.to_string().as_bytes());
+                out
+            }
+            CommandResponse::Empty => vec![TAG_EMPTY],
+        }
+    }
+
+    /// Inverse of [`CommandResponse::encode`].
+    ///
+    /// # Errors
+    /// [`Error::Internal`] on an unknown tag or malformed protobuf.
+    pub fn decode(b: &[u8]) -> Result<Self, Error> {
+        let (tag, rest) = split(b)?;
+        Ok(match tag {
+            TAG_PUT => CommandResponse::Put(PutResponse::decode(rest).map_err(decode_err)?),
+            TAG_DELETE => CommandResponse::DeleteRange(DeleteRangeResponse::decode(rest).map_err(decode_err)?),
+            TAG_TXN => CommandResponse::Txn(TxnResponse::decode(rest).map_err(decode_err)?),
+            TAG_COMPACT => CommandResponse::Compact(CompactionResponse::decode(rest).map_err(decode_err)?),
+            TAG_LEASE_GRANT => CommandResponse::LeaseGrant(LeaseGrantResponse::decode(rest).map_err(decode_err)?),
+            TAG_LEASE_REVOKE => CommandResponse::LeaseRevoke(LeaseRevokeResponse::decode(rest).map_err(decode_err)?),
+            TAG_ERROR => {
+                if rest.len() < 4 {
+                    return Err(Error::internal("corrupt error response"));
+                }
+                let code = i32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]);
+                let msg = String::from_utf8_lossy(&rest[4..]);
+                CommandResponse::Error(Error::from_code_message(code, &msg))
+            }
+            TAG_EMPTY => CommandResponse::Empty,
+            other => return Err(Error::internal(format!("unknown response tag {other}"))),
+        })
+    }
+}
+
+// openraft needs serde for its app data; commands travel as opaque bytes.
+impl Serialize for Command {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serde_bytes::Bytes::new(&self.encode()).serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Command {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let b = serde_bytes::ByteBuf::deserialize(d)?;
+        Command::decode(&b).map_err(serde::de::Error::custom)
+    }
+}
+
+impl Serialize for CommandResponse {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serde_bytes::Bytes::new(&self.encode()).serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for CommandResponse {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let b = serde_bytes::ByteBuf::deserialize(d)?;
+        CommandResponse::decode(&b).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_round_trip_and_garbage_is_an_error() {
+        let cmds = vec![
+            Command::Put(PutRequest { key: b"a".to_vec(), value: b"1".to_vec(), lease: 7, ..Default::default() }),
+            Command::DeleteRange(DeleteRangeRequest { key: b"a".to_vec(), range_end: b"b".to_vec(), prev_kv: true }),
+            Command::Compact(CompactionRequest { revision: 3, physical: true }),
+            Command::LeaseGrant(LeaseGrantRequest { ttl: 5, id: 9 }),
+        ];
+        for c in cmds {
+            assert_eq!(Command::decode(&c.encode()).ok(), Some(c.clone()));
+            let bytes = postcard::to_allocvec(&c).unwrap_or_default();
+            assert_eq!(postcard::from_bytes::<Command>(&bytes).ok(), Some(c));
+        }
+        assert!(Command::decode(&[]).is_err());
+        assert!(Command::decode(&[99, 1, 2]).is_err());
+        assert!(Command::decode(&[TAG_PUT, 0xff, 0xff, 0xff]).is_err());
+        let e = CommandResponse::Error(Error::LeaseNotFound);
+        assert_eq!(CommandResponse::decode(&e.encode()).ok(), Some(e));
+    }
+}

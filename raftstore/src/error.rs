@@ -1,0 +1,194 @@
+//! The raftstore error type and its mapping to etcd's gRPC errors.
+//!
+//! etcd clients (clientv3, kube-apiserver's storage layer) match errors by the
+//! exact message string (etcd `api/v3rpc/rpctypes/error.go`), so every variant
+//! maps to etcd's code and message in exactly one place: the
+//! `From<Error> for tonic::Status` impl below.
+
+use tonic::Code;
+
+/// Result alias for raftstore operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Every error a raftstore request can fail with.
+///
+/// Variants that exist in etcd carry etcd's message verbatim in their
+/// `Display`; [`Error::code`] gives the gRPC code etcd uses for them.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The requested revision is below the compacted revision.
+    #[error("etcdserver: mvcc: required revision has been compacted")]
+    Compacted,
+    /// The requested revision is above the current revision.
+    #[error("etcdserver: mvcc: required revision is a future revision")]
+    FutureRevision,
+    /// The request is larger than `--max-request-bytes`.
+    #[error("etcdserver: request is too large")]
+    RequestTooLarge,
+    /// A txn has more than the maximum number of operations (128).
+    #[error("etcdserver: too many operations in txn request")]
+    TooManyOps,
+    /// A txn writes the same key twice in one branch.
+    #[error("etcdserver: duplicate key given in txn request")]
+    DuplicateKey,
+    /// The lease does not exist.
+    #[error("etcdserver: requested lease not found")]
+    LeaseNotFound,
+    /// A lease with that ID already exists.
+    #[error("etcdserver: lease already exists")]
+    LeaseExist,
+    /// The lease TTL is above etcd's maximum (9,000,000,000 s).
+    #[error("etcdserver: too large lease TTL")]
+    LeaseTtlTooLarge,
+    /// The request has an empty key.
+    #[error("etcdserver: key is not provided")]
+    EmptyKey,
+    /// `ignore_value`/`ignore_lease` on a key that does not exist.
+    #[error("etcdserver: key not found")]
+    KeyNotFound,
+    /// `ignore_value` together with a value.
+    #[error("etcdserver: value is provided")]
+    ValueProvided,
+    /// `ignore_lease` together with a lease.
+    #[error("etcdserver: lease is provided")]
+    LeaseProvided,
+    /// The member does not exist.
+    #[error("etcdserver: member not found")]
+    MemberNotFound,
+    /// The cluster has no leader.
+    #[error("etcdserver: no leader")]
+    NoLeader,
+    /// The leader changed while the request was in flight.
+    #[error("etcdserver: leader changed")]
+    LeaderChanged,
+    /// The request did not complete in time.
+    #[error("etcdserver: request timed out")]
+    Timeout,
+    /// The server is shutting down.
+    #[error("etcdserver: server stopped")]
+    Stopped,
+    /// Too many requests are waiting to be applied.
+    #[error("etcdserver: too many requests")]
+    TooManyRequests,
+    /// The operation is not implemented by raftstore.
+    #[error("{0} is not implemented by raftstore")]
+    Unimplemented(&'static str),
+    /// A malformed request that etcd rejects with InvalidArgument.
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// Disk or internal failure. The message is for operators.
+    #[error("etcdserver: {0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// The gRPC status code etcd uses for this error.
+    pub fn code(&self) -> Code {
+        match self {
+            Error::Compacted | Error::FutureRevision | Error::LeaseTtlTooLarge => Code::OutOfRange,
+            Error::RequestTooLarge
+            | Error::TooManyOps
+            | Error::DuplicateKey
+            | Error::EmptyKey
+            | Error::KeyNotFound
+            | Error::ValueProvided
+            | Error::LeaseProvided
+            | Error::InvalidArgument(_) => Code::InvalidArgument,
+            Error::LeaseNotFound | Error::MemberNotFound => Code::NotFound,
+            Error::LeaseExist => Code::FailedPrecondition,
+            Error::NoLeader | Error::LeaderChanged | Error::Timeout | Error::Stopped => {
+                Code::Unavailable
+            }
+            Error::TooManyRequests => Code::ResourceExhausted,
+            Error::Unimplemented(_) => Code::Unimplemented,
+            Error::Internal(_) => Code::Internal,
+        }
+    }
+
+    /// Builds an [`Error::Internal`] from any displayable error (RocksDB, I/O).
+    pub fn internal(e: impl std::fmt::Display) -> Self {
+        Error::Internal(e.to_string())
+    }
+
+    /// Reconstructs an error from its gRPC code and message, as received from
+    /// another member when a request was forwarded.
+    pub fn from_code_message(code: i32, message: &str) -> Self {
+        let all = [
+            Error::Compacted,
+            Error::FutureRevision,
+            Error::RequestTooLarge,
+            Error::TooManyOps,
+            Error::DuplicateKey,
+            Error::LeaseNotFound,
+            Error::LeaseExist,
+            Error::LeaseTtlTooLarge,
+            Error::EmptyKey,
+            Error::KeyNotFound,
+            Error::ValueProvided,
+            Error::LeaseProvided,
+            Error::MemberNotFound,
+            Error::NoLeader,
+            Error::LeaderChanged,
+            Error::Timeout,
+            Error::Stopped,
+            Error::TooManyRequests,
+        ];
+        if let Some(e) = all.into_iter().find(|e| e.to_string() == message) {
+            return e;
+        }
+        match Code::from_i32(code) {
+            Code::InvalidArgument => Error::InvalidArgument(message.to_string()),
+            _ => Error::Internal(message.trim_start_matches("etcdserver: ").to_string()),
+        }
+    }
+}
+
+impl From<rocksdb::Error> for Error {
+    fn from(e: rocksdb::Error) -> Self {
+        Error::internal(e)
+    }
+}
+
+impl From<Error> for tonic::Status {
+    fn from(e: Error) -> Self {
+        tonic::Status::new(e.code(), e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every etcd error maps to etcd's exact code and message
+    /// (etcd api/v3rpc/rpctypes/error.go).
+    #[test]
+    fn every_variant_maps_to_etcd_code_and_message() {
+        let cases: Vec<(Error, Code, &str)> = vec![
+            (Error::Compacted, Code::OutOfRange, "etcdserver: mvcc: required revision has been compacted"),
+            (Error::FutureRevision, Code::OutOfRange, "etcdserver: mvcc: required revision is a future revision"),
+            (Error::RequestTooLarge, Code::InvalidArgument, "etcdserver: request is too large"),
+            (Error::TooManyOps, Code::InvalidArgument, "etcdserver: too many operations in txn request"),
+            (Error::DuplicateKey, Code::InvalidArgument, "etcdserver: duplicate key given in txn request"),
+            (Error::LeaseNotFound, Code::NotFound, "etcdserver: requested lease not found"),
+            (Error::LeaseExist, Code::FailedPrecondition, "etcdserver: lease already exists"),
+            (Error::LeaseTtlTooLarge, Code::OutOfRange, "etcdserver: too large lease TTL"),
+            (Error::EmptyKey, Code::InvalidArgument, "etcdserver: key is not provided"),
+            (Error::KeyNotFound, Code::InvalidArgument, "etcdserver: key not found"),
+            (Error::ValueProvided, Code::InvalidArgument, "etcdserver: value is provided"),
+            (Error::LeaseProvided, Code::InvalidArgument, "etcdserver: lease is provided"),
+            (Error::MemberNotFound, Code::NotFound, "etcdserver: member not found"),
+            (Error::NoLeader, Code::Unavailable, "etcdserver: no leader"),
+            (Error::LeaderChanged, Code::Unavailable, "etcdserver: leader changed"),
+            (Error::Timeout, Code::Unavailable, "etcdserver: request timed out"),
+            (Error::Stopped, Code::Unavailable, "etcdserver: server stopped"),
+            (Error::TooManyRequests, Code::ResourceExhausted, "etcdserver: too many requests"),
+        ];
+        for (err, code, msg) in cases {
+            let status: tonic::Status = err.clone().into();
+            assert_eq!(status.code(), code, "{err:?}");
+            assert_eq!(status.message(), msg, "{err:?}");
+            assert_eq!(Error::from_code_message(code as i32, msg), err);
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! Starting a raftstore member: open the store, start Raft, serve etcd's
+//! client API and the peer transport.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use proto::etcdserverpb::server::{ClusterServer, KvServer, LeaseServer, MaintenanceServer, WatchServer};
+use proto::raftpb::raft_transport_server::RaftTransportServer;
+use sha2::{Digest, Sha256};
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::error::{Error, Result};
+use crate::lease::Lessor;
+use crate::mvcc::{MvccStore, WatchHub};
+use crate::raft::log_store::LogStore;
+use crate::raft::network::{NetworkFactory, PeerClients, TransportService};
+use crate::raft::state_machine::StateMachine;
+use crate::raft::{Member, Raft, RaftNode};
+use crate::server::{self, Context};
+
+/// How to start a member. Field names follow etcd's flags.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `--name`.
+    pub name: String,
+    /// `--data-dir`.
+    pub data_dir: PathBuf,
+    /// `--listen-client-urls` (first one is used; port 0 picks a free port).
+    pub listen_client_urls: Vec<String>,
+    /// `--advertise-client-urls` (empty: the bound client address).
+    pub advertise_client_urls: Vec<String>,
+    /// `--listen-peer-urls`.
+    pub listen_peer_urls: Vec<String>,
+    /// `--initial-advertise-peer-urls` (empty: the bound peer address).
+    pub initial_advertise_peer_urls: Vec<String>,
+    /// `--initial-cluster`: (name, peer URL) pairs. Empty: just this member.
+    pub initial_cluster: Vec<(String, String)>,
+    /// `--initial-cluster-state`: `new` or `existing`.
+    pub initial_cluster_state: String,
+    /// `--initial-cluster-token`.
+    pub initial_cluster_token: String,
+    /// `--max-request-bytes`.
+    pub max_request_bytes: usize,
+    /// `--heartbeat-interval`.
+    pub heartbeat: Duration,
+    /// `--election-timeout`.
+    pub election: Duration,
+    /// `--experimental-watch-progress-notify-interval`.
+    pub progress_notify_interval: Duration,
+    /// `--auto-compaction-mode` and `--auto-compaction-retention`.
+    pub auto_compaction: Option<crate::compactor::AutoCompaction>,
+    /// Raft log entries between snapshots.
+    pub snapshot_count: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            name: "default".into(),
+            data_dir: PathBuf::from("default.raftstore"),
+            listen_client_urls: vec!["http://127.0.0.1:2379".into()],
+            advertise_client_urls: Vec::new(),
+            listen_peer_urls: vec!["http://127.0.0.1:2380".into()],
+            initial_advertise_peer_urls: Vec::new(),
+            initial_cluster: Vec::new(),
+            initial_cluster_state: "new".into(),
+            initial_cluster_token: "etcd-cluster".into(),
+            max_request_bytes: 1_572_864,
+            heartbeat: Duration::from_millis(100),
+            election: Duration::from_millis(1000),
+            progress_notify_interval: Duration::from_secs(600),
+            auto_compaction: None,
+            snapshot_count: 10_000,
+        }
+    }
+}
+
+/// A running member.
+pub struct NodeHandle {
+    /// The bound client address.
+    pub client_addr: SocketAddr,
+    /// The bound peer address.
+    pub peer_addr: SocketAddr,
+    /// The Raft member.
+    pub node: RaftNode,
+    /// Shared service context.
+    pub ctx: server::Ctx,
+}
+
+/// A member ID derived from the name, peer URLs and cluster token, so every
+/// member computes the same IDs from `--initial-cluster` (etcd derives its
+/// IDs from peer URLs and the token the same way).
+pub fn member_id(name: &str, peer_url: &str, token: &str) -> u64 {
+    let d = Sha256::digest(format!("{name}\n{peer_url}\n{token}").as_bytes());
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&d[..8]);
+    u64::from_be_bytes(b).max(1)
+}
+
+fn host_port(url: &str) -> Result<String> {
+    let u = url::Url::parse(url).map_err(|e| Error::InvalidArgument(format!("bad URL {url:?}: {e}")))?;
+    let host = u.host_str().ok_or_else(|| Error::InvalidArgument(format!("URL without host: {url}")))?;
+    let port = u.port_or_known_default().ok_or_else(|| Error::InvalidArgument(format!("URL without port: {url}")))?;
+    Ok(format!("{host}:{port}"))
+}
+
+/// The minimal lease TTL in seconds: 1.5 election timeouts, rounded up
+/// (etcd `minTTL`).
+fn min_lease_ttl(election: Duration) -> i64 {
+    let ms = election.as_millis() as i64 * 3 / 2;
+    (ms + 999) / 1000
+}
+
+/// Returns the member and cluster IDs stored in the data dir, storing the
+/// given ones on first start.
+fn persisted_ids(db: &rocksdb::DB, id: u64, cluster_id: u64) -> Result<(u64, u64)> {
+    use crate::storage::keys::{self, MetaKey};
+    let cf = crate::storage::cf(db, keys::CF_RAFT_STATE)?;
+    match (db.get_cf(cf, keys::MemberId::KEY)?, db.get_cf(cf, keys::ClusterId::KEY)?) {
+        (Some(m), Some(c)) => Ok((keys::decode_u64(&m)?, keys::decode_u64(&c)?)),
+        _ => {
+            let mut opts = rocksdb::WriteOptions::default();
+            opts.set_sync(true);
+            let mut batch = rocksdb::WriteBatch::default();
+            batch.put_cf(cf, keys::MemberId::KEY, id.to_be_bytes());
+            batch.put_cf(cf, keys::ClusterId::KEY, cluster_id.to_be_bytes());
+            db.write_opt(batch, &opts)?;
+            Ok((id, cluster_id))
+        }
+    }
+}
+
+/// Starts a member and returns once it serves clients.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for bad flags; [`Error::Internal`] if the data
+/// dir cannot be opened or a port cannot be bound.
+pub async fn start(cfg: Config) -> Result<NodeHandle> {
+    std::fs::create_dir_all(&cfg.data_dir).map_err(Error::internal)?;
+    let db = crate::storage::open(&cfg.data_dir.join("db"))?;
+    let store = Arc::new(MvccStore::open(db.clone(), min_lease_ttl(cfg.election))?);
+    let hub = Arc::new(WatchHub::new(store.current_revision()));
+    let snap_root = cfg.data_dir.join("snapshots");
+    let sm = StateMachine::open(store.clone(), hub.clone(), snap_root.clone()).map_err(Error::internal)?;
+    let log = LogStore::new(db.clone());
+
+    let client_listen = cfg.listen_client_urls.first().ok_or_else(|| Error::InvalidArgument("--listen-client-urls is empty".into()))?;
+    let peer_listen = cfg.listen_peer_urls.first().ok_or_else(|| Error::InvalidArgument("--listen-peer-urls is empty".into()))?;
+    let client_l = TcpListener::bind(host_port(client_listen)?).await.map_err(|e| Error::internal(format!("listen {client_listen}: {e}")))?;
+    let peer_l = TcpListener::bind(host_port(peer_listen)?).await.map_err(|e| Error::internal(format!("listen {peer_listen}: {e}")))?;
+    let client_addr = client_l.local_addr().map_err(Error::internal)?;
+    let peer_addr = peer_l.local_addr().map_err(Error::internal)?;
+
+    let my_peer_url = cfg.initial_advertise_peer_urls.first().cloned().unwrap_or_else(|| format!("http://{peer_addr}"));
+    let my_client_urls = if cfg.advertise_client_urls.is_empty() { vec![format!("http://{client_addr}")] } else { cfg.advertise_client_urls.clone() };
+    let cluster: Vec<(String, String)> = if cfg.initial_cluster.is_empty() { vec![(cfg.name.clone(), my_peer_url.clone())] } else { cfg.initial_cluster.clone() };
+    let token = &cfg.initial_cluster_token;
+    let mut members: BTreeMap<u64, Member> = BTreeMap::new();
+    let mut urls: HashMap<u64, String> = HashMap::new();
+    let mut my_id = None;
+    for (name, url) in &cluster {
+        let id = member_id(name, url, token);
+        let client_urls = if *name == cfg.name { my_client_urls.clone() } else { Vec::new() };
+        members.insert(id, Member { name: name.clone(), peer_urls: vec![url.clone()], client_urls });
+        urls.insert(id, url.clone());
+        if *name == cfg.name {
+            my_id = Some(id);
+        }
+    }
+    let id = my_id.ok_or_else(|| Error::InvalidArgument(format!("--initial-cluster has no member named {:?}", cfg.name)))?;
+    let mut ids: Vec<u64> = members.keys().copied().collect();
+    ids.sort_unstable();
+    let cluster_id = {
+        let d = Sha256::digest(format!("{ids:?}{token}").as_bytes());
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&d[..8]);
+        u64::from_be_bytes(b)
+    };
+    // IDs are fixed at first start (etcd keeps them in its WAL metadata).
+    let (id, cluster_id) = persisted_ids(&db, id, cluster_id)?;
+
+    let heartbeat = cfg.heartbeat.as_millis() as u64;
+    let election = cfg.election.as_millis() as u64;
+    let raft_cfg = openraft::Config {
+        cluster_name: token.clone(),
+        heartbeat_interval: heartbeat.max(10),
+        election_timeout_min: election.max(heartbeat * 3),
+        election_timeout_max: (election * 2).max(heartbeat * 6),
+        snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(cfg.snapshot_count),
+        max_in_snapshot_log_to_keep: 1000,
+        ..Default::default()
+    };
+    let raft_cfg = Arc::new(raft_cfg.validate().map_err(|e| Error::InvalidArgument(e.to_string()))?);
+    let peers = Arc::new(PeerClients::new(urls));
+    let raft = Raft::new(id, raft_cfg, NetworkFactory::new(peers.clone()), log, sm).await.map_err(Error::internal)?;
+    let node = RaftNode { raft: raft.clone(), id, request_timeout: Duration::from_secs(5) + cfg.election * 2, peers };
+
+    // Peer transport first, so that members can reach each other during
+    // the first election.
+    let transport = TransportService::new(node.clone(), snap_root);
+    tokio::spawn(async move {
+        let r = tonic::transport::Server::builder()
+            .add_service(RaftTransportServer::new(transport).max_decoding_message_size(usize::MAX).max_encoding_message_size(usize::MAX))
+            .serve_with_incoming(TcpListenerStream::new(peer_l))
+            .await;
+        if let Err(e) = r {
+            tracing::error!("peer server stopped: {e}");
+        }
+    });
+
+    let initialized = raft.is_initialized().await.map_err(Error::internal)?;
+    if !initialized && cfg.initial_cluster_state == "new" {
+        raft.initialize(members).await.map_err(Error::internal)?;
+    }
+
+    let ctx = Arc::new(Context {
+        node: node.clone(),
+        store: store.clone(),
+        hub,
+        lessor: Arc::new(Lessor::default()),
+        cluster_id,
+        member_id: id,
+        max_request_bytes: cfg.max_request_bytes,
+        progress_notify_interval: cfg.progress_notify_interval,
+        data_dir: cfg.data_dir.clone(),
+    });
+    tokio::spawn(server::lease::expiry_loop(ctx.clone()));
+    if let Some(ac) = cfg.auto_compaction.clone() {
+        tokio::spawn(crate::compactor::run(ctx.clone(), ac));
+    }
+
+    // gRPC refuses messages above this before our own size check runs
+    // (etcd: max-request-bytes + 512 KiB of overhead).
+    let grpc_limit = cfg.max_request_bytes + 512 * 1024;
+    let svc_ctx = ctx.clone();
+    tokio::spawn(async move {
+        let r = tonic::transport::Server::builder()
+            .add_service(KvServer::new(server::kv::KvService::new(svc_ctx.clone())).max_decoding_message_size(grpc_limit).max_encoding_message_size(usize::MAX))
+            .add_service(WatchServer::new(server::watch::WatchService::new(svc_ctx.clone())).max_decoding_message_size(grpc_limit).max_encoding_message_size(usize::MAX))
+            .add_service(LeaseServer::new(server::lease::LeaseService::new(svc_ctx.clone())).max_decoding_message_size(grpc_limit))
+            .add_service(MaintenanceServer::new(server::maintenance::MaintenanceService::new(svc_ctx.clone())).max_decoding_message_size(grpc_limit).max_encoding_message_size(usize::MAX))
+            .add_service(ClusterServer::new(server::cluster::ClusterService::new(svc_ctx.clone())).max_decoding_message_size(grpc_limit))
+            .serve_with_incoming(TcpListenerStream::new(client_l))
+            .await;
+        if let Err(e) = r {
+            tracing::error!("client server stopped: {e}");
+        }
+    });
+
+    Ok(NodeHandle { client_addr, peer_addr, node, ctx })
+}

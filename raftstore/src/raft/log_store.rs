@@ -1,0 +1,176 @@
+//! The Raft log and vote on RocksDB (`raft_log`, `raft_state`).
+//!
+//! Every append and vote is written with `sync = true`: openraft is told an
+//! entry is durable only after the fsync returns (etcd does the same with its
+//! WAL). Entries are postcard-encoded openraft entries keyed by big-endian
+//! index.
+
+use std::fmt::Debug;
+use std::io;
+use std::ops::{Bound, RangeBounds};
+
+use openraft::storage::{IOFlushed, LogState, RaftLogReader, RaftLogStorage};
+use openraft::OptionalSend;
+use rocksdb::{Direction, IteratorMode, WriteBatch, WriteOptions};
+
+use super::{decode, encode, Entry, LogId, TypeConfig, Vote};
+use crate::storage::keys::{self, MetaKey};
+use crate::storage::Db;
+
+
+/// The log store. Cheap to clone; clones share the database.
+#[derive(Clone)]
+pub struct LogStore {
+    db: Db,
+}
+
+fn io_err(e: impl std::fmt::Display) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+impl LogStore {
+    /// A log store on `db`.
+    pub fn new(db: Db) -> Self {
+        LogStore { db }
+    }
+
+    fn cf_log(&self) -> io::Result<&rocksdb::ColumnFamily> {
+        self.db.cf_handle(keys::CF_RAFT_LOG).ok_or_else(|| io_err("missing raft_log column family"))
+    }
+
+    fn cf_state(&self) -> io::Result<&rocksdb::ColumnFamily> {
+        self.db.cf_handle(keys::CF_RAFT_STATE).ok_or_else(|| io_err("missing raft_state column family"))
+    }
+
+    fn get_state<T: for<'de> serde::Deserialize<'de>>(&self, key: &[u8]) -> io::Result<Option<T>> {
+        match self.db.get_cf(self.cf_state()?, key).map_err(io_err)? {
+            Some(b) => Ok(Some(decode(&b)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn put_state_sync<T: serde::Serialize>(&self, key: &[u8], v: &T) -> io::Result<()> {
+        let mut opts = WriteOptions::default();
+        opts.set_sync(true);
+        self.db.put_cf_opt(self.cf_state()?, key, encode(v)?, &opts).map_err(io_err)
+    }
+
+    fn last_entry_log_id(&self) -> io::Result<Option<LogId>> {
+        let mut it = self.db.iterator_cf(self.cf_log()?, IteratorMode::End);
+        match it.next() {
+            Some(item) => {
+                let (_, v) = item.map_err(io_err)?;
+                let e: Entry = decode(&v)?;
+                Ok(Some(e.log_id.clone()))
+            }
+            None => Ok(None),
+        }
+    }
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(&mut self, range: RB) -> Result<Vec<Entry>, io::Error> {
+        let start = match range.start_bound() {
+            Bound::Included(x) => *x,
+            Bound::Excluded(x) => x.saturating_add(1),
+            Bound::Unbounded => 0,
+        };
+        let cf = self.cf_log()?;
+        let mut out = Vec::new();
+        let from = keys::log_key(start);
+        for item in self.db.iterator_cf(cf, IteratorMode::From(&from, Direction::Forward)) {
+            let (k, v) = item.map_err(io_err)?;
+            let idx = keys::decode_u64(&k).map_err(io_err)?;
+            if !range.contains(&idx) {
+                break;
+            }
+            out.push(decode(&v)?);
+        }
+        Ok(out)
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote>, io::Error> {
+        self.get_state(keys::Vote::KEY)
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = Self;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, io::Error> {
+        let last_purged: Option<LogId> = self.get_state(keys::LastPurged::KEY)?;
+        let last = self.last_entry_log_id()?.or_else(|| last_purged.clone());
+        Ok(LogState { last_purged_log_id: last_purged, last_log_id: last })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote) -> Result<(), io::Error> {
+        self.put_state_sync(keys::Vote::KEY, vote)
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), io::Error> {
+        // Not synced: losing it only means re-deriving it from a quorum.
+        let cf = self.cf_state()?;
+        self.db.put_cf(cf, keys::Committed::KEY, encode(&committed)?).map_err(io_err)
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId>, io::Error> {
+        Ok(self.get_state::<Option<LogId>>(keys::Committed::KEY)?.flatten())
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: IOFlushed<TypeConfig>) -> Result<(), io::Error>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let cf = self.cf_log()?;
+        let mut batch = WriteBatch::default();
+        for e in entries {
+            batch.put_cf(cf, keys::log_key(e.log_id.clone().index()), encode(&e)?);
+        }
+        let db = self.db.clone();
+        // fsync off the async runtime; report durability only afterwards.
+        let res = tokio::task::spawn_blocking(move || {
+            let mut opts = WriteOptions::default();
+            opts.set_sync(true);
+            db.write_opt(batch, &opts).map_err(io_err)
+        })
+        .await
+        .map_err(io_err)
+        .and_then(|r| r);
+        match res {
+            Ok(()) => {
+                callback.io_completed(Ok(()));
+                Ok(())
+            }
+            Err(e) => {
+                callback.io_completed(Err(io::Error::new(e.kind(), e.to_string())));
+                Err(e)
+            }
+        }
+    }
+
+    async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> Result<(), io::Error> {
+        let from = last_log_id.map(|l| l.index() + 1).unwrap_or(0);
+        let cf = self.cf_log()?;
+        let mut opts = WriteOptions::default();
+        opts.set_sync(true);
+        let mut batch = WriteBatch::default();
+        batch.delete_range_cf(cf, keys::log_key(from), keys::log_key(u64::MAX));
+        self.db.write_opt(batch, &opts).map_err(io_err)
+    }
+
+    async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {
+        let cf = self.cf_log()?;
+        let state = self.cf_state()?;
+        let mut batch = WriteBatch::default();
+        batch.put_cf(state, keys::LastPurged::KEY, encode(&log_id)?);
+        batch.delete_range_cf(cf, keys::log_key(0), keys::log_key(log_id.index() + 1));
+        let mut opts = WriteOptions::default();
+        opts.set_sync(true);
+        self.db.write_opt(batch, &opts).map_err(io_err)
+    }
+}

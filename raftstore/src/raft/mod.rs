@@ -1,0 +1,263 @@
+//! Everything that touches openraft lives under this module, so that an
+//! openraft version change touches one place.
+//!
+//! - [`log_store`]: the Raft log and vote on RocksDB (`raft_log`,
+//!   `raft_state`); appends are fsynced before openraft is told they are
+//!   durable.
+//! - [`state_machine`]: applies committed commands to the MVCC store and
+//!   builds/installs snapshots from RocksDB checkpoints.
+//! - [`network`]: the peer transport (tonic, `proto/raftpb.proto`).
+//! - [`RaftNode`]: the small API the gRPC services use.
+
+pub mod log_store;
+pub mod network;
+pub mod state_machine;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::async_runtime::watch::WatchReceiver;
+use serde::{Deserialize, Serialize};
+
+use crate::command::{Command, CommandResponse};
+use crate::error::{Error, Result};
+
+/// A member as Raft knows it: etcd's member name and URLs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    /// `--name`.
+    pub name: String,
+    /// `--initial-advertise-peer-urls`.
+    pub peer_urls: Vec<String>,
+    /// `--advertise-client-urls`.
+    pub client_urls: Vec<String>,
+}
+
+impl fmt::Display for Command {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match self {
+            Command::Put(_) => "Put",
+            Command::DeleteRange(_) => "DeleteRange",
+            Command::Txn(_) => "Txn",
+            Command::Compact(_) => "Compact",
+            Command::LeaseGrant(_) => "LeaseGrant",
+            Command::LeaseRevoke(_) => "LeaseRevoke",
+        };
+        f.write_str(name)
+    }
+}
+
+openraft::declare_raft_types!(
+    /// raftstore's openraft type configuration.
+    pub TypeConfig:
+        D = Command,
+        R = CommandResponse,
+        NodeId = u64,
+        Node = Member,
+);
+
+/// The openraft handle.
+pub type Raft = openraft::Raft<TypeConfig, state_machine::StateMachine>;
+/// A log id.
+pub type LogId = openraft::type_config::alias::LogIdOf<TypeConfig>;
+/// Membership as stored in the log and the state machine.
+pub type StoredMembership = openraft::type_config::alias::StoredMembershipOf<TypeConfig>;
+/// A log entry.
+pub type Entry = openraft::type_config::alias::EntryOf<TypeConfig>;
+/// A vote.
+pub type Vote = openraft::type_config::alias::VoteOf<TypeConfig>;
+/// Snapshot metadata.
+pub type SnapshotMeta = openraft::SnapshotMeta<openraft::type_config::alias::CommittedLeaderIdOf<TypeConfig>, u64, Member>;
+/// A snapshot: metadata plus the checkpoint directory.
+pub type Snapshot = openraft::Snapshot<openraft::type_config::alias::CommittedLeaderIdOf<TypeConfig>, u64, Member, state_machine::SnapshotDir>;
+
+/// postcard encoding of openraft's serde types (entries, votes, log ids).
+pub(crate) fn encode<T: Serialize>(v: &T) -> std::io::Result<Vec<u8>> {
+    postcard::to_allocvec(v).map_err(std::io::Error::other)
+}
+
+/// Inverse of [`encode`]; malformed bytes are an I/O error, never a panic.
+pub(crate) fn decode<T: for<'de> Deserialize<'de>>(b: &[u8]) -> std::io::Result<T> {
+    postcard::from_bytes(b).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// Raft timing, from etcd's `--heartbeat-interval` and `--election-timeout`.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// Heartbeat interval.
+    pub heartbeat: Duration,
+    /// Election timeout (the lower bound; the upper bound is twice it).
+    pub election: Duration,
+}
+
+/// The Raft member plus what the services need to serve requests.
+#[derive(Clone)]
+pub struct RaftNode {
+    /// openraft handle.
+    pub raft: Raft,
+    /// This member's ID.
+    pub id: u64,
+    /// Client request timeout (etcd: about 5 s plus election time).
+    pub request_timeout: Duration,
+    /// Peer clients, for forwarding to the leader.
+    pub peers: Arc<network::PeerClients>,
+}
+
+impl RaftNode {
+    /// Proposes a command and waits until it is applied locally, returning
+    /// the state machine's reply. On a follower the command is forwarded to
+    /// the leader.
+    ///
+    /// # Errors
+    /// etcd's `no leader`, `leader changed`, `request timed out` or `server
+    /// stopped` (Unavailable), or the command's own apply-time error.
+    pub async fn propose(&self, cmd: Command) -> Result<CommandResponse> {
+        let fut = self.propose_inner(cmd);
+        match tokio::time::timeout(self.request_timeout, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::Timeout),
+        }
+    }
+
+    async fn propose_inner(&self, cmd: Command) -> Result<CommandResponse> {
+        use openraft::error::{ClientWriteError, RaftError};
+        loop {
+            match self.raft.client_write(cmd.clone()).await {
+                Ok(resp) => {
+                    return match resp.data {
+                        CommandResponse::Error(e) => Err(e),
+                        other => Ok(other),
+                    };
+                }
+                Err(RaftError::APIError(ClientWriteError::ForwardToLeader(fwd))) => {
+                    let Some(leader) = fwd.leader_id else {
+                        // No leader known yet: wait for an election.
+                        self.wait_for_leader().await?;
+                        continue;
+                    };
+                    return self.peers.forward(leader, fwd.leader_node.as_ref(), &cmd).await;
+                }
+                Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e))) => {
+                    return Err(Error::InvalidArgument(e.to_string()))
+                }
+                Err(RaftError::Fatal(_)) => return Err(Error::Stopped),
+                Err(e) => return Err(Error::internal(e)),
+            }
+        }
+    }
+
+    /// Waits until a leader is known.
+    ///
+    /// # Errors
+    /// [`Error::NoLeader`] after the request timeout.
+    pub async fn wait_for_leader(&self) -> Result<u64> {
+        let mut rx = self.raft.metrics();
+        let wait = async {
+            loop {
+                if let Some(l) = rx.borrow_watched().current_leader {
+                    return Ok(l);
+                }
+                if rx.changed().await.is_err() {
+                    return Err(Error::Stopped);
+                }
+            }
+        };
+        match tokio::time::timeout(self.request_timeout, wait).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::NoLeader),
+        }
+    }
+
+    /// Makes the next local read linearizable: confirms leadership with a
+    /// quorum (ReadIndex) and waits until the state machine has applied the
+    /// read index. On a follower, asks the leader for its read index.
+    ///
+    /// # Errors
+    /// Unavailable errors as for [`RaftNode::propose`].
+    pub async fn linearizable_read(&self) -> Result<()> {
+        use openraft::error::{LinearizableReadError, RaftError};
+        use openraft::ReadPolicy;
+        let fut = async {
+            loop {
+                match self.raft.ensure_linearizable(ReadPolicy::ReadIndex).await {
+                    Ok(_) => return Ok(()),
+                    Err(RaftError::APIError(LinearizableReadError::ForwardToLeader(fwd))) => {
+                        let Some(leader) = fwd.leader_id else {
+                            self.wait_for_leader().await?;
+                            continue;
+                        };
+                        let index = self.peers.read_index(leader, fwd.leader_node.as_ref()).await?;
+                        return self.wait_applied(index).await;
+                    }
+                    Err(RaftError::APIError(_)) => return Err(Error::NoLeader),
+                    Err(RaftError::Fatal(_)) => return Err(Error::Stopped),
+                }
+            }
+        };
+        match tokio::time::timeout(self.request_timeout, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::Timeout),
+        }
+    }
+
+    /// Leader side of a follower's read: confirm leadership, return the
+    /// index the follower must apply before reading.
+    ///
+    /// # Errors
+    /// [`Error::NoLeader`] if this member is not the leader.
+    pub async fn read_index(&self) -> Result<u64> {
+        use openraft::ReadPolicy;
+        match self.raft.ensure_linearizable(ReadPolicy::ReadIndex).await {
+            Ok(read) => Ok(read.log_id().index()),
+            Err(_) => Err(Error::NoLeader),
+        }
+    }
+
+    /// Waits until the local state machine has applied log `index`.
+    ///
+    /// # Errors
+    /// [`Error::Stopped`] if Raft shuts down.
+    pub async fn wait_applied(&self, index: u64) -> Result<()> {
+        let mut rx = self.raft.metrics();
+        loop {
+            let applied = rx.borrow_watched().last_applied.as_ref().map(|l| l.index()).unwrap_or(0);
+            if applied >= index {
+                return Ok(());
+            }
+            if rx.changed().await.is_err() {
+                return Err(Error::Stopped);
+            }
+        }
+    }
+
+    /// (leader ID, current term, last log index, last applied index).
+    pub fn status(&self) -> (Option<u64>, u64, u64, u64) {
+        let m = self.raft.metrics().borrow_watched().clone();
+        (
+            m.current_leader,
+            m.current_term,
+            m.last_log_index.unwrap_or(0),
+            m.last_applied.as_ref().map(|l| l.index()).unwrap_or(0),
+        )
+    }
+
+    /// The current term.
+    pub fn term(&self) -> u64 {
+        self.raft.metrics().borrow_watched().current_term
+    }
+
+    /// Whether this member is the leader.
+    pub fn is_leader(&self) -> bool {
+        self.raft.metrics().borrow_watched().current_leader == Some(self.id)
+    }
+
+    /// Members from the current membership: ID → (member, is_learner).
+    pub fn members(&self) -> BTreeMap<u64, (Member, bool)> {
+        let m = self.raft.metrics().borrow_watched().clone();
+        let mem = m.membership_config.membership();
+        let voters: std::collections::BTreeSet<u64> = mem.voter_ids().collect();
+        mem.nodes().map(|(id, n)| (*id, (n.clone(), !voters.contains(id)))).collect()
+    }
+}

@@ -1,0 +1,304 @@
+//! The peer transport: openraft RPCs, snapshot streaming, request forwarding
+//! and read index over tonic (`proto/raftpb.proto`).
+//!
+//! openraft messages travel postcard-encoded inside `RaftMessage.payload`.
+//! A snapshot travels as the files of a RocksDB checkpoint, in chunks of at
+//! most [`CHUNK_BYTES`].
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+
+use openraft::error::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
+use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
+use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse};
+use parking_lot::Mutex;
+use proto::raftpb::raft_transport_client::RaftTransportClient;
+use proto::raftpb::raft_transport_server::RaftTransport;
+use proto::raftpb::{ForwardRequest, ForwardResponse, RaftMessage, ReadIndexRequest, ReadIndexResponse, SnapshotChunk};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Request, Response, Status, Streaming};
+
+use super::state_machine::SnapshotDir;
+use super::{decode, encode, Member, RaftNode, Snapshot, SnapshotMeta, TypeConfig, Vote};
+use crate::command::{Command, CommandResponse};
+use crate::error::{Error, Result};
+
+/// Largest piece of a snapshot file sent in one message, in bytes.
+pub const CHUNK_BYTES: usize = 1 << 20;
+
+/// gRPC clients to the other members, created lazily and reused.
+pub struct PeerClients {
+    clients: Mutex<HashMap<u64, RaftTransportClient<Channel>>>,
+    /// Peer URLs known from the initial cluster, by member ID.
+    initial: HashMap<u64, String>,
+}
+
+impl PeerClients {
+    /// Clients for a cluster whose initial members have these peer URLs.
+    pub fn new(initial: HashMap<u64, String>) -> Self {
+        PeerClients { clients: Mutex::new(HashMap::new()), initial }
+    }
+
+    fn client(&self, id: u64, node: Option<&Member>) -> Result<RaftTransportClient<Channel>> {
+        if let Some(c) = self.clients.lock().get(&id) {
+            return Ok(c.clone());
+        }
+        let url = node
+            .and_then(|n| n.peer_urls.first().cloned())
+            .or_else(|| self.initial.get(&id).cloned())
+            .ok_or(Error::NoLeader)?;
+        let ep = Endpoint::from_shared(url).map_err(Error::internal)?
+            .connect_timeout(std::time::Duration::from_secs(1))
+            .tcp_nodelay(true);
+        let c = RaftTransportClient::new(ep.connect_lazy())
+            .max_decoding_message_size(usize::MAX)
+            .max_encoding_message_size(usize::MAX);
+        self.clients.lock().insert(id, c.clone());
+        Ok(c)
+    }
+
+    /// Forwards a command to the leader and returns its reply.
+    ///
+    /// # Errors
+    /// The leader's error, or Unavailable if it cannot be reached.
+    pub async fn forward(&self, leader: u64, node: Option<&Member>, cmd: &Command) -> Result<CommandResponse> {
+        let mut c = self.client(leader, node)?;
+        let resp = c.forward(ForwardRequest { command: cmd.encode() }).await.map_err(|_| Error::LeaderChanged)?.into_inner();
+        if !resp.message.is_empty() {
+            return Err(Error::from_code_message(resp.code, &resp.message));
+        }
+        CommandResponse::decode(&resp.response)
+    }
+
+    /// Asks the leader for a read index.
+    ///
+    /// # Errors
+    /// Unavailable if the leader cannot be reached or is no longer leader.
+    pub async fn read_index(&self, leader: u64, node: Option<&Member>) -> Result<u64> {
+        let mut c = self.client(leader, node)?;
+        let resp = c.read_index(ReadIndexRequest {}).await.map_err(|_| Error::LeaderChanged)?.into_inner();
+        if !resp.message.is_empty() {
+            return Err(Error::from_code_message(resp.code, &resp.message));
+        }
+        Ok(resp.index)
+    }
+}
+
+/// Creates per-target network clients for openraft.
+pub struct NetworkFactory {
+    peers: std::sync::Arc<PeerClients>,
+}
+
+impl NetworkFactory {
+    /// A factory over shared peer clients.
+    pub fn new(peers: std::sync::Arc<PeerClients>) -> Self {
+        NetworkFactory { peers }
+    }
+}
+
+/// openraft's connection to one peer.
+pub struct Network {
+    client: Option<RaftTransportClient<Channel>>,
+}
+
+impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
+    type Network = Network;
+
+    async fn new_client(&mut self, target: u64, node: &Member) -> Self::Network {
+        Network { client: self.peers.client(target, Some(node)).ok() }
+    }
+}
+
+fn unreachable(msg: impl std::fmt::Display) -> RPCError<TypeConfig> {
+    RPCError::Unreachable(Unreachable::new(&std::io::Error::other(msg.to_string())))
+}
+
+fn network_err(msg: impl std::fmt::Display) -> RPCError<TypeConfig> {
+    RPCError::Network(NetworkError::new(&std::io::Error::other(msg.to_string())))
+}
+
+impl Network {
+    fn client(&self) -> std::result::Result<RaftTransportClient<Channel>, RPCError<TypeConfig>> {
+        self.client.clone().ok_or_else(|| unreachable("no peer URL"))
+    }
+}
+
+impl RaftNetworkV2<TypeConfig> for Network {
+    type SnapshotData = SnapshotDir;
+
+    async fn append_entries(&mut self, rpc: AppendEntriesRequest<TypeConfig>, option: RPCOption) -> std::result::Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
+        let mut c = self.client()?;
+        let payload = encode(&rpc).map_err(network_err)?;
+        let mut req = Request::new(RaftMessage { payload });
+        req.set_timeout(option.hard_ttl());
+        let resp = c.append_entries(req).await.map_err(unreachable)?.into_inner();
+        decode(&resp.payload).map_err(network_err)
+    }
+
+    async fn vote(&mut self, rpc: VoteRequest<TypeConfig>, option: RPCOption) -> std::result::Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
+        let mut c = self.client()?;
+        let payload = encode(&rpc).map_err(network_err)?;
+        let mut req = Request::new(RaftMessage { payload });
+        req.set_timeout(option.hard_ttl());
+        let resp = c.vote(req).await.map_err(unreachable)?.into_inner();
+        decode(&resp.payload).map_err(network_err)
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        vote: Vote,
+        snapshot: Snapshot,
+        cancel: impl Future<Output = ReplicationClosed> + openraft::OptionalSend + 'static,
+        _option: RPCOption,
+    ) -> std::result::Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+        let mut c = self.client()?;
+        let meta = serde_json::to_vec(&(vote, snapshot.meta.clone())).map_err(network_err)?;
+        let dir = snapshot.snapshot.0.clone();
+        let (tx, rx) = tokio::sync::mpsc::channel::<SnapshotChunk>(4);
+        let reader = tokio::spawn(async move { send_files(dir, meta, tx).await });
+        let call = c.install_snapshot(ReceiverStream::new(rx));
+        let resp = tokio::select! {
+            r = call => r.map_err(unreachable)?,
+            closed = cancel => return Err(StreamingError::Closed(closed)),
+        };
+        match reader.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(network_err(e).into()),
+            Err(e) => return Err(network_err(e).into()),
+        }
+        decode(&resp.into_inner().payload).map_err(|e| network_err(e).into())
+    }
+}
+
+async fn send_files(dir: PathBuf, meta: Vec<u8>, tx: tokio::sync::mpsc::Sender<SnapshotChunk>) -> std::io::Result<()> {
+    let mut first = Some(meta);
+    let mut entries: Vec<_> = std::fs::read_dir(&dir)?.filter_map(|e| e.ok()).collect();
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        if !entry.file_type()?.is_file() {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy().to_string();
+        let mut f = tokio::fs::File::open(entry.path()).await?;
+        let mut offset = 0u64;
+        loop {
+            let mut buf = vec![0u8; CHUNK_BYTES];
+            let n = f.read(&mut buf).await?;
+            buf.truncate(n);
+            let chunk = SnapshotChunk { meta: first.take().unwrap_or_default(), file: name.clone(), offset, data: buf, done: false };
+            if tx.send(chunk).await.is_err() {
+                return Err(std::io::Error::other("snapshot receiver went away"));
+            }
+            offset += n as u64;
+            if n == 0 {
+                break;
+            }
+        }
+    }
+    let last = SnapshotChunk { meta: first.take().unwrap_or_default(), file: String::new(), offset: 0, data: Vec::new(), done: true };
+    tx.send(last).await.map_err(|_| std::io::Error::other("snapshot receiver went away"))
+}
+
+/// The server side of the peer transport.
+pub struct TransportService {
+    node: RaftNode,
+    snapshot_root: PathBuf,
+}
+
+impl TransportService {
+    /// Serves peer RPCs for `node`; received snapshots land under
+    /// `snapshot_root`.
+    pub fn new(node: RaftNode, snapshot_root: PathBuf) -> Self {
+        TransportService { node, snapshot_root }
+    }
+}
+
+fn bad(e: impl std::fmt::Display) -> Status {
+    Status::invalid_argument(e.to_string())
+}
+
+type BoxResult<T> = std::result::Result<Response<T>, Status>;
+
+#[tonic::async_trait]
+impl RaftTransport for TransportService {
+    async fn vote(&self, req: Request<RaftMessage>) -> BoxResult<RaftMessage> {
+        let rpc: VoteRequest<TypeConfig> = decode(&req.into_inner().payload).map_err(bad)?;
+        let resp = self.node.raft.vote(rpc).await.map_err(|e| Status::unavailable(e.to_string()))?;
+        Ok(Response::new(RaftMessage { payload: encode(&resp).map_err(bad)? }))
+    }
+
+    async fn append_entries(&self, req: Request<RaftMessage>) -> BoxResult<RaftMessage> {
+        let rpc: AppendEntriesRequest<TypeConfig> = decode(&req.into_inner().payload).map_err(bad)?;
+        let resp = self.node.raft.append_entries(rpc).await.map_err(|e| Status::unavailable(e.to_string()))?;
+        Ok(Response::new(RaftMessage { payload: encode(&resp).map_err(bad)? }))
+    }
+
+    async fn install_snapshot(&self, req: Request<Streaming<SnapshotChunk>>) -> BoxResult<RaftMessage> {
+        let mut stream = req.into_inner();
+        let dir = self.snapshot_root.join(format!("recv-{}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)));
+        tokio::fs::create_dir_all(&dir).await.map_err(|e| Status::internal(e.to_string()))?;
+        let mut meta: Option<(Vote, SnapshotMeta)> = None;
+        let mut open: Option<(String, tokio::fs::File)> = None;
+        let mut done = false;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk?;
+            if !chunk.meta.is_empty() {
+                meta = Some(serde_json::from_slice(&chunk.meta).map_err(bad)?);
+            }
+            if chunk.done {
+                done = true;
+                break;
+            }
+            let name = chunk.file.clone();
+            if name.is_empty() || name.contains('/') || name.contains("..") {
+                return Err(bad("bad snapshot file name"));
+            }
+            if open.as_ref().map(|(n, _)| n != &name).unwrap_or(true) {
+                if let Some((_, mut f)) = open.take() {
+                    f.flush().await.map_err(|e| Status::internal(e.to_string()))?;
+                }
+                let f = tokio::fs::File::create(dir.join(&name)).await.map_err(|e| Status::internal(e.to_string()))?;
+                open = Some((name, f));
+            }
+            if let Some((_, f)) = open.as_mut() {
+                f.write_all(&chunk.data).await.map_err(|e| Status::internal(e.to_string()))?;
+            }
+        }
+        if let Some((_, mut f)) = open.take() {
+            f.flush().await.map_err(|e| Status::internal(e.to_string()))?;
+            f.sync_all().await.map_err(|e| Status::internal(e.to_string()))?;
+        }
+        let (Some((vote, meta)), true) = (meta, done) else {
+            let _ = tokio::fs::remove_dir_all(&dir).await;
+            return Err(bad("incomplete snapshot stream"));
+        };
+        let snap = Snapshot { meta, snapshot: SnapshotDir(dir) };
+        let resp = self.node.raft.install_full_snapshot(vote, snap).await.map_err(|e| Status::unavailable(e.to_string()))?;
+        Ok(Response::new(RaftMessage { payload: encode(&resp).map_err(bad)? }))
+    }
+
+    async fn forward(&self, req: Request<ForwardRequest>) -> BoxResult<ForwardResponse> {
+        let cmd = Command::decode(&req.into_inner().command).map_err(bad)?;
+        let out = match self.node.propose(cmd).await {
+            Ok(r) => ForwardResponse { response: r.encode(), code: 0, message: String::new() },
+            Err(e) => ForwardResponse { response: Vec::new(), code: e.code() as i32, message: e.to_string() },
+        };
+        Ok(Response::new(out))
+    }
+
+    async fn read_index(&self, _req: Request<ReadIndexRequest>) -> BoxResult<ReadIndexResponse> {
+        let out = match self.node.read_index().await {
+            Ok(index) => ReadIndexResponse { index, code: 0, message: String::new() },
+            Err(e) => ReadIndexResponse { index: 0, code: e.code() as i32, message: e.to_string() },
+        };
+        Ok(Response::new(out))
+    }
+}
+
+/// Boxed future alias used by the services.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -1,0 +1,138 @@
+//! etcd `Lease` service: grant, revoke, keep-alive, time-to-live, list.
+
+use std::time::Duration;
+
+use proto::etcdserverpb::server::Lease;
+use proto::etcdserverpb::{
+    LeaseGrantRequest, LeaseGrantResponse, LeaseKeepAliveRequest, LeaseKeepAliveResponse,
+    LeaseLeasesRequest, LeaseLeasesResponse, LeaseRevokeRequest, LeaseRevokeResponse, LeaseStatus,
+    LeaseTimeToLiveRequest, LeaseTimeToLiveResponse,
+};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
+use tonic::{Request, Response, Status, Streaming};
+
+use super::Ctx;
+use crate::command::{Command, CommandResponse};
+use crate::error::Error;
+
+/// The Lease service.
+pub struct LeaseService {
+    ctx: Ctx,
+}
+
+impl LeaseService {
+    /// A lease service over the shared context.
+    pub fn new(ctx: Ctx) -> Self {
+        LeaseService { ctx }
+    }
+}
+
+/// A fresh positive lease ID (etcd IDs are positive int64).
+fn new_lease_id() -> i64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+    (h.finish() >> 1) as i64 | 1
+}
+
+/// Revokes expired leases while this member is leader (etcd's lessor
+/// `revokeExpiredLeases`, every 500 ms).
+pub async fn expiry_loop(ctx: Ctx) {
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        tick.tick().await;
+        if !ctx.node.is_leader() {
+            continue;
+        }
+        let expired = ctx.lessor.expired(&ctx.store.leases(), ctx.node.term());
+        for id in expired {
+            match ctx.node.propose(Command::LeaseRevoke(LeaseRevokeRequest { id })).await {
+                Ok(_) | Err(Error::LeaseNotFound) => ctx.lessor.forget(id),
+                Err(e) => tracing::warn!(lease = id, "revoking expired lease failed: {e}"),
+            }
+        }
+    }
+}
+
+type Res<T> = std::result::Result<Response<T>, Status>;
+
+#[tonic::async_trait]
+impl Lease for LeaseService {
+    async fn lease_grant(&self, req: Request<LeaseGrantRequest>) -> Res<LeaseGrantResponse> {
+        let mut r = req.into_inner();
+        let pick = r.id == 0;
+        loop {
+            if pick {
+                r.id = new_lease_id();
+            }
+            match self.ctx.node.propose(Command::LeaseGrant(r.clone())).await {
+                Ok(CommandResponse::LeaseGrant(mut resp)) => {
+                    self.ctx.lessor.renew(resp.id, resp.ttl);
+                    self.ctx.fill(&mut resp.header);
+                    return Ok(Response::new(resp));
+                }
+                Err(Error::LeaseExist) if pick => continue,
+                Err(e) => return Err(e.into()),
+                Ok(other) => return Err(Status::internal(format!("unexpected reply {other:?}"))),
+            }
+        }
+    }
+
+    async fn lease_revoke(&self, req: Request<LeaseRevokeRequest>) -> Res<LeaseRevokeResponse> {
+        let r = req.into_inner();
+        match self.ctx.node.propose(Command::LeaseRevoke(r.clone())).await? {
+            CommandResponse::LeaseRevoke(mut resp) => {
+                self.ctx.lessor.forget(r.id);
+                self.ctx.fill(&mut resp.header);
+                Ok(Response::new(resp))
+            }
+            other => Err(Status::internal(format!("unexpected reply {other:?}"))),
+        }
+    }
+
+    type LeaseKeepAliveStream = ReceiverStream<Result<LeaseKeepAliveResponse, Status>>;
+
+    async fn lease_keep_alive(&self, req: Request<Streaming<LeaseKeepAliveRequest>>) -> Res<Self::LeaseKeepAliveStream> {
+        let mut inbound = req.into_inner();
+        let (tx, rx) = mpsc::channel(16);
+        let ctx = self.ctx.clone();
+        tokio::spawn(async move {
+            while let Some(Ok(r)) = inbound.next().await {
+                // etcd answers an unknown lease with TTL 0.
+                let ttl = match ctx.store.lease(r.id) {
+                    Some(l) => ctx.lessor.renew(r.id, l.ttl),
+                    None => 0,
+                };
+                let resp = LeaseKeepAliveResponse { header: ctx.header(ctx.store.current_revision()), id: r.id, ttl };
+                if tx.send(Ok(resp)).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn lease_time_to_live(&self, req: Request<LeaseTimeToLiveRequest>) -> Res<LeaseTimeToLiveResponse> {
+        let r = req.into_inner();
+        let header = self.ctx.header(self.ctx.store.current_revision());
+        let resp = match self.ctx.store.lease(r.id) {
+            Some(l) => LeaseTimeToLiveResponse {
+                header,
+                id: r.id,
+                ttl: self.ctx.lessor.remaining(r.id, l.ttl),
+                granted_ttl: l.ttl,
+                keys: if r.keys { l.keys.into_iter().collect() } else { Vec::new() },
+            },
+            // etcd: an unknown lease reports TTL -1.
+            None => LeaseTimeToLiveResponse { header, id: r.id, ttl: -1, granted_ttl: 0, keys: Vec::new() },
+        };
+        Ok(Response::new(resp))
+    }
+
+    async fn lease_leases(&self, _req: Request<LeaseLeasesRequest>) -> Res<LeaseLeasesResponse> {
+        let leases = self.ctx.store.leases().into_iter().map(|(id, _)| LeaseStatus { id }).collect();
+        Ok(Response::new(LeaseLeasesResponse { header: self.ctx.header(self.ctx.store.current_revision()), leases }))
+    }
+}

@@ -1,0 +1,169 @@
+//! etcd `Maintenance` service: Status, Snapshot, Defragment, Alarm, Hash,
+//! HashKV.
+
+use proto::etcdserverpb::server::Maintenance;
+use proto::etcdserverpb::{
+    AlarmRequest, AlarmResponse, DefragmentRequest, DefragmentResponse, DowngradeRequest,
+    DowngradeResponse, HashKvRequest, HashKvResponse, HashRequest, HashResponse,
+    MoveLeaderRequest, MoveLeaderResponse, SnapshotRequest, SnapshotResponse, StatusRequest,
+    StatusResponse,
+};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+use super::Ctx;
+use crate::error::Error;
+use crate::storage::{self, keys};
+
+/// The etcd version raftstore reports. kube-apiserver enables watch progress
+/// requests (consistent reads from its cache) only from 3.5.13 on.
+pub const ETCD_VERSION: &str = "3.5.16";
+
+/// Bytes of snapshot data per `SnapshotResponse`.
+const SNAPSHOT_CHUNK: usize = 32 * 1024;
+
+/// The Maintenance service.
+pub struct MaintenanceService {
+    ctx: Ctx,
+}
+
+impl MaintenanceService {
+    /// A maintenance service over the shared context.
+    pub fn new(ctx: Ctx) -> Self {
+        MaintenanceService { ctx }
+    }
+}
+
+type Res<T> = std::result::Result<Response<T>, Status>;
+
+struct ChannelWriter {
+    tx: mpsc::Sender<Result<SnapshotResponse, Status>>,
+    buf: Vec<u8>,
+    header: Option<proto::etcdserverpb::ResponseHeader>,
+    remaining: u64,
+}
+
+impl ChannelWriter {
+    fn flush_chunk(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let blob = std::mem::take(&mut self.buf);
+        self.remaining = self.remaining.saturating_sub(blob.len() as u64);
+        let resp = SnapshotResponse { header: self.header.clone(), remaining_bytes: self.remaining, blob, version: ETCD_VERSION.into() };
+        self.tx.blocking_send(Ok(resp)).map_err(|_| std::io::Error::other("client went away"))
+    }
+}
+
+impl std::io::Write for ChannelWriter {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(b);
+        while self.buf.len() >= SNAPSHOT_CHUNK {
+            let rest = self.buf.split_off(SNAPSHOT_CHUNK);
+            self.flush_chunk()?;
+            self.buf = rest;
+        }
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn dir_size(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|rd| rd.filter_map(|e| e.ok()).filter_map(|e| e.metadata().ok()).map(|m| m.len()).sum())
+        .unwrap_or(0)
+}
+
+#[tonic::async_trait]
+impl Maintenance for MaintenanceService {
+    async fn alarm(&self, _req: Request<AlarmRequest>) -> Res<AlarmResponse> {
+        // raftstore raises no alarms (no space quota, no corruption check).
+        Ok(Response::new(AlarmResponse { header: self.ctx.header(self.ctx.store.current_revision()), alarms: Vec::new() }))
+    }
+
+    async fn status(&self, _req: Request<StatusRequest>) -> Res<StatusResponse> {
+        let (leader, term, index, applied) = self.ctx.node.status();
+        let db_size = storage::db_size(self.ctx.store.db());
+        let is_learner = self.ctx.node.members().get(&self.ctx.member_id).map(|(_, l)| *l).unwrap_or(false);
+        Ok(Response::new(StatusResponse {
+            header: self.ctx.header(self.ctx.store.current_revision()),
+            version: ETCD_VERSION.into(),
+            db_size,
+            leader: leader.unwrap_or(0),
+            raft_index: index,
+            raft_term: term,
+            raft_applied_index: applied,
+            errors: Vec::new(),
+            db_size_in_use: db_size,
+            is_learner,
+            storage_version: "3.5.0".into(),
+            db_size_quota: 2 * 1024 * 1024 * 1024,
+            downgrade_info: None,
+        }))
+    }
+
+    async fn defragment(&self, _req: Request<DefragmentRequest>) -> Res<DefragmentResponse> {
+        let store = self.ctx.store.clone();
+        tokio::task::spawn_blocking(move || {
+            let db = store.db();
+            for name in keys::ALL_CFS {
+                if let Some(cf) = db.cf_handle(name) {
+                    db.compact_range_cf(cf, None::<&[u8]>, None::<&[u8]>);
+                }
+            }
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?;
+        Ok(Response::new(DefragmentResponse { header: self.ctx.header(self.ctx.store.current_revision()) }))
+    }
+
+    async fn hash(&self, _req: Request<HashRequest>) -> Res<HashResponse> {
+        let (hash, _, _) = self.ctx.store.hash_kv(0)?;
+        Ok(Response::new(HashResponse { header: self.ctx.header(self.ctx.store.current_revision()), hash }))
+    }
+
+    async fn hash_kv(&self, req: Request<HashKvRequest>) -> Res<HashKvResponse> {
+        let (hash, hash_revision, compact_revision) = self.ctx.store.hash_kv(req.into_inner().revision)?;
+        Ok(Response::new(HashKvResponse { header: self.ctx.header(self.ctx.store.current_revision()), hash, compact_revision, hash_revision }))
+    }
+
+    type SnapshotStream = ReceiverStream<Result<SnapshotResponse, Status>>;
+
+    async fn snapshot(&self, _req: Request<SnapshotRequest>) -> Res<Self::SnapshotStream> {
+        let (tx, rx) = mpsc::channel(8);
+        let ctx = self.ctx.clone();
+        let dir = ctx.data_dir.join("tmp").join(format!("client-snapshot-{}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)));
+        let header = ctx.header(ctx.store.current_revision());
+        tokio::task::spawn_blocking(move || {
+            let result = (|| -> Result<(), Error> {
+                if let Some(parent) = dir.parent() {
+                    std::fs::create_dir_all(parent).map_err(Error::internal)?;
+                }
+                crate::raft::state_machine::checkpoint(ctx.store.db(), &dir).map_err(Error::internal)?;
+                let total = dir_size(&dir);
+                let mut w = ChannelWriter { tx: tx.clone(), buf: Vec::new(), header, remaining: total };
+                crate::snapshot::write_archive(&dir, &mut w)?;
+                w.remaining = 0;
+                w.flush_chunk().map_err(Error::internal)?;
+                Ok(())
+            })();
+            let _ = std::fs::remove_dir_all(&dir);
+            if let Err(e) = result {
+                let _ = tx.blocking_send(Err(e.into()));
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn move_leader(&self, _req: Request<MoveLeaderRequest>) -> Res<MoveLeaderResponse> {
+        Err(Error::Unimplemented("MoveLeader").into())
+    }
+
+    async fn downgrade(&self, _req: Request<DowngradeRequest>) -> Res<DowngradeResponse> {
+        Err(Error::Unimplemented("Downgrade").into())
+    }
+}

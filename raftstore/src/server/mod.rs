@@ -1,0 +1,62 @@
+//! etcd's gRPC services (etcd `server/etcdserver/api/v3rpc`): KV, Watch,
+//! Lease, Maintenance and Cluster, each in its own file, sharing one
+//! [`Context`].
+
+pub mod cluster;
+pub mod kv;
+pub mod lease;
+pub mod maintenance;
+pub mod watch;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use proto::etcdserverpb::ResponseHeader;
+
+use crate::lease::Lessor;
+use crate::mvcc::{SharedStore, WatchHub};
+use crate::raft::RaftNode;
+
+/// What every service needs.
+pub struct Context {
+    /// The Raft member.
+    pub node: RaftNode,
+    /// The MVCC store.
+    pub store: SharedStore,
+    /// The watch event hub.
+    pub hub: Arc<WatchHub>,
+    /// Lease deadlines (leader only).
+    pub lessor: Arc<Lessor>,
+    /// etcd cluster ID.
+    pub cluster_id: u64,
+    /// This member's etcd member ID (also its Raft node ID).
+    pub member_id: u64,
+    /// `--max-request-bytes`.
+    pub max_request_bytes: usize,
+    /// Interval of progress notifications for watchers that asked for them.
+    pub progress_notify_interval: Duration,
+    /// `--data-dir`.
+    pub data_dir: PathBuf,
+}
+
+/// Shared context handle.
+pub type Ctx = Arc<Context>;
+
+impl Context {
+    /// A response header at `revision` with this member's IDs and term.
+    pub fn header(&self, revision: i64) -> Option<ResponseHeader> {
+        Some(ResponseHeader {
+            cluster_id: self.cluster_id,
+            member_id: self.member_id,
+            revision,
+            raft_term: self.node.term(),
+        })
+    }
+
+    /// Fills the IDs and term into a header that carries only a revision.
+    pub fn fill(&self, h: &mut Option<ResponseHeader>) {
+        let rev = h.as_ref().map(|h| h.revision).unwrap_or_else(|| self.store.current_revision());
+        *h = self.header(rev);
+    }
+}
