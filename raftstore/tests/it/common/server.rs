@@ -62,11 +62,7 @@ pub fn program(name: &str, package: &str) -> PathBuf {
 
 /// The raftstore binary cargo built for this test binary.
 pub fn raftstore_bin() -> PathBuf {
-    // TODO: env!() once the crate has its [[bin]] target on this branch.
-    option_env!("CARGO_BIN_EXE_raftstore")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("RAFTSTORE_BIN").map(PathBuf::from))
-        .expect("the raftstore crate has no `raftstore` binary target yet")
+    PathBuf::from(env!("CARGO_BIN_EXE_raftstore"))
 }
 
 /// A loopback port that was free a moment ago and that this process has not
