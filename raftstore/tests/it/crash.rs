@@ -29,12 +29,19 @@ type Observed = HashMap<String, (String, i64, i64)>;
 /// written once, so create and mod revision both equal it), no two writes
 /// may share a revision, and the first write after the restart must get a
 /// revision above all of them.
-fn check_durability(acked: &[Acked], observed: &Observed, next_revision: i64) -> Result<(), String> {
+fn check_durability(
+    acked: &[Acked],
+    observed: &Observed,
+    next_revision: i64,
+) -> Result<(), String> {
     let mut problems = Vec::new();
     let mut by_rev = HashMap::new();
     for a in acked {
         if let Some(other) = by_rev.insert(a.revision, &a.key) {
-            problems.push(format!("{} and {other} were both acknowledged at revision {}", a.key, a.revision));
+            problems.push(format!(
+                "{} and {other} were both acknowledged at revision {}",
+                a.key, a.revision
+            ));
         }
         match observed.get(&a.key) {
             None => problems.push(format!("acknowledged {a:?} is missing")),
@@ -57,17 +64,32 @@ fn check_durability(acked: &[Acked], observed: &Observed, next_revision: i64) ->
     } else {
         let n = problems.len();
         problems.truncate(20);
-        Err(format!("{n} problems, first ones:\n{}", problems.join("\n")))
+        Err(format!(
+            "{n} problems, first ones:\n{}",
+            problems.join("\n")
+        ))
     }
 }
 
 #[test]
 fn checker_catches_planted_violations() {
     let acked = vec![
-        Acked { key: "a".into(), value: "1".into(), revision: 2 },
-        Acked { key: "b".into(), value: "2".into(), revision: 3 },
+        Acked {
+            key: "a".into(),
+            value: "1".into(),
+            revision: 2,
+        },
+        Acked {
+            key: "b".into(),
+            value: "2".into(),
+            revision: 3,
+        },
     ];
-    let good: Observed = [("a".into(), ("1".into(), 2, 2)), ("b".into(), ("2".into(), 3, 3))].into();
+    let good: Observed = [
+        ("a".into(), ("1".into(), 2, 2)),
+        ("b".into(), ("2".into(), 3, 3)),
+    ]
+    .into();
     assert_eq!(check_durability(&acked, &good, 4), Ok(()));
 
     let mut lost = good.clone();
@@ -86,7 +108,10 @@ fn checker_catches_planted_violations() {
         ("shared revision", &dup, &good, 4),
     ];
     for (name, acked, observed, next) in planted {
-        assert!(check_durability(acked, observed, next).is_err(), "checker missed: {name}");
+        assert!(
+            check_durability(acked, observed, next).is_err(),
+            "checker missed: {name}"
+        );
     }
 }
 
@@ -109,7 +134,11 @@ fn kill9_mid_load_loses_no_acknowledged_write() {
                         match tokio::time::timeout(Duration::from_secs(3), put).await {
                             Ok(Ok(r)) => {
                                 let revision = r.header().map(|h| h.revision()).unwrap_or(0);
-                                acked.lock().unwrap().push(Acked { key, value, revision });
+                                acked.lock().unwrap().push(Acked {
+                                    key,
+                                    value,
+                                    revision,
+                                });
                             }
                             // The server is gone: stop.
                             Ok(Err(_)) | Err(_) => return,
@@ -157,7 +186,10 @@ fn kill9_mid_load_loses_no_acknowledged_write() {
                     )
                 })
                 .collect();
-            let next = c.put("crash-next", "x", None).await.expect("put after restart");
+            let next = c
+                .put("crash-next", "x", None)
+                .await
+                .expect("put after restart");
             let next = next.header().map(|h| h.revision()).unwrap_or(0);
             let verdict = check_durability(&acked, &observed, next);
             assert!(

@@ -24,7 +24,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use etcd_client::proto::{PbKeyValue, PbRangeResponse, PbTxnOpResponse, PbTxnResponse, PbWatchResponse};
+use etcd_client::proto::{
+    PbKeyValue, PbRangeResponse, PbTxnOpResponse, PbTxnResponse, PbWatchResponse,
+};
 use etcd_client::{
     Client, CompactionOptions, Compare, CompareOp, DeleteOptions, GetOptions, LeaseGrantOptions,
     LeaseTimeToLiveOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp, WatchOptions,
@@ -77,7 +79,8 @@ impl Rng {
 // The script.
 
 const KEYS: &[&str] = &[
-    "a", "b", "c", "d", "e", "f", "p/0", "p/1", "p/2", "p/3", "p/4", "p/5", "q/0", "q/1", "q/2", "r",
+    "a", "b", "c", "d", "e", "f", "p/0", "p/1", "p/2", "p/3", "p/4", "p/5", "q/0", "q/1", "q/2",
+    "r",
 ];
 const VALUES: &[&str] = &["", "v", "x", "yy", "zzz", "0", "9"];
 
@@ -214,13 +217,18 @@ impl Gen {
         if m.leases.is_empty() || !self.rng.chance(25) {
             return None;
         }
-        Some(LeaseRef::Slot(self.rng.below(m.leases.len() as u64) as usize))
+        Some(LeaseRef::Slot(
+            self.rng.below(m.leases.len() as u64) as usize
+        ))
     }
 
     fn end(&mut self) -> (String, End) {
         match self.rng.below(10) {
             0..=3 => (self.key(), End::Single),
-            4..=5 => ((*self.rng.pick(&["p/", "q/", "p/1", "x/"])).to_owned(), End::Prefix),
+            4..=5 => (
+                (*self.rng.pick(&["p/", "q/", "p/1", "x/"])).to_owned(),
+                End::Prefix,
+            ),
             6..=7 => {
                 let (mut a, mut b) = (self.key(), self.key());
                 if a > b {
@@ -250,7 +258,13 @@ impl Gen {
     fn range(&mut self, m: &Model) -> RangeSpec {
         let (key, end) = self.end();
         let many = end != End::Single;
-        let targets = [SortTarget::Key, SortTarget::Version, SortTarget::Create, SortTarget::Mod, SortTarget::Value];
+        let targets = [
+            SortTarget::Key,
+            SortTarget::Version,
+            SortTarget::Create,
+            SortTarget::Mod,
+            SortTarget::Value,
+        ];
         let orders = [SortOrder::None, SortOrder::Ascend, SortOrder::Descend];
         let rev_filter = |g: &mut Gen| {
             if g.rng.chance(15) {
@@ -263,7 +277,11 @@ impl Gen {
             key,
             end,
             revision: self.read_revision(m),
-            limit: if many && self.rng.chance(35) { self.rng.range(1, 4) } else { 0 },
+            limit: if many && self.rng.chance(35) {
+                self.rng.range(1, 4)
+            } else {
+                0
+            },
             count_only: self.rng.chance(10),
             keys_only: self.rng.chance(15),
             sort: (many && self.rng.chance(40))
@@ -316,7 +334,12 @@ impl Gen {
             3 => CmpTarget::Value(self.value()),
             _ => CmpTarget::Lease(self.lease(m)),
         };
-        let results = [CompareOp::Equal, CompareOp::Greater, CompareOp::Less, CompareOp::NotEqual];
+        let results = [
+            CompareOp::Equal,
+            CompareOp::Greater,
+            CompareOp::Less,
+            CompareOp::NotEqual,
+        ];
         let prefix = self.rng.chance(10);
         CmpSpec {
             key: if prefix { "p/".to_owned() } else { self.key() },
@@ -409,7 +432,12 @@ impl Gen {
     /// Compaction must not overtake a watch still catching up, or whether
     /// etcd cancels it would depend on timing.
     fn compact(&mut self, m: &Model) -> Op {
-        let floor = m.watches.values().map(|(r, _)| *r).min().unwrap_or(i64::MAX);
+        let floor = m
+            .watches
+            .values()
+            .map(|(r, _)| *r)
+            .min()
+            .unwrap_or(i64::MAX);
         let hi = m.revision.min(floor);
         let revision = if hi > m.compacted && self.rng.chance(80) {
             self.rng.range(m.compacted + 1, hi)
@@ -456,7 +484,10 @@ impl Gen {
             }),
             1 => Op::Txn(TxnSpec {
                 compares: vec![],
-                success: vec![TxnOpSpec::Put(plain_put("a", "1")), TxnOpSpec::Put(plain_put("a", "2"))],
+                success: vec![
+                    TxnOpSpec::Put(plain_put("a", "1")),
+                    TxnOpSpec::Put(plain_put("a", "2")),
+                ],
                 failure: vec![],
             }),
             2 => Op::Txn(TxnSpec {
@@ -543,7 +574,11 @@ impl Gen {
 
     fn next(&mut self, m: &mut Model, i: usize) -> Op {
         // Close a watch that has been open a while.
-        if let Some((&id, _)) = m.watches.iter().find(|(_, (_, opened))| i.saturating_sub(*opened) > 12) {
+        if let Some((&id, _)) = m
+            .watches
+            .iter()
+            .find(|(_, (_, opened))| i.saturating_sub(*opened) > 12)
+        {
             if self.rng.chance(15) {
                 return Op::WatchClose(id);
             }
@@ -565,12 +600,18 @@ impl Gen {
             74..=77 => self.compact(m),
             78..=82 => Op::LeaseGrant {
                 ttl: self.rng.range(300, 900),
-                id: if self.rng.chance(30) { 0x1000 + self.rng.range(0, 3) } else { 0 },
+                id: if self.rng.chance(30) {
+                    0x1000 + self.rng.range(0, 3)
+                } else {
+                    0
+                },
             },
-            83..=85 if !m.leases.is_empty() => Op::LeaseRevoke(LeaseRef::Slot(self.rng.below(m.leases.len() as u64) as usize)),
-            86..=88 if !m.leases.is_empty() => {
-                Op::LeaseTimeToLive(LeaseRef::Slot(self.rng.below(m.leases.len() as u64) as usize))
-            }
+            83..=85 if !m.leases.is_empty() => Op::LeaseRevoke(LeaseRef::Slot(
+                self.rng.below(m.leases.len() as u64) as usize,
+            )),
+            86..=88 if !m.leases.is_empty() => Op::LeaseTimeToLive(LeaseRef::Slot(
+                self.rng.below(m.leases.len() as u64) as usize,
+            )),
             89..=93 if m.watches.len() < 3 => Op::WatchOpen(self.watch(m)),
             _ => Op::Range(self.range(m)),
         }
@@ -609,9 +650,16 @@ struct RangeOut {
 
 #[derive(Clone, Debug, PartialEq)]
 enum Resp {
-    Put { revision: i64, prev_kv: Option<Kv> },
+    Put {
+        revision: i64,
+        prev_kv: Option<Kv>,
+    },
     Range(RangeOut),
-    Delete { revision: i64, deleted: i64, prev_kvs: Vec<Kv> },
+    Delete {
+        revision: i64,
+        deleted: i64,
+        prev_kvs: Vec<Kv>,
+    },
     Txn(TxnOut),
     Missing,
 }
@@ -625,22 +673,57 @@ struct TxnOut {
 
 #[derive(Clone, Debug, PartialEq)]
 enum WatchItem {
-    Created { watch_id: i64, revision: i64 },
-    Event { kind: i32, kv: Option<Kv>, prev_kv: Option<Kv> },
-    Canceled { compact_revision: i64, reason: String },
-    Other { compact_revision: i64, fragment: bool },
+    Created {
+        watch_id: i64,
+        revision: i64,
+    },
+    Event {
+        kind: i32,
+        kv: Option<Kv>,
+        prev_kv: Option<Kv>,
+    },
+    Canceled {
+        compact_revision: i64,
+        reason: String,
+    },
+    Other {
+        compact_revision: i64,
+        fragment: bool,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]
 enum Outcome {
-    Error { code: String, message: String },
+    Error {
+        code: String,
+        message: String,
+    },
     Ok(Resp),
-    Compacted { revision: i64 },
-    LeaseGranted { slot: usize, ttl: i64, id_honoured: bool, error: String },
-    LeaseRevoked { revision: i64 },
-    LeaseTtl { id: String, remaining: String, granted_ttl: i64, keys: BTreeSet<String> },
-    WatchOpened { created: bool },
-    WatchClosed { items: Vec<WatchItem>, split_revisions: Vec<i64> },
+    Compacted {
+        revision: i64,
+    },
+    LeaseGranted {
+        slot: usize,
+        ttl: i64,
+        id_honoured: bool,
+        error: String,
+    },
+    LeaseRevoked {
+        revision: i64,
+    },
+    LeaseTtl {
+        id: String,
+        remaining: String,
+        granted_ttl: i64,
+        keys: BTreeSet<String>,
+    },
+    WatchOpened {
+        created: bool,
+    },
+    WatchClosed {
+        items: Vec<WatchItem>,
+        split_revisions: Vec<i64>,
+    },
 }
 
 impl Outcome {
@@ -661,8 +744,15 @@ impl Outcome {
         match self {
             Outcome::Error { message, .. } => format!("error: {message}"),
             Outcome::Ok(Resp::Txn(t)) => format!("txn succeeded={}", t.succeeded),
-            Outcome::Ok(r) => format!("ok {}", format!("{r:?}").split([' ', '(', '{']).next().unwrap_or("")),
-            other => format!("{other:?}").split([' ', '(', '{']).next().unwrap_or("").to_owned(),
+            Outcome::Ok(r) => format!(
+                "ok {}",
+                format!("{r:?}").split([' ', '(', '{']).next().unwrap_or("")
+            ),
+            other => format!("{other:?}")
+                .split([' ', '(', '{'])
+                .next()
+                .unwrap_or("")
+                .to_owned(),
         }
     }
 }
@@ -715,7 +805,11 @@ impl Target {
     }
 
     fn txn_out(&self, t: &PbTxnResponse, spec: &TxnSpec) -> TxnOut {
-        let branch = if t.succeeded { &spec.success } else { &spec.failure };
+        let branch = if t.succeeded {
+            &spec.success
+        } else {
+            &spec.failure
+        };
         let responses = t
             .responses
             .iter()
@@ -837,15 +931,24 @@ impl Target {
         let ops = |ops: &[TxnOpSpec]| -> Vec<TxnOp> {
             ops.iter()
                 .map(|op| match op {
-                    TxnOpSpec::Put(p) => TxnOp::put(p.key.as_bytes(), p.value.as_bytes(), Some(self.put_opts(p))),
-                    TxnOpSpec::Delete(d) => TxnOp::delete(d.key.as_bytes(), Some(Self::delete_opts(d))),
+                    TxnOpSpec::Put(p) => {
+                        TxnOp::put(p.key.as_bytes(), p.value.as_bytes(), Some(self.put_opts(p)))
+                    }
+                    TxnOpSpec::Delete(d) => {
+                        TxnOp::delete(d.key.as_bytes(), Some(Self::delete_opts(d)))
+                    }
                     TxnOpSpec::Range(r) => TxnOp::get(r.key.as_bytes(), Some(Self::get_opts(r))),
                     TxnOpSpec::Txn(t) => TxnOp::txn(self.txn(t)),
                 })
                 .collect()
         };
         Txn::new()
-            .when(t.compares.iter().map(|c| self.compare(c)).collect::<Vec<_>>())
+            .when(
+                t.compares
+                    .iter()
+                    .map(|c| self.compare(c))
+                    .collect::<Vec<_>>(),
+            )
             .and_then(ops(&t.success))
             .or_else(ops(&t.failure))
     }
@@ -871,14 +974,20 @@ impl Target {
         Ok(match op {
             Op::Put(p) => {
                 let opts = self.put_opts(p);
-                let r = self.client.put(p.key.as_bytes(), p.value.as_bytes(), Some(opts)).await?;
+                let r = self
+                    .client
+                    .put(p.key.as_bytes(), p.value.as_bytes(), Some(opts))
+                    .await?;
                 Outcome::Ok(Resp::Put {
                     revision: r.0.header.as_ref().map_or(-1, |h| h.revision),
                     prev_kv: r.0.prev_kv.as_ref().map(|kv| self.kv(kv)),
                 })
             }
             Op::Delete(d) => {
-                let r = self.client.delete(d.key.as_bytes(), Some(Self::delete_opts(d))).await?;
+                let r = self
+                    .client
+                    .delete(d.key.as_bytes(), Some(Self::delete_opts(d)))
+                    .await?;
                 Outcome::Ok(Resp::Delete {
                     revision: r.0.header.as_ref().map_or(-1, |h| h.revision),
                     deleted: r.0.deleted,
@@ -886,7 +995,10 @@ impl Target {
                 })
             }
             Op::Range(spec) => {
-                let r = self.client.get(spec.key.as_bytes(), Some(Self::get_opts(spec))).await?;
+                let r = self
+                    .client
+                    .get(spec.key.as_bytes(), Some(Self::get_opts(spec)))
+                    .await?;
                 Outcome::Ok(Resp::Range(self.range_out(&r.0, spec)))
             }
             Op::Txn(spec) => {
@@ -902,7 +1014,10 @@ impl Target {
                 }
             }
             Op::LeaseGrant { ttl, id } => {
-                let r = self.client.lease_grant(*ttl, Some(LeaseGrantOptions::new().with_id(*id))).await?;
+                let r = self
+                    .client
+                    .lease_grant(*ttl, Some(LeaseGrantOptions::new().with_id(*id)))
+                    .await?;
                 let slot = self.leases.len();
                 self.leases.push(r.0.id);
                 Outcome::LeaseGranted {
@@ -935,7 +1050,11 @@ impl Target {
                     format!("{} of {granted}", r.ttl)
                 };
                 Outcome::LeaseTtl {
-                    id: if r.id == id { "the one asked".into() } else { format!("{:#x}", r.id) },
+                    id: if r.id == id {
+                        "the one asked".into()
+                    } else {
+                        format!("{:#x}", r.id)
+                    },
                     remaining,
                     granted_ttl: granted,
                     keys: r.keys.iter().map(|k| bytes(k)).collect(),
@@ -1126,12 +1245,19 @@ async fn run(reference: &mut Target, peer: &mut Target) {
                 history[history.len().saturating_sub(8)..].join("\n")
             );
         }
-        if let Outcome::WatchClosed { items, split_revisions } = &a {
+        if let Outcome::WatchClosed {
+            items,
+            split_revisions,
+        } = &a
+        {
             assert!(
                 split_revisions.is_empty(),
                 "operation #{i}: both servers split revisions {split_revisions:?} across watch responses"
             );
-            watch_events += items.iter().filter(|i| matches!(i, WatchItem::Event { .. })).count();
+            watch_events += items
+                .iter()
+                .filter(|i| matches!(i, WatchItem::Event { .. }))
+                .count();
         }
         update_model(&mut model, &op, &a);
         if let Op::WatchOpen(w) = &op {
@@ -1171,8 +1297,15 @@ async fn run(reference: &mut Target, peer: &mut Target) {
         .filter(|m| !seen.keys().any(|k| k == m))
         .collect();
     assert!(missing.is_empty(), "the script never produced: {missing:?}");
-    assert!(watch_events >= 50, "only {watch_events} watch events compared");
-    assert!(model.revision > 100, "only reached revision {}", model.revision);
+    assert!(
+        watch_events >= 50,
+        "only {watch_events} watch events compared"
+    );
+    assert!(
+        model.revision > 100,
+        "only reached revision {}",
+        model.revision
+    );
 }
 
 #[test]
@@ -1236,14 +1369,29 @@ fn normalisation_maps_leases_and_tolerates_only_tie_order() {
     };
     let runs = |keys: &[(&str, i64)], more| tie_runs(names(keys), SortTarget::Version, more);
     // Ties in another order: equal.
-    assert_eq!(runs(&[("a", 2), ("b", 2), ("c", 1)], false), runs(&[("b", 2), ("a", 2), ("c", 1)], false));
+    assert_eq!(
+        runs(&[("a", 2), ("b", 2), ("c", 1)], false),
+        runs(&[("b", 2), ("a", 2), ("c", 1)], false)
+    );
     // Different membership of a run: not equal.
-    assert_ne!(runs(&[("a", 2), ("b", 2), ("c", 1)], false), runs(&[("a", 2), ("c", 2), ("b", 1)], false));
+    assert_ne!(
+        runs(&[("a", 2), ("b", 2), ("c", 1)], false),
+        runs(&[("a", 2), ("c", 2), ("b", 1)], false)
+    );
     // Order of target values matters.
-    assert_ne!(runs(&[("c", 1), ("a", 2)], false), runs(&[("a", 2), ("c", 1)], false));
+    assert_ne!(
+        runs(&[("c", 1), ("a", 2)], false),
+        runs(&[("a", 2), ("c", 1)], false)
+    );
     // A run cut by the limit compares by length only.
-    assert_eq!(runs(&[("c", 3), ("a", 2)], true), runs(&[("c", 3), ("b", 2)], true));
-    assert_ne!(runs(&[("c", 3), ("a", 2)], true), runs(&[("d", 3), ("a", 2)], true));
+    assert_eq!(
+        runs(&[("c", 3), ("a", 2)], true),
+        runs(&[("c", 3), ("b", 2)], true)
+    );
+    assert_ne!(
+        runs(&[("c", 3), ("a", 2)], true),
+        runs(&[("d", 3), ("a", 2)], true)
+    );
 }
 
 /// Normalises `kv` from a server that granted `leases` in that order.

@@ -19,12 +19,25 @@ const GRPC_LIMIT: usize = MAX_REQUEST_BYTES + 512 * 1024;
 /// One bad (or boundary) request.
 #[derive(Debug)]
 enum Req {
-    Put { key: Vec<u8>, value: Vec<u8>, opts: PutOptions },
-    Get { key: &'static str, opts: GetOptions },
-    Delete { key: &'static str, opts: Option<DeleteOptions> },
+    Put {
+        key: Vec<u8>,
+        value: Vec<u8>,
+        opts: PutOptions,
+    },
+    Get {
+        key: &'static str,
+        opts: GetOptions,
+    },
+    Delete {
+        key: &'static str,
+        opts: Option<DeleteOptions>,
+    },
     Txn(Txn),
     Compact(i64),
-    LeaseGrant { ttl: i64, id: i64 },
+    LeaseGrant {
+        ttl: i64,
+        id: i64,
+    },
     LeaseRevoke(i64),
 }
 
@@ -45,7 +58,9 @@ fn put(key: &str, value: &str) -> Req {
 }
 
 fn puts(n: usize) -> Vec<TxnOp> {
-    (0..n).map(|i| TxnOp::put(format!("t/{i:03}"), "v", None)).collect()
+    (0..n)
+        .map(|i| TxnOp::put(format!("t/{i:03}"), "v", None))
+        .collect()
 }
 
 /// The fixed state every case runs on: `k` written at revisions 2 to 5, the
@@ -98,15 +113,25 @@ fn cases() -> Vec<(&'static str, Req, Want)> {
             },
             err(Code::NotFound, "etcdserver: requested lease not found"),
         ),
-        ("put with an empty key", put("", "v"), err(Code::InvalidArgument, "etcdserver: key is not provided")),
+        (
+            "put with an empty key",
+            put("", "v"),
+            err(Code::InvalidArgument, "etcdserver: key is not provided"),
+        ),
         (
             "range with an empty key",
-            Req::Get { key: "", opts: GetOptions::new() },
+            Req::Get {
+                key: "",
+                opts: GetOptions::new(),
+            },
             err(Code::InvalidArgument, "etcdserver: key is not provided"),
         ),
         (
             "delete with an empty key",
-            Req::Delete { key: "", opts: None },
+            Req::Delete {
+                key: "",
+                opts: None,
+            },
             err(Code::InvalidArgument, "etcdserver: key is not provided"),
         ),
         (
@@ -144,18 +169,31 @@ fn cases() -> Vec<(&'static str, Req, Want)> {
         (
             "txn with 129 operations",
             Req::Txn(Txn::new().and_then(puts(129))),
-            err(Code::InvalidArgument, "etcdserver: too many operations in txn request"),
+            err(
+                Code::InvalidArgument,
+                "etcdserver: too many operations in txn request",
+            ),
         ),
         (
             "txn with 129 operations in the failure branch",
             Req::Txn(Txn::new().or_else(puts(129))),
-            err(Code::InvalidArgument, "etcdserver: too many operations in txn request"),
+            err(
+                Code::InvalidArgument,
+                "etcdserver: too many operations in txn request",
+            ),
         ),
-        ("txn with 128 operations", Req::Txn(Txn::new().and_then(puts(128))), Ok(())),
+        (
+            "txn with 128 operations",
+            Req::Txn(Txn::new().and_then(puts(128))),
+            Ok(()),
+        ),
         (
             "txn putting one key twice",
             Req::Txn(Txn::new().and_then([TxnOp::put("d", "1", None), TxnOp::put("d", "2", None)])),
-            err(Code::InvalidArgument, "etcdserver: duplicate key given in txn request"),
+            err(
+                Code::InvalidArgument,
+                "etcdserver: duplicate key given in txn request",
+            ),
         ),
         (
             "txn putting a key a delete range covers",
@@ -163,7 +201,10 @@ fn cases() -> Vec<(&'static str, Req, Want)> {
                 TxnOp::put("d/1", "1", None),
                 TxnOp::delete("d/", Some(DeleteOptions::new().with_prefix())),
             ])),
-            err(Code::InvalidArgument, "etcdserver: duplicate key given in txn request"),
+            err(
+                Code::InvalidArgument,
+                "etcdserver: duplicate key given in txn request",
+            ),
         ),
         (
             "txn putting a key in a nested txn and outside it",
@@ -171,7 +212,10 @@ fn cases() -> Vec<(&'static str, Req, Want)> {
                 TxnOp::put("d", "1", None),
                 TxnOp::txn(Txn::new().and_then([TxnOp::put("d", "2", None)])),
             ])),
-            err(Code::InvalidArgument, "etcdserver: duplicate key given in txn request"),
+            err(
+                Code::InvalidArgument,
+                "etcdserver: duplicate key given in txn request",
+            ),
         ),
         (
             "txn putting one key in each branch",
@@ -190,37 +234,66 @@ fn cases() -> Vec<(&'static str, Req, Want)> {
         ),
         (
             "range at a future revision",
-            Req::Get { key: "k", opts: GetOptions::new().with_revision(100) },
-            err(Code::OutOfRange, "etcdserver: mvcc: required revision is a future revision"),
+            Req::Get {
+                key: "k",
+                opts: GetOptions::new().with_revision(100),
+            },
+            err(
+                Code::OutOfRange,
+                "etcdserver: mvcc: required revision is a future revision",
+            ),
         ),
         (
             "range at a compacted revision",
-            Req::Get { key: "k", opts: GetOptions::new().with_revision(3) },
-            err(Code::OutOfRange, "etcdserver: mvcc: required revision has been compacted"),
+            Req::Get {
+                key: "k",
+                opts: GetOptions::new().with_revision(3),
+            },
+            err(
+                Code::OutOfRange,
+                "etcdserver: mvcc: required revision has been compacted",
+            ),
         ),
         (
             "range at the compact revision",
-            Req::Get { key: "k", opts: GetOptions::new().with_revision(4) },
+            Req::Get {
+                key: "k",
+                opts: GetOptions::new().with_revision(4),
+            },
             Ok(()),
         ),
         (
             "txn range at a compacted revision",
-            Req::Txn(Txn::new().and_then([TxnOp::get("k", Some(GetOptions::new().with_revision(2)))])),
-            err(Code::OutOfRange, "etcdserver: mvcc: required revision has been compacted"),
+            Req::Txn(
+                Txn::new().and_then([TxnOp::get("k", Some(GetOptions::new().with_revision(2)))]),
+            ),
+            err(
+                Code::OutOfRange,
+                "etcdserver: mvcc: required revision has been compacted",
+            ),
         ),
         (
             "compact at a compacted revision",
             Req::Compact(3),
-            err(Code::OutOfRange, "etcdserver: mvcc: required revision has been compacted"),
+            err(
+                Code::OutOfRange,
+                "etcdserver: mvcc: required revision has been compacted",
+            ),
         ),
         (
             "compact at a future revision",
             Req::Compact(100),
-            err(Code::OutOfRange, "etcdserver: mvcc: required revision is a future revision"),
+            err(
+                Code::OutOfRange,
+                "etcdserver: mvcc: required revision is a future revision",
+            ),
         ),
         (
             "lease with a TTL over the maximum",
-            Req::LeaseGrant { ttl: 9_000_000_001, id: 0 },
+            Req::LeaseGrant {
+                ttl: 9_000_000_001,
+                id: 0,
+            },
             err(Code::OutOfRange, "etcdserver: too large lease TTL"),
         ),
         (
@@ -273,7 +346,12 @@ fn bad_requests_get_etcd_errors() {
                     wrong.push(format!("{name}: want {want:?}, got {got:?}"));
                 }
             }
-            assert!(wrong.is_empty(), "{} cases differ from etcd:\n{}", wrong.len(), wrong.join("\n"));
+            assert!(
+                wrong.is_empty(),
+                "{} cases differ from etcd:\n{}",
+                wrong.len(),
+                wrong.join("\n")
+            );
 
             // The server still works after all that.
             let r = c.put("after", "v", None).await.expect("put after errors");

@@ -86,36 +86,93 @@ const HISTORY: &[(&str, &str)] = &[
     ("b/3", "a"),  // rev 8
 ];
 
+/// etcdctl arguments and the (key, value) lines they must print.
+type GetCase<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)]);
+
 #[test]
 fn put_and_get_flags() {
-    let cases: &[(&[&str], &[(&str, &str)])] = &[
+    let cases: &[GetCase] = &[
         (&["get", "a"], &[("a", "1")]),
         (&["get", "nope"], &[]),
-        (&["get", "b", "--prefix"], &[("b/1", "x2"), ("b/2", "yy"), ("b/3", "a")]),
+        (
+            &["get", "b", "--prefix"],
+            &[("b/1", "x2"), ("b/2", "yy"), ("b/3", "a")],
+        ),
         (&["get", "b/1", "--rev=3"], &[("b/1", "x")]),
         (&["get", "b/1", "--rev=2"], &[]),
-        (&["get", "b", "--prefix", "--rev=4"], &[("b/1", "x"), ("b/2", "yy")]),
-        (&["get", "b", "--prefix", "--limit=2"], &[("b/1", "x2"), ("b/2", "yy")]),
-        (&["get", "b", "--prefix", "--keys-only"], &[("b/1", ""), ("b/2", ""), ("b/3", "")]),
-        (&["get", "a", "c"], &[("a", "1"), ("b/1", "x2"), ("b/2", "yy"), ("b/3", "a")]),
-        (&["get", "b/2", "--from-key"], &[("b/2", "yy"), ("b/3", "a"), ("c", "3")]),
-        (&["get", "b", "--prefix", "--order=DESCEND"], &[("b/3", "a"), ("b/2", "yy"), ("b/1", "x2")]),
         (
-            &["get", "b", "--prefix", "--sort-by=MODIFY", "--order=DESCEND"],
-            &[("b/3", "a"), ("b/1", "x2"), ("b/2", "yy")],
+            &["get", "b", "--prefix", "--rev=4"],
+            &[("b/1", "x"), ("b/2", "yy")],
         ),
-        (&["get", "b", "--prefix", "--sort-by=MODIFY"], &[("b/2", "yy"), ("b/1", "x2"), ("b/3", "a")]),
         (
-            &["get", "b", "--prefix", "--sort-by=CREATE", "--order=DESCEND"],
+            &["get", "b", "--prefix", "--limit=2"],
+            &[("b/1", "x2"), ("b/2", "yy")],
+        ),
+        (
+            &["get", "b", "--prefix", "--keys-only"],
+            &[("b/1", ""), ("b/2", ""), ("b/3", "")],
+        ),
+        (
+            &["get", "a", "c"],
+            &[("a", "1"), ("b/1", "x2"), ("b/2", "yy"), ("b/3", "a")],
+        ),
+        (
+            &["get", "b/2", "--from-key"],
+            &[("b/2", "yy"), ("b/3", "a"), ("c", "3")],
+        ),
+        (
+            &["get", "b", "--prefix", "--order=DESCEND"],
             &[("b/3", "a"), ("b/2", "yy"), ("b/1", "x2")],
         ),
-        (&["get", "b", "--prefix", "--sort-by=VALUE"], &[("b/3", "a"), ("b/1", "x2"), ("b/2", "yy")]),
         (
-            &["get", "b", "--prefix", "--sort-by=VALUE", "--order=DESCEND", "--limit=1"],
+            &[
+                "get",
+                "b",
+                "--prefix",
+                "--sort-by=MODIFY",
+                "--order=DESCEND",
+            ],
+            &[("b/3", "a"), ("b/1", "x2"), ("b/2", "yy")],
+        ),
+        (
+            &["get", "b", "--prefix", "--sort-by=MODIFY"],
+            &[("b/2", "yy"), ("b/1", "x2"), ("b/3", "a")],
+        ),
+        (
+            &[
+                "get",
+                "b",
+                "--prefix",
+                "--sort-by=CREATE",
+                "--order=DESCEND",
+            ],
+            &[("b/3", "a"), ("b/2", "yy"), ("b/1", "x2")],
+        ),
+        (
+            &["get", "b", "--prefix", "--sort-by=VALUE"],
+            &[("b/3", "a"), ("b/1", "x2"), ("b/2", "yy")],
+        ),
+        (
+            &[
+                "get",
+                "b",
+                "--prefix",
+                "--sort-by=VALUE",
+                "--order=DESCEND",
+                "--limit=1",
+            ],
             &[("b/2", "yy")],
         ),
         (
-            &["get", "", "--prefix", "--sort-by=VERSION", "--order=DESCEND", "--limit=2", "--keys-only"],
+            &[
+                "get",
+                "",
+                "--prefix",
+                "--sort-by=VERSION",
+                "--order=DESCEND",
+                "--limit=2",
+                "--keys-only",
+            ],
             // b/1 and b/3 are the only keys at version 2; their order is not
             // defined, so the case below reads it as a set.
             &[("b/1", ""), ("b/3", "")],
@@ -180,7 +237,13 @@ fn count_only_through_etcd_client() {
         block_on(async {
             let mut c = s.client().await;
             let cases = [
-                (etcd_client::GetOptions::new().with_prefix().with_count_only(), "b", 3),
+                (
+                    etcd_client::GetOptions::new()
+                        .with_prefix()
+                        .with_count_only(),
+                    "b",
+                    3,
+                ),
                 (
                     etcd_client::GetOptions::new()
                         .with_prefix()
@@ -189,7 +252,13 @@ fn count_only_through_etcd_client() {
                     "b",
                     3,
                 ),
-                (etcd_client::GetOptions::new().with_all_keys().with_count_only(), "", 5),
+                (
+                    etcd_client::GetOptions::new()
+                        .with_all_keys()
+                        .with_count_only(),
+                    "",
+                    5,
+                ),
                 (
                     etcd_client::GetOptions::new()
                         .with_prefix()
@@ -222,7 +291,10 @@ fn del_prev_kv() {
         assert_eq!(etcdctl(ep, &["del", "nope"]).ok(), "0\n");
         assert_eq!(
             etcdctl(ep, &["del", "--prev-kv", "b", "--prefix"]).ok(),
-            format!("3\n{}", kv_lines(&[("b/1", "x2"), ("b/2", "yy"), ("b/3", "a")]))
+            format!(
+                "3\n{}",
+                kv_lines(&[("b/1", "x2"), ("b/2", "yy"), ("b/3", "a")])
+            )
         );
         assert_eq!(etcdctl(ep, &["get", "", "--prefix"]).ok(), "c\n3\n");
         // Two deletes that removed something: revisions 9 and 10.
@@ -251,7 +323,8 @@ fn txn_both_branches() {
             "SUCCESS\n\nOK\n\nn\n1\n"
         );
         // Failure: one compare fails, the else branch runs.
-        let failure = "value(\"k\") = \"v\"\nmod(\"n\") > \"0\"\n\nput k wrong\n\nput other o\ndel n\n\n";
+        let failure =
+            "value(\"k\") = \"v\"\nmod(\"n\") > \"0\"\n\nput k wrong\n\nput other o\ndel n\n\n";
         assert_eq!(
             etcdctl_stdin(ep, &["txn"], failure).ok(),
             "FAILURE\n\nOK\n\n1\n"
@@ -270,7 +343,11 @@ fn txn_both_branches() {
         assert_eq!(j["succeeded"], Value::Bool(true), "{j}");
         assert_eq!(int(&j["header"]["revision"]), 6, "{j}");
         let r = &j["responses"];
-        assert_eq!(int(&r[1]["Response"]["ResponseDeleteRange"]["deleted"]), 1, "{j}");
+        assert_eq!(
+            int(&r[1]["Response"]["ResponseDeleteRange"]["deleted"]),
+            1,
+            "{j}"
+        );
         let got = &r[2]["Response"]["ResponseRange"];
         assert_eq!(
             json_kvs(got),
@@ -314,8 +391,7 @@ fn watch_history_prefix_prev_kv_and_compacted() {
         let want: Vec<&str> = vec![
             "PUT", "a/y", "2", // created at 3: no previous kv
             "PUT", "a/x", "1", "a/x", "3", // prev, then kv
-            "DELETE", "a/y", "2", "a/y", "",
-            "PUT", "a/z", "5",
+            "DELETE", "a/y", "2", "a/y", "", "PUT", "a/z", "5",
         ];
         assert_eq!(w.lines(want.len(), WAIT), want);
         drop(w);
@@ -325,9 +401,16 @@ fn watch_history_prefix_prev_kv_and_compacted() {
         let mut revs = Vec::new();
         while revs.len() < 2 {
             for resp in parse_json_lines(&w.lines(1, WAIT)) {
-                for ev in resp["Events"].as_array().map(|a| a.as_slice()).unwrap_or_default() {
+                for ev in resp["Events"]
+                    .as_array()
+                    .map(|a| a.as_slice())
+                    .unwrap_or_default()
+                {
                     assert_eq!(b64(ev["kv"]["key"].as_str().unwrap_or_default()), "a/x");
-                    assert!(ev.get("type").is_none_or(|t| t == "PUT" || int(t) == 0), "{ev}");
+                    assert!(
+                        ev.get("type").is_none_or(|t| t == "PUT" || int(t) == 0),
+                        "{ev}"
+                    );
                     revs.push(int(&ev["kv"]["mod_revision"]));
                 }
             }
@@ -350,7 +433,10 @@ fn watch_history_prefix_prev_kv_and_compacted() {
 
         // At the compact revision itself the watch works.
         let w = Background::spawn(ep, &["watch", "--rev=4", "--prefix", "a/"]);
-        assert_eq!(w.lines(6, WAIT), vec!["PUT", "a/x", "3", "DELETE", "a/y", ""]);
+        assert_eq!(
+            w.lines(6, WAIT),
+            vec!["PUT", "a/x", "3", "DELETE", "a/y", ""]
+        );
     });
 }
 
@@ -392,7 +478,9 @@ fn lease_grant_keepalive_timetolive_revoke() {
             .map(|k| b64(k.as_str().unwrap_or_default()))
             .collect();
         assert_eq!(keys, BTreeSet::from(["lk1".to_owned(), "lk2".to_owned()]));
-        let text = etcdctl(ep, &["lease", "timetolive", "--keys", &id]).ok().to_owned();
+        let text = etcdctl(ep, &["lease", "timetolive", "--keys", &id])
+            .ok()
+            .to_owned();
         assert!(
             text.starts_with(&format!("lease {id} granted with TTL(300s), remaining("))
                 && (text.contains("attached keys([lk1 lk2])")
@@ -401,7 +489,11 @@ fn lease_grant_keepalive_timetolive_revoke() {
         );
 
         let j = etcdctl(ep, &["get", "lk1", "-w", "json"]).json();
-        assert_eq!(int(&j["kvs"][0]["lease"]), id_num, "kv carries its lease: {j}");
+        assert_eq!(
+            int(&j["kvs"][0]["lease"]),
+            id_num,
+            "kv carries its lease: {j}"
+        );
 
         assert_eq!(
             etcdctl(ep, &["lease", "keep-alive", "--once", &id]).ok(),
@@ -427,9 +519,15 @@ fn lease_grant_keepalive_timetolive_revoke() {
             format!("lease {id} already expired\n")
         );
         let out = etcdctl(ep, &["lease", "revoke", &id]);
-        assert!(out.err().contains("etcdserver: requested lease not found"), "{out}");
+        assert!(
+            out.err().contains("etcdserver: requested lease not found"),
+            "{out}"
+        );
         let out = etcdctl(ep, &["put", "--lease=1234abcd", "x", "y"]);
-        assert!(out.err().contains("etcdserver: requested lease not found"), "{out}");
+        assert!(
+            out.err().contains("etcdserver: requested lease not found"),
+            "{out}"
+        );
     });
 }
 
@@ -465,26 +563,53 @@ fn compaction() {
         let s = Server::start(kind);
         let ep = s.endpoint();
         put_all(ep, &[("k", "v1"), ("k", "v2"), ("k", "v3"), ("j", "w")]); // revs 2-5
-        assert_eq!(etcdctl(ep, &["compaction", "3"]).ok(), "compacted revision 3\n");
+        assert_eq!(
+            etcdctl(ep, &["compaction", "3"]).ok(),
+            "compacted revision 3\n"
+        );
         let cases: &[(&[&str], Result<&str, &str>)] = &[
-            (&["get", "k", "--rev=2"], Err("Error: etcdserver: mvcc: required revision has been compacted")),
+            (
+                &["get", "k", "--rev=2"],
+                Err("Error: etcdserver: mvcc: required revision has been compacted"),
+            ),
             (&["get", "k", "--rev=3"], Ok("k\nv2\n")),
             (&["get", "k", "--rev=4"], Ok("k\nv3\n")),
             (&["get", "k"], Ok("k\nv3\n")),
             (&["get", "j", "--rev=4"], Ok("")),
-            (&["get", "k", "--rev=6"], Err("Error: etcdserver: mvcc: required revision is a future revision")),
-            (&["compaction", "3"], Err("Error: etcdserver: mvcc: required revision has been compacted")),
-            (&["compaction", "2"], Err("Error: etcdserver: mvcc: required revision has been compacted")),
-            (&["compaction", "99"], Err("Error: etcdserver: mvcc: required revision is a future revision")),
-            (&["compaction", "--physical", "4"], Ok("compacted revision 4\n")),
-            (&["get", "k", "--rev=3"], Err("Error: etcdserver: mvcc: required revision has been compacted")),
+            (
+                &["get", "k", "--rev=6"],
+                Err("Error: etcdserver: mvcc: required revision is a future revision"),
+            ),
+            (
+                &["compaction", "3"],
+                Err("Error: etcdserver: mvcc: required revision has been compacted"),
+            ),
+            (
+                &["compaction", "2"],
+                Err("Error: etcdserver: mvcc: required revision has been compacted"),
+            ),
+            (
+                &["compaction", "99"],
+                Err("Error: etcdserver: mvcc: required revision is a future revision"),
+            ),
+            (
+                &["compaction", "--physical", "4"],
+                Ok("compacted revision 4\n"),
+            ),
+            (
+                &["get", "k", "--rev=3"],
+                Err("Error: etcdserver: mvcc: required revision has been compacted"),
+            ),
             (&["get", "k", "--rev=4"], Ok("k\nv3\n")),
         ];
         for (args, want) in cases {
             let out = etcdctl(ep, args);
             match want {
                 Ok(stdout) => assert_eq!(out.ok(), *stdout, "{args:?}"),
-                Err(msg) => assert!(out.err().lines().any(|l| l == *msg), "{args:?}: want {msg:?}; {out}"),
+                Err(msg) => assert!(
+                    out.err().lines().any(|l| l == *msg),
+                    "{args:?}: want {msg:?}; {out}"
+                ),
             }
         }
         // Compaction does not consume a revision.
@@ -538,12 +663,18 @@ fn endpoint_health() {
         out.ok();
         // etcdctl 3.4 prints the verdict on stderr.
         assert!(
-            out.stderr.starts_with(&format!("{ep} is healthy: successfully committed proposal: took = ")),
+            out.stderr.starts_with(&format!(
+                "{ep} is healthy: successfully committed proposal: took = "
+            )),
             "{out}"
         );
         let j = etcdctl(ep, &["endpoint", "health", "-w", "json"]).json();
         assert_eq!(j[0]["health"], Value::Bool(true), "{j}");
-        assert_eq!(etcdctl(ep, &["alarm", "list"]).ok(), "", "no alarms on a fresh member");
+        assert_eq!(
+            etcdctl(ep, &["alarm", "list"]).ok(),
+            "",
+            "no alarms on a fresh member"
+        );
     });
 }
 
@@ -580,13 +711,19 @@ fn snapshot_save_and_restore() {
     for_each_kind(|kind| {
         let s = Server::start(kind);
         let ep = s.endpoint();
-        put_all(ep, &[("s/a", "1"), ("s/b", "2"), ("s/a", "3"), ("s/c", "4")]); // revs 2-5
+        put_all(
+            ep,
+            &[("s/a", "1"), ("s/b", "2"), ("s/a", "3"), ("s/c", "4")],
+        ); // revs 2-5
         etcdctl(ep, &["del", "s/c"]).ok(); // rev 6
         let before = etcdctl(ep, &["get", "s/", "--prefix", "-w", "json"]).json();
         let file = s.scratch().join("snap.db");
         let file_arg = file.display().to_string();
         let out = etcdctl(ep, &["snapshot", "save", &file_arg]);
-        assert!(out.ok().contains(&format!("Snapshot saved at {file_arg}")), "{out}");
+        assert!(
+            out.ok().contains(&format!("Snapshot saved at {file_arg}")),
+            "{out}"
+        );
         assert!(std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0) > 0);
 
         // Restore into a new data dir with a new member.
@@ -595,7 +732,15 @@ fn snapshot_save_and_restore() {
         let cluster = format!("--initial-cluster=restored={peer}");
         let peer_arg = format!("--initial-advertise-peer-urls={peer}");
         let dir_arg = format!("--data-dir={}", restored.display());
-        let restore_args = ["snapshot", "restore", file_arg.as_str(), dir_arg.as_str(), "--name=restored", cluster.as_str(), peer_arg.as_str()];
+        let restore_args = [
+            "snapshot",
+            "restore",
+            file_arg.as_str(),
+            dir_arg.as_str(),
+            "--name=restored",
+            cluster.as_str(),
+            peer_arg.as_str(),
+        ];
         let (tool, status) = match kind {
             Kind::Etcd => {
                 let out = etcdctl(ep, &restore_args);
@@ -627,10 +772,17 @@ fn snapshot_save_and_restore() {
             },
         );
         let after = etcdctl(r.endpoint(), &["get", "s/", "--prefix", "-w", "json"]).json();
-        assert_eq!(json_kvs(&after), json_kvs(&before), "restored data: {after}");
         assert_eq!(
             json_kvs(&after),
-            vec![("s/a".into(), "3".into(), 2, 4, 2), ("s/b".into(), "2".into(), 3, 3, 1)]
+            json_kvs(&before),
+            "restored data: {after}"
+        );
+        assert_eq!(
+            json_kvs(&after),
+            vec![
+                ("s/a".into(), "3".into(), 2, 4, 2),
+                ("s/b".into(), "2".into(), 3, 3, 1)
+            ]
         );
         assert!(
             int(&after["header"]["revision"]) >= 6,
@@ -640,6 +792,10 @@ fn snapshot_save_and_restore() {
         assert!(int(&j["header"]["revision"]) > 6, "{j}");
         let m = etcdctl(r.endpoint(), &["member", "list", "-w", "json"]).json();
         assert_eq!(m["members"][0]["name"], "restored", "{m}");
-        assert_eq!(m["members"][0]["peerURLs"], serde_json::json!([peer]), "{m}");
+        assert_eq!(
+            m["members"][0]["peerURLs"],
+            serde_json::json!([peer]),
+            "{m}"
+        );
     });
 }

@@ -95,7 +95,8 @@ pub fn etcdctl_with_timeout(
         .unwrap_or_else(|e| panic!("spawn {line}: {e}"));
     if let Some(input) = stdin {
         let mut pipe = child.stdin.take().expect("piped stdin");
-        pipe.write_all(input.as_bytes()).expect("write etcdctl stdin");
+        pipe.write_all(input.as_bytes())
+            .expect("write etcdctl stdin");
     }
     let stdout = read_all(child.stdout.take().expect("piped stdout"));
     let stderr = read_all(child.stderr.take().expect("piped stderr"));
