@@ -201,7 +201,8 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
 
     // Peer transport first, so that members can reach each other during
     // the first election.
-    let transport = TransportService::new(node.clone(), snap_root);
+    let lessor = Arc::new(Lessor::default());
+    let transport = TransportService::new(node.clone(), snap_root, store.clone(), lessor.clone());
     tokio::spawn(async move {
         let r = tonic::transport::Server::builder()
             .add_service(RaftTransportServer::new(transport).max_decoding_message_size(usize::MAX).max_encoding_message_size(usize::MAX))
@@ -221,7 +222,7 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
         node: node.clone(),
         store: store.clone(),
         hub,
-        lessor: Arc::new(Lessor::default()),
+        lessor,
         cluster_id,
         member_id: id,
         max_request_bytes: cfg.max_request_bytes,
