@@ -135,13 +135,25 @@ if [[ -n "$raft_pid" ]] && ! wait_healthy raftstore "$raft_pid" "$raft_ep" "$wor
   raft_pid=""
 fi
 
-# run_row SERVER PID ENDPOINT ARGS...: prints the JSON line, or nothing.
-run_row() {
-  local server=$1 pid=$2 ep=$3
-  shift 3
-  if [[ -z "$pid" ]] || ! kill -0 "$pid" 2>/dev/null; then
-    return 0
+# alive SERVER PID LOG: 0 while the server runs; the first time it is found
+# dead, says so with the tail of its log and records a note.
+alive() {
+  local server=$1 pid=$2 logf=$3
+  [[ -n "$pid" ]] || return 1
+  kill -0 "$pid" 2>/dev/null && return 0
+  if [[ ! -e "$work/$server.dead" ]]; then
+    touch "$work/$server.dead"
+    notes+=("$server exited during the run (before row '$name'); later rows are empty.")
+    log "$server (pid $pid) is no longer running; last log lines:"
+    tail -n 20 "$logf" >&2 || true
   fi
+  return 1
+}
+
+# run_row SERVER ENDPOINT ARGS...: prints the JSON line, or nothing.
+run_row() {
+  local server=$1 ep=$2
+  shift 2
   local out
   # The loadgen bounds itself; the outer timeout is a second guard.
   # shellcheck disable=SC2086 # LOADGEN_EXTRA is a list of flags
@@ -171,17 +183,22 @@ ratio_cell() {
     'if $e.ops_per_sec > 0 then "\($r.ops_per_sec / $e.ops_per_sec * 100 | round / 100)" else "n/a" end'
 }
 
+notes=()
+[[ -z "$raft_note" ]] || notes+=("$raft_note")
 table="| workload | etcd ops/s | etcd p99 | raftstore ops/s | raftstore p99 | ratio (raftstore/etcd ops/s) |
 |---|---|---|---|---|---|"
 for row in "${ROWS[@]}"; do
   name="${row%%|*}"
   read -r -a args <<<"${row#*|}"
-  log "row '$name': etcd"
-  e=$(run_row etcd "$etcd_pid" "$etcd_ep" "${args[@]}")
+  e=""
   r=""
-  if [[ -n "$raft_pid" ]]; then
+  if alive etcd "$etcd_pid" "$work/etcd.log"; then
+    log "row '$name': etcd"
+    e=$(run_row etcd "$etcd_ep" "${args[@]}")
+  fi
+  if alive raftstore "$raft_pid" "$work/raftstore.log"; then
     log "row '$name': raftstore"
-    r=$(run_row raftstore "$raft_pid" "$raft_ep" "${args[@]}")
+    r=$(run_row raftstore "$raft_ep" "${args[@]}")
   fi
   table+=$'\n'"| $name | $(ops_cell "$e") | $(p99_cell "$e") | $(ops_cell "$r") | $(p99_cell "$r") | $(ratio_cell "$e" "$r") |"
 done
@@ -189,4 +206,6 @@ done
 echo "$table"
 echo
 echo "${DURATION} s per row; etcd $("$ETCD_BIN" --version | head -n 1 | awk '{print $3}'); $(nproc) CPUs; loadgen on the same machine."
-[[ -z "$raft_note" ]] || echo "Note: $raft_note"
+for note in "${notes[@]}"; do
+  echo "Note: $note"
+done
