@@ -59,6 +59,9 @@ pub enum Error {
     /// The cluster has no leader.
     #[error("etcdserver: no leader")]
     NoLeader,
+    /// This member is not the leader (etcd `ErrNotLeader`).
+    #[error("etcdserver: not leader")]
+    NotLeader,
     /// The leader changed while the request was in flight.
     #[error("etcdserver: leader changed")]
     LeaderChanged,
@@ -97,7 +100,7 @@ impl Error {
             | Error::InvalidArgument(_) => Code::InvalidArgument,
             Error::LeaseNotFound | Error::MemberNotFound => Code::NotFound,
             Error::LeaseExist => Code::FailedPrecondition,
-            Error::NoLeader | Error::LeaderChanged | Error::Timeout | Error::Stopped => {
+            Error::NoLeader | Error::NotLeader | Error::LeaderChanged | Error::Timeout | Error::Stopped => {
                 Code::Unavailable
             }
             Error::TooManyRequests => Code::ResourceExhausted,
@@ -129,6 +132,7 @@ impl Error {
             Error::LeaseProvided,
             Error::MemberNotFound,
             Error::NoLeader,
+            Error::NotLeader,
             Error::LeaderChanged,
             Error::Timeout,
             Error::Stopped,
@@ -179,6 +183,7 @@ mod tests {
             (Error::LeaseProvided, Code::InvalidArgument, "etcdserver: lease is provided"),
             (Error::MemberNotFound, Code::NotFound, "etcdserver: member not found"),
             (Error::NoLeader, Code::Unavailable, "etcdserver: no leader"),
+            (Error::NotLeader, Code::Unavailable, "etcdserver: not leader"),
             (Error::LeaderChanged, Code::Unavailable, "etcdserver: leader changed"),
             (Error::Timeout, Code::Unavailable, "etcdserver: request timed out"),
             (Error::Stopped, Code::Unavailable, "etcdserver: server stopped"),

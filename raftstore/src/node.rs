@@ -11,7 +11,7 @@ use proto::etcdserverpb::server::{ClusterServer, KvServer, LeaseServer, Maintena
 use proto::raftpb::raft_transport_server::RaftTransportServer;
 use sha2::{Digest, Sha256};
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::server::TcpIncoming;
 
 use crate::error::{Error, Result};
 use crate::lease::Lessor;
@@ -201,11 +201,12 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
 
     // Peer transport first, so that members can reach each other during
     // the first election.
-    let transport = TransportService::new(node.clone(), snap_root);
+    let lessor = Arc::new(Lessor::default());
+    let transport = TransportService::new(node.clone(), snap_root, store.clone(), lessor.clone());
     tokio::spawn(async move {
         let r = tonic::transport::Server::builder()
             .add_service(RaftTransportServer::new(transport).max_decoding_message_size(usize::MAX).max_encoding_message_size(usize::MAX))
-            .serve_with_incoming(TcpListenerStream::new(peer_l))
+            .serve_with_incoming(TcpIncoming::from(peer_l).with_nodelay(Some(true)))
             .await;
         if let Err(e) = r {
             tracing::error!("peer server stopped: {e}");
@@ -221,7 +222,7 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
         node: node.clone(),
         store: store.clone(),
         hub,
-        lessor: Arc::new(Lessor::default()),
+        lessor,
         cluster_id,
         member_id: id,
         max_request_bytes: cfg.max_request_bytes,
@@ -244,7 +245,7 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
             .add_service(LeaseServer::new(server::lease::LeaseService::new(svc_ctx.clone())).max_decoding_message_size(grpc_limit))
             .add_service(MaintenanceServer::new(server::maintenance::MaintenanceService::new(svc_ctx.clone())).max_decoding_message_size(grpc_limit).max_encoding_message_size(usize::MAX))
             .add_service(ClusterServer::new(server::cluster::ClusterService::new(svc_ctx.clone())).max_decoding_message_size(grpc_limit))
-            .serve_with_incoming(TcpListenerStream::new(client_l))
+            .serve_with_incoming(TcpIncoming::from(client_l).with_nodelay(Some(true)))
             .await;
         if let Err(e) = r {
             tracing::error!("client server stopped: {e}");

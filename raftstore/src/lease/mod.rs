@@ -70,6 +70,24 @@ impl Lessor {
         out
     }
 
+    /// Leader side of a keep-alive: renews the lease and returns its TTL, or
+    /// 0 if it does not exist (etcd answers an unknown lease with TTL 0).
+    pub fn keep_alive(&self, store: &crate::mvcc::MvccStore, id: i64) -> i64 {
+        match store.lease(id) {
+            Some(l) => self.renew(id, l.ttl),
+            None => 0,
+        }
+    }
+
+    /// Leader side of time-to-live: remaining seconds, or -1 if the lease
+    /// does not exist (etcd's answer for an unknown lease).
+    pub fn time_to_live(&self, store: &crate::mvcc::MvccStore, id: i64) -> i64 {
+        match store.lease(id) {
+            Some(l) => self.remaining(id, l.ttl),
+            None => -1,
+        }
+    }
+
     /// Forgets a lease (after it is revoked).
     pub fn forget(&self, id: i64) {
         self.inner.lock().deadlines.remove(&id);

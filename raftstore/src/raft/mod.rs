@@ -148,6 +148,17 @@ impl RaftNode {
         }
     }
 
+    /// Renews a lease (`renew`) or reads its remaining TTL on the leader,
+    /// locally or through the peer transport.
+    ///
+    /// # Errors
+    /// Unavailable errors when no leader can answer.
+    pub async fn leader_lease(&self, id: i64, renew: bool) -> Result<i64> {
+        let leader = self.wait_for_leader().await?;
+        let node = self.members().get(&leader).map(|(m, _)| m.clone());
+        self.peers.lease(leader, node.as_ref(), id, renew).await
+    }
+
     /// Waits until a leader is known.
     ///
     /// # Errors

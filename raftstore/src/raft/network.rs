@@ -16,7 +16,7 @@ use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotRespon
 use parking_lot::Mutex;
 use proto::raftpb::raft_transport_client::RaftTransportClient;
 use proto::raftpb::raft_transport_server::RaftTransport;
-use proto::raftpb::{ForwardRequest, ForwardResponse, RaftMessage, ReadIndexRequest, ReadIndexResponse, SnapshotChunk};
+use proto::raftpb::{ForwardRequest, ForwardResponse, LeaseRequest, LeaseResponse, RaftMessage, ReadIndexRequest, ReadIndexResponse, SnapshotChunk};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
@@ -73,6 +73,20 @@ impl PeerClients {
             return Err(Error::from_code_message(resp.code, &resp.message));
         }
         CommandResponse::decode(&resp.response)
+    }
+
+    /// Asks the leader to renew a lease (`renew`) or report its remaining
+    /// TTL. Returns the TTL in seconds (0 / -1 for an unknown lease, as etcd).
+    ///
+    /// # Errors
+    /// Unavailable if the leader cannot be reached.
+    pub async fn lease(&self, leader: u64, node: Option<&Member>, id: i64, renew: bool) -> Result<i64> {
+        let mut c = self.client(leader, node)?;
+        let resp = c.lease(LeaseRequest { id, renew }).await.map_err(|_| Error::LeaderChanged)?.into_inner();
+        if !resp.message.is_empty() {
+            return Err(Error::from_code_message(resp.code, &resp.message));
+        }
+        Ok(resp.ttl)
     }
 
     /// Asks the leader for a read index.
@@ -208,13 +222,15 @@ async fn send_files(dir: PathBuf, meta: Vec<u8>, tx: tokio::sync::mpsc::Sender<S
 pub struct TransportService {
     node: RaftNode,
     snapshot_root: PathBuf,
+    store: crate::mvcc::SharedStore,
+    lessor: std::sync::Arc<crate::lease::Lessor>,
 }
 
 impl TransportService {
     /// Serves peer RPCs for `node`; received snapshots land under
     /// `snapshot_root`.
-    pub fn new(node: RaftNode, snapshot_root: PathBuf) -> Self {
-        TransportService { node, snapshot_root }
+    pub fn new(node: RaftNode, snapshot_root: PathBuf, store: crate::mvcc::SharedStore, lessor: std::sync::Arc<crate::lease::Lessor>) -> Self {
+        TransportService { node, snapshot_root, store, lessor }
     }
 }
 
@@ -291,12 +307,27 @@ impl RaftTransport for TransportService {
         Ok(Response::new(out))
     }
 
+    async fn lease(&self, req: Request<LeaseRequest>) -> BoxResult<LeaseResponse> {
+        Ok(Response::new(self.lease_answer(req.into_inner()).await))
+    }
+
     async fn read_index(&self, _req: Request<ReadIndexRequest>) -> BoxResult<ReadIndexResponse> {
         let out = match self.node.read_index().await {
             Ok(index) => ReadIndexResponse { index, code: 0, message: String::new() },
             Err(e) => ReadIndexResponse { index: 0, code: e.code() as i32, message: e.to_string() },
         };
         Ok(Response::new(out))
+    }
+}
+
+impl TransportService {
+    async fn lease_answer(&self, r: LeaseRequest) -> LeaseResponse {
+        if !self.node.is_leader() {
+            let e = Error::NotLeader;
+            return LeaseResponse { ttl: 0, code: e.code() as i32, message: e.to_string() };
+        }
+        let ttl = if r.renew { self.lessor.keep_alive(&self.store, r.id) } else { self.lessor.time_to_live(&self.store, r.id) };
+        LeaseResponse { ttl, code: 0, message: String::new() }
     }
 }
 

@@ -100,10 +100,16 @@ impl Lease for LeaseService {
         let ctx = self.ctx.clone();
         tokio::spawn(async move {
             while let Some(Ok(r)) = inbound.next().await {
-                // etcd answers an unknown lease with TTL 0.
-                let ttl = match ctx.store.lease(r.id) {
-                    Some(l) => ctx.lessor.renew(r.id, l.ttl),
-                    None => 0,
+                let ttl = if ctx.node.is_leader() {
+                    ctx.lessor.keep_alive(&ctx.store, r.id)
+                } else {
+                    match ctx.node.leader_lease(r.id, true).await {
+                        Ok(t) => t,
+                        Err(e) => {
+                            let _ = tx.send(Err(e.into())).await;
+                            break;
+                        }
+                    }
                 };
                 let resp = LeaseKeepAliveResponse { header: ctx.header(ctx.store.current_revision()), id: r.id, ttl };
                 if tx.send(Ok(resp)).await.is_err() {
@@ -117,16 +123,21 @@ impl Lease for LeaseService {
     async fn lease_time_to_live(&self, req: Request<LeaseTimeToLiveRequest>) -> Res<LeaseTimeToLiveResponse> {
         let r = req.into_inner();
         let header = self.ctx.header(self.ctx.store.current_revision());
+        let ttl = if self.ctx.node.is_leader() {
+            self.ctx.lessor.time_to_live(&self.ctx.store, r.id)
+        } else {
+            self.ctx.node.leader_lease(r.id, false).await?
+        };
         let resp = match self.ctx.store.lease(r.id) {
-            Some(l) => LeaseTimeToLiveResponse {
+            Some(l) if ttl >= 0 => LeaseTimeToLiveResponse {
                 header,
                 id: r.id,
-                ttl: self.ctx.lessor.remaining(r.id, l.ttl),
+                ttl,
                 granted_ttl: l.ttl,
                 keys: if r.keys { l.keys.into_iter().collect() } else { Vec::new() },
             },
             // etcd: an unknown lease reports TTL -1.
-            None => LeaseTimeToLiveResponse { header, id: r.id, ttl: -1, granted_ttl: 0, keys: Vec::new() },
+            _ => LeaseTimeToLiveResponse { header, id: r.id, ttl: -1, granted_ttl: 0, keys: Vec::new() },
         };
         Ok(Response::new(resp))
     }

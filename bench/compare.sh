@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# Runs the same loadgen rows against a single-node Debian etcd and a single
+# raftstore, and prints a markdown table (ops/s and p99 of each, and the
+# ratio raftstore/etcd of ops/s).
+#
+# Environment:
+#   RAFTSTORE_BIN  raftstore binary      [/var/tmp/kubers-target/debug/raftstore]
+#   ETCD_BIN       etcd binary           [etcd]
+#   ETCDCTL_BIN    etcdctl binary        [etcdctl]
+#   LOADGEN        loadgen binary        [built with cargo from this checkout]
+#   DURATION       seconds per row       [10]
+#   LOADGEN_EXTRA  extra loadgen flags for every row, e.g. "--val-size 1024"
+#   RAFTSTORE_ARGS extra raftstore flags
+#   RESULTS        also append every JSON result line to this file
+#   KEEP_DATA=1    keep the temporary data dirs and server logs
+#
+# Progress goes to stderr, the table to stdout. Both servers are killed on
+# exit. When RAFTSTORE_BIN does not exist, only the etcd columns are filled.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+RAFTSTORE_BIN="${RAFTSTORE_BIN:-/var/tmp/kubers-target/debug/raftstore}"
+ETCD_BIN="${ETCD_BIN:-etcd}"
+ETCDCTL_BIN="${ETCDCTL_BIN:-etcdctl}"
+DURATION="${DURATION:-10}"
+LOADGEN_EXTRA="${LOADGEN_EXTRA:-}"
+RAFTSTORE_ARGS="${RAFTSTORE_ARGS:-}"
+RESULTS="${RESULTS:-}"
+
+# Every row runs with the same parameters against both servers.
+ROWS=(
+  "put 1 client|put --clients 1"
+  "put 64 clients|put --clients 64"
+  "range linearizable|range --clients 64 --consistency l"
+  "range serializable|range --clients 64 --consistency s"
+  "txn-cas|txn-cas --clients 16"
+  "watch fan-out|watch-fanout --watchers 64 --rate 1000"
+)
+
+log() { echo "compare.sh: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+for tool in jq "$ETCD_BIN" "$ETCDCTL_BIN"; do
+  command -v "$tool" >/dev/null || die "$tool not found (Debian: apt-get install jq etcd-server etcd-client)"
+done
+
+if [[ -z "${LOADGEN:-}" ]]; then
+  log "building loadgen"
+  (cd "$here" && cargo build --quiet -p bench --bin loadgen) || die "cargo build of loadgen failed"
+  target_dir="$(cd "$here" && cargo metadata --format-version 1 --no-deps | jq -r .target_directory)"
+  LOADGEN="$target_dir/debug/loadgen"
+fi
+[[ -x "$LOADGEN" ]] || die "loadgen not found at $LOADGEN"
+
+work="$(mktemp -d -t compare.XXXXXX)"
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do
+    kill "$pid" 2>/dev/null || true
+  done
+  for pid in "${pids[@]}"; do
+    wait "$pid" 2>/dev/null || true
+  done
+  if [[ "${KEEP_DATA:-0}" == 1 ]]; then
+    log "data and logs kept in $work"
+  else
+    rm -rf "$work"
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# wait_healthy NAME PID ENDPOINT LOG: 0 once etcdctl says healthy, 1 otherwise.
+wait_healthy() {
+  local name=$1 pid=$2 ep=$3 logf=$4
+  for _ in $(seq 1 60); do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      log "$name exited during startup; last log lines:"
+      tail -n 20 "$logf" >&2 || true
+      return 1
+    fi
+    if ETCDCTL_API=3 "$ETCDCTL_BIN" --endpoints "$ep" --dial-timeout 1s --command-timeout 2s \
+      endpoint health >/dev/null 2>&1; then
+      log "$name healthy at $ep"
+      return 0
+    fi
+    sleep 0.5
+  done
+  log "$name not healthy after 30 s; last log lines:"
+  tail -n 20 "$logf" >&2 || true
+  return 1
+}
+
+# etcd
+etcd_port=$(free_port)
+etcd_peer=$(free_port)
+etcd_ep="127.0.0.1:$etcd_port"
+"$ETCD_BIN" --name compare --data-dir "$work/etcd" \
+  --listen-client-urls "http://$etcd_ep" --advertise-client-urls "http://$etcd_ep" \
+  --listen-peer-urls "http://127.0.0.1:$etcd_peer" \
+  --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
+  --initial-cluster "compare=http://127.0.0.1:$etcd_peer" \
+  >"$work/etcd.log" 2>&1 &
+etcd_pid=$!
+pids+=("$etcd_pid")
+
+# raftstore
+raft_pid=""
+raft_ep=""
+raft_note=""
+if [[ -x "$RAFTSTORE_BIN" ]]; then
+  raft_port=$(free_port)
+  raft_peer=$(free_port)
+  raft_ep="127.0.0.1:$raft_port"
+  # shellcheck disable=SC2086 # RAFTSTORE_ARGS is a list of flags
+  "$RAFTSTORE_BIN" --data-dir "$work/raftstore" \
+    --listen-client-urls "http://$raft_ep" --advertise-client-urls "http://$raft_ep" \
+    --listen-peer-urls "http://127.0.0.1:$raft_peer" $RAFTSTORE_ARGS \
+    >"$work/raftstore.log" 2>&1 &
+  raft_pid=$!
+  pids+=("$raft_pid")
+else
+  raft_note="raftstore binary not found at $RAFTSTORE_BIN; raftstore columns are empty."
+  log "$raft_note"
+fi
+
+wait_healthy etcd "$etcd_pid" "$etcd_ep" "$work/etcd.log" || die "etcd did not start"
+if [[ -n "$raft_pid" ]] && ! wait_healthy raftstore "$raft_pid" "$raft_ep" "$work/raftstore.log"; then
+  raft_note="raftstore ($RAFTSTORE_BIN) did not become healthy; raftstore columns are empty."
+  log "$raft_note"
+  raft_pid=""
+fi
+
+# alive SERVER PID LOG: 0 while the server runs; the first time it is found
+# dead, says so with the tail of its log and records a note.
+alive() {
+  local server=$1 pid=$2 logf=$3
+  [[ -n "$pid" ]] || return 1
+  kill -0 "$pid" 2>/dev/null && return 0
+  if [[ ! -e "$work/$server.dead" ]]; then
+    touch "$work/$server.dead"
+    notes+=("$server exited during the run (before row '$name'); later rows are empty.")
+    log "$server (pid $pid) is no longer running; last log lines:"
+    tail -n 20 "$logf" >&2 || true
+  fi
+  return 1
+}
+
+# run_row SERVER ENDPOINT ARGS...: prints the JSON line, or nothing.
+run_row() {
+  local server=$1 ep=$2
+  shift 2
+  local out
+  # The loadgen bounds itself; the outer timeout is a second guard.
+  # shellcheck disable=SC2086 # LOADGEN_EXTRA is a list of flags
+  if out=$(timeout $((DURATION * 3 + 120)) "$LOADGEN" --endpoints "$ep" --duration "$DURATION" \
+    --json "$@" $LOADGEN_EXTRA 2>>"$work/loadgen-$server.log"); then
+    if [[ -n "$RESULTS" ]]; then
+      jq -c --arg server "$server" '. + {server: $server}' <<<"$out" >>"$RESULTS"
+    fi
+    echo "$out"
+  else
+    log "loadgen $* against $server failed:"
+    tail -n 5 "$work/loadgen-$server.log" >&2 || true
+  fi
+}
+
+ops_cell() {
+  [[ -n "$1" ]] || { echo "n/a"; return; }
+  jq -r 'if .errors > 0 then "\(.ops_per_sec | floor) (\(.errors) err)" else "\(.ops_per_sec | floor)" end' <<<"$1"
+}
+p99_cell() {
+  [[ -n "$1" ]] || { echo "n/a"; return; }
+  jq -r '"\(.p99_ms * 100 | round / 100) ms"' <<<"$1"
+}
+ratio_cell() {
+  if [[ -z "$1" || -z "$2" ]]; then echo "n/a"; return; fi
+  jq -rn --argjson e "$1" --argjson r "$2" \
+    'if $e.ops_per_sec > 0 then "\($r.ops_per_sec / $e.ops_per_sec * 100 | round / 100)" else "n/a" end'
+}
+
+notes=()
+[[ -z "$raft_note" ]] || notes+=("$raft_note")
+table="| workload | etcd ops/s | etcd p99 | raftstore ops/s | raftstore p99 | ratio (raftstore/etcd ops/s) |
+|---|---|---|---|---|---|"
+for row in "${ROWS[@]}"; do
+  name="${row%%|*}"
+  read -r -a args <<<"${row#*|}"
+  e=""
+  r=""
+  if alive etcd "$etcd_pid" "$work/etcd.log"; then
+    log "row '$name': etcd"
+    e=$(run_row etcd "$etcd_ep" "${args[@]}")
+  fi
+  if alive raftstore "$raft_pid" "$work/raftstore.log"; then
+    log "row '$name': raftstore"
+    r=$(run_row raftstore "$raft_ep" "${args[@]}")
+  fi
+  table+=$'\n'"| $name | $(ops_cell "$e") | $(p99_cell "$e") | $(ops_cell "$r") | $(p99_cell "$r") | $(ratio_cell "$e" "$r") |"
+done
+
+echo "$table"
+echo
+echo "${DURATION} s per row; etcd $("$ETCD_BIN" --version | head -n 1 | awk '{print $3}'); $(nproc) CPUs; loadgen on the same machine."
+for note in "${notes[@]}"; do
+  echo "Note: $note"
+done
