@@ -52,7 +52,7 @@ pub struct ApiState {
 /// assembled from the handler outwards.
 pub fn build_handler_chain(state: Arc<ApiState>) -> Arc<dyn Handler> {
     let handler: Arc<dyn Handler> = Arc::new(handlers::Router::new(state));
-    let handler = filters::authorization::WithAuthorization::new(handler, vec![Box::new(filters::authorization::AlwaysAllow)]);
-    let handler = filters::authentication::WithAuthentication::new(handler, vec![Box::new(filters::authentication::X509Authenticator)]);
-    filters::request_info::WithRequestInfo::new(handler)
+    let handler = filters::authorization::WithAuthorization::wrap(handler, vec![Box::new(filters::authorization::AlwaysAllow)]);
+    let handler = filters::authentication::WithAuthentication::wrap(handler, vec![Box::new(filters::authentication::X509Authenticator)]);
+    filters::request_info::WithRequestInfo::wrap(handler)
 }

@@ -327,6 +327,7 @@ impl Strategy for WithStatus {
     }
 }
 
+#[allow(clippy::too_many_arguments)] // a table row of the registry
 fn core(resource: &'static str, singular: &'static str, kind: &'static str, namespaced: bool, short: &'static [&'static str], cats: &'static [&'static str], subs: &'static [&'static str], strategy: Box<dyn Strategy>) -> Resource {
     Resource { group: "", version: "v1", resource, singular, kind, namespaced, verbs: STANDARD_VERBS, short_names: short, categories: cats, subresources: subs, strategy }
 }

@@ -222,11 +222,7 @@ impl Storage for KvStorage {
     }
 
     async fn delete(&self, key: &str, preconditions: &Preconditions) -> Result<Value> {
-        let p = preconditions.clone();
-        let mut f = |cur: Option<Value>| -> std::result::Result<Update, crate::errors::Status> {
-            let _ = &p;
-            Ok(if cur.is_some() { Update::Delete } else { Update::Unchanged })
-        };
+        let mut f = |cur: Option<Value>| -> std::result::Result<Update, crate::errors::Status> { Ok(if cur.is_some() { Update::Delete } else { Update::Unchanged }) };
         self.guaranteed_update(key, preconditions, &mut f).await
     }
 

@@ -81,7 +81,7 @@ pub struct WithAuthentication {
 
 impl WithAuthentication {
     /// Wraps `next`, trying `authenticators` in order.
-    pub fn new(next: Arc<dyn Handler>, authenticators: Vec<Box<dyn Authenticator>>) -> Arc<dyn Handler> {
+    pub fn wrap(next: Arc<dyn Handler>, authenticators: Vec<Box<dyn Authenticator>>) -> Arc<dyn Handler> {
         Arc::new(WithAuthentication { next, authenticators })
     }
 }

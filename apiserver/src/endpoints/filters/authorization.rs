@@ -63,7 +63,7 @@ pub struct WithAuthorization {
 
 impl WithAuthorization {
     /// Wraps `next`, asking `authorizers` in order.
-    pub fn new(next: Arc<dyn Handler>, authorizers: Vec<Box<dyn Authorizer>>) -> Arc<dyn Handler> {
+    pub fn wrap(next: Arc<dyn Handler>, authorizers: Vec<Box<dyn Authorizer>>) -> Arc<dyn Handler> {
         Arc::new(WithAuthorization { next, authorizers })
     }
 }

@@ -88,12 +88,10 @@ pub fn resolve(method: &http::Method, path: &str, query: Option<&str>) -> Reques
     } else {
         info.verb = method_verb.to_string();
     }
-    if parts[0] == "namespaces" {
-        if parts.len() > 1 {
-            info.namespace = parts[1].clone();
-            if parts.len() > 2 && !NAMESPACE_SUBRESOURCES.contains(&parts[2].as_str()) {
-                parts.drain(0..2);
-            }
+    if parts[0] == "namespaces" && parts.len() > 1 {
+        info.namespace = parts[1].clone();
+        if parts.len() > 2 && !NAMESPACE_SUBRESOURCES.contains(&parts[2].as_str()) {
+            parts.drain(0..2);
         }
     }
     if parts.len() >= 3 && !SPECIAL_VERBS_NO_SUBRESOURCES.contains(&info.verb.as_str()) {
@@ -134,7 +132,7 @@ pub struct WithRequestInfo {
 
 impl WithRequestInfo {
     /// Wraps `next`.
-    pub fn new(next: Arc<dyn Handler>) -> Arc<dyn Handler> {
+    pub fn wrap(next: Arc<dyn Handler>) -> Arc<dyn Handler> {
         Arc::new(WithRequestInfo { next })
     }
 }
@@ -155,7 +153,8 @@ mod tests {
     #[test]
     fn resolves_like_kube() {
         // (method, path, query, verb, group, version, ns, resource, name, sub)
-        let cases: &[(Method, &str, Option<&str>, &str, &str, &str, &str, &str, &str, &str)] = &[
+        type Case<'a> = (Method, &'a str, Option<&'a str>, &'a str, &'a str, &'a str, &'a str, &'a str, &'a str, &'a str);
+        let cases: &[Case] = &[
             (Method::GET, "/api/v1/namespaces/default/configmaps", None, "list", "", "v1", "default", "configmaps", "", ""),
             (Method::GET, "/api/v1/namespaces/default/configmaps", Some("watch=true"), "watch", "", "v1", "default", "configmaps", "", ""),
             (Method::GET, "/api/v1/namespaces/default/configmaps", Some("watch=1&fieldSelector=metadata.name%3Dx"), "watch", "", "v1", "default", "configmaps", "x", ""),
