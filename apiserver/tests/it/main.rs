@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod common;
+mod storage;
 
 use std::io::Read;
 use std::time::Duration;
