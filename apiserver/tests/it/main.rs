@@ -2,7 +2,7 @@
 //! binaries (`kubectl.1.33`, `kubectl.1.27`), asserting on output and exit
 //! codes as kubectl's own CLI tests do.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err, missing_docs)]
 
 mod common;
 mod storage;
