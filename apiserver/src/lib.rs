@@ -1,1 +1,25 @@
-//! placeholder
+//! A Kubernetes API server on an embedded etcd-compatible Raft store.
+//!
+//! Layout (after kube-apiserver's `staging/src/k8s.io/apiserver`):
+//! - [`endpoints`]: the filter chain (`filters/`), one handler per verb
+//!   (`handlers/`), content negotiation and responses;
+//! - [`registry`]: served resources and their strategies;
+//! - [`storage`]: the storage interface and its embedded and remote etcd
+//!   backends;
+//! - [`errors`]: every `Status` a client can see;
+//! - [`server`], [`options`], [`pki`]: flags, certificates and serving.
+
+// `Status` is the wire error type (~280 bytes); errors are the cold path.
+#![allow(clippy::result_large_err)]
+
+pub mod controllers;
+pub mod endpoints;
+pub mod errors;
+pub mod meta;
+pub mod options;
+pub mod pki;
+pub mod registry;
+pub mod selectors;
+pub mod server;
+pub mod storage;
+pub mod strategicpatch;

@@ -1,0 +1,6 @@
+//! Request filters, one per file, composed in
+//! [`super::build_handler_chain`].
+
+pub mod authentication;
+pub mod authorization;
+pub mod request_info;

@@ -1,0 +1,215 @@
+//! Request handlers, one file per verb (kube `endpoints/handlers`), and the
+//! router that picks one from the [`RequestInfo`].
+
+pub mod create;
+pub mod delete;
+pub mod discovery;
+pub mod get;
+pub mod list;
+pub mod patch;
+pub mod rest;
+pub mod update;
+pub mod watch;
+
+use std::sync::Arc;
+
+use http_body_util::BodyExt;
+use serde_json::Value;
+
+use super::filters::authentication::UserInfo;
+use super::filters::request_info::RequestInfo;
+use super::negotiation::{self, IncludeObject, Output};
+use super::{responses, ApiState, BoxFuture, Handler, Request, Response};
+use crate::errors::Status;
+use crate::registry::Resource;
+use crate::storage;
+
+/// Largest request body accepted (kube's `MaxRequestBodyBytes`, 3 MiB).
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// Parsed query parameters (first value of each key wins).
+#[derive(Debug, Clone, Default)]
+pub struct Query(Vec<(String, String)>);
+
+impl Query {
+    /// Parses a raw query string.
+    pub fn parse(q: Option<&str>) -> Self {
+        Query(q.map(|q| url::form_urlencoded::parse(q.as_bytes()).into_owned().collect()).unwrap_or_default())
+    }
+
+    /// A parameter's value.
+    pub fn get(&self, k: &str) -> Option<&str> {
+        self.0.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str())
+    }
+
+    /// A boolean parameter (`strconv.ParseBool` spellings).
+    pub fn flag(&self, k: &str) -> bool {
+        matches!(self.get(k), Some("1" | "t" | "T" | "true" | "TRUE" | "True"))
+    }
+
+    /// `dryRun=All`.
+    ///
+    /// # Errors
+    /// 400 for other values, as kube.
+    pub fn dry_run(&self) -> Result<bool, Status> {
+        let vals: Vec<&str> = self.0.iter().filter(|(k, _)| k == "dryRun").map(|(_, v)| v.as_str()).collect();
+        match vals.as_slice() {
+            [] => Ok(false),
+            ["All"] => Ok(true),
+            other => Err(Status::bad_request(format!("dryRun: Unsupported value: {:?}: supported values: \"All\"", other.join(",")))),
+        }
+    }
+}
+
+/// Everything a resource handler needs about its request.
+pub struct Scope {
+    /// Shared state.
+    pub state: Arc<ApiState>,
+    /// The resource.
+    pub resource: Arc<Resource>,
+    /// Resolved request info.
+    pub info: RequestInfo,
+    /// The user.
+    pub user: UserInfo,
+    /// Query parameters.
+    pub query: Query,
+    /// Requested output form.
+    pub output: Output,
+    /// `includeObject` for Tables.
+    pub include: IncludeObject,
+    /// The request.
+    pub req: Request,
+}
+
+impl Scope {
+    /// The storage key of the named object.
+    pub fn key(&self) -> String {
+        self.resource.key(&self.info.namespace, &self.info.name)
+    }
+
+    /// The storage prefix for list and watch (the namespace's, or all).
+    pub fn prefix(&self) -> String {
+        self.resource.prefix(Some(&self.info.namespace))
+    }
+
+    /// 404 for the named object.
+    pub fn not_found(&self) -> Status {
+        Status::not_found(self.resource.group, self.resource.resource, &self.info.name)
+    }
+
+    /// Maps a storage error for the object `name`.
+    pub fn storage_error(&self, e: storage::Error, name: &str) -> Status {
+        let r = &self.resource;
+        match e {
+            storage::Error::NotFound => Status::not_found(r.group, r.resource, name),
+            storage::Error::AlreadyExists => Status::already_exists(r.group, r.resource, name),
+            storage::Error::PreconditionFailed(m) => Status::conflict(r.group, r.resource, name, &m),
+            storage::Error::Compacted { compact_revision } => Status::expired(format!("too old resource version: {} ({compact_revision})", self.query.get("resourceVersion").unwrap_or("0"))),
+            storage::Error::FutureRevision => {
+                let mut s = Status::timeout(format!("Too large resource version: {}, current: unknown", self.query.get("resourceVersion").unwrap_or("")));
+                s.details = Some(crate::errors::Details { causes: vec![crate::errors::Cause { reason: "ResourceVersionTooLarge".into(), message: "Too large resource version".into(), field: String::new() }], retry_after_seconds: Some(1), ..Default::default() });
+                s
+            }
+            storage::Error::InvalidContinue(m) => Status::bad_request(format!("continue key is not valid: {m}")),
+            storage::Error::Aborted(s) => *s,
+            other => Status::internal(other),
+        }
+    }
+
+    /// Reads the request body as a JSON value.
+    ///
+    /// # Errors
+    /// 413 for bodies over 3 MiB, 415 for encodings other than JSON, 400 for
+    /// malformed JSON.
+    pub async fn body_json(&mut self) -> Result<Value, Status> {
+        let ct = self.req.headers().get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_string();
+        let mime = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        let bytes = self.body_bytes().await?;
+        if !(mime.is_empty() || mime == "application/json" || mime.ends_with("+json") || mime == "*/*") {
+            return Err(Status::unsupported_media_type());
+        }
+        serde_json::from_slice(&bytes).map_err(|e| Status::bad_request(format!("the body of the request could not be decoded as JSON: {e}")))
+    }
+
+    /// Reads the raw request body.
+    ///
+    /// # Errors
+    /// 413 over [`MAX_BODY_BYTES`]; 400 if the body cannot be read.
+    pub async fn body_bytes(&mut self) -> Result<bytes::Bytes, Status> {
+        let body = std::mem::replace(self.req.body_mut(), responses::full(bytes::Bytes::new()));
+        match http_body_util::Limited::new(body, MAX_BODY_BYTES).collect().await {
+            Ok(c) => Ok(c.to_bytes()),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(Status::too_large()),
+            Err(e) => Err(Status::bad_request(format!("unable to read the request body: {e}"))),
+        }
+    }
+
+    /// A single object in the requested form.
+    pub fn respond_object(&self, code: u16, obj: Value) -> Response {
+        responses::json(code, &negotiation::transform_object(self.output, &self.resource, obj, self.include))
+    }
+}
+
+/// The final handler: routes by request info.
+pub struct Router {
+    state: Arc<ApiState>,
+}
+
+impl Router {
+    /// A router over the shared state.
+    pub fn new(state: Arc<ApiState>) -> Self {
+        Router { state }
+    }
+
+    async fn route(&self, req: Request) -> Response {
+        let info = req.extensions().get::<RequestInfo>().cloned().unwrap_or_default();
+        if !info.is_resource_request {
+            return discovery::non_resource(&self.state, &req, &info).await;
+        }
+        let Some(resource) = self.state.registry.get(&info.api_group, &info.api_version, &info.resource) else {
+            return responses::status(&Status::resource_not_found());
+        };
+        // Scope checks: a namespaced resource is addressed within a namespace
+        // (except list/watch across all namespaces), a cluster-scoped one never.
+        if resource.resource != "namespaces" {
+            let cross_namespace = matches!(info.verb.as_str(), "list" | "watch");
+            if resource.namespaced && info.namespace.is_empty() && !cross_namespace {
+                return responses::status(&Status::resource_not_found());
+            }
+            if !resource.namespaced && !info.namespace.is_empty() {
+                return responses::status(&Status::resource_not_found());
+            }
+        }
+        if !info.subresource.is_empty() && !resource.subresources.contains(&info.subresource.as_str()) {
+            return responses::status(&Status::resource_not_found());
+        }
+        let verb_ok = if info.subresource.is_empty() { resource.verbs.contains(&info.verb.as_str()) } else { matches!(info.verb.as_str(), "get" | "update" | "patch") };
+        if !verb_ok || (info.verb == "create" && !info.name.is_empty()) {
+            return responses::status(&Status::method_not_allowed());
+        }
+        let query = Query::parse(req.uri().query());
+        let accept = req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok());
+        let output = negotiation::output(accept);
+        let include = IncludeObject::parse(query.get("includeObject"));
+        let user = req.extensions().get::<UserInfo>().cloned().unwrap_or_default();
+        let scope = Scope { state: self.state.clone(), resource, info, user, query, output, include, req };
+        let r = match scope.info.verb.as_str() {
+            "get" => get::handle(scope).await,
+            "list" => list::handle(scope).await,
+            "watch" => watch::handle(scope).await,
+            "create" => create::handle(scope).await,
+            "update" => update::handle(scope).await,
+            "patch" => patch::handle(scope).await,
+            "delete" => delete::handle(scope).await,
+            "deletecollection" => delete::collection(scope).await,
+            _ => Err(Status::method_not_allowed()),
+        };
+        responses::from_result(r)
+    }
+}
+
+impl Handler for Router {
+    fn call(&self, req: Request) -> BoxFuture<'_, Response> {
+        Box::pin(self.route(req))
+    }
+}

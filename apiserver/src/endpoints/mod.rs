@@ -1,0 +1,58 @@
+//! The HTTP API: the filter chain, the handlers and response encoding
+//! (kube-apiserver `staging/src/k8s.io/apiserver/pkg/endpoints`).
+
+pub mod filters;
+pub mod handlers;
+pub mod negotiation;
+pub mod responses;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::registry::Registry;
+use crate::storage::Storage;
+
+/// A boxed, sendable future.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+/// Request and response bodies.
+pub type Body = http_body_util::combinators::BoxBody<Bytes, std::io::Error>;
+/// A request.
+pub type Request = http::Request<Body>;
+/// A response.
+pub type Response = http::Response<Body>;
+
+/// One stage of the chain, or the final handler.
+pub trait Handler: Send + Sync + 'static {
+    /// Handles a request.
+    fn call(&self, req: Request) -> BoxFuture<'_, Response>;
+}
+
+/// What the handlers share.
+pub struct ApiState {
+    /// Served resources.
+    pub registry: Registry,
+    /// Object storage.
+    pub storage: Arc<dyn Storage>,
+    /// `host:port` advertised in `/api` discovery.
+    pub advertise_address: String,
+}
+
+/// Builds the handler chain. A request passes the stages in this order:
+///
+/// 1. request info ([`filters::request_info`]);
+/// 2. authentication ([`filters::authentication`]);
+/// 3. authorization ([`filters::authorization`]);
+/// 4. the handler ([`handlers::Router`]).
+///
+/// Audit, flow control and impersonation slot in between, as in kube's
+/// `DefaultBuildHandlerChain`. Each stage wraps the next, so the chain is
+/// assembled from the handler outwards.
+pub fn build_handler_chain(state: Arc<ApiState>) -> Arc<dyn Handler> {
+    let handler: Arc<dyn Handler> = Arc::new(handlers::Router::new(state));
+    let handler = filters::authorization::WithAuthorization::wrap(handler, vec![Box::new(filters::authorization::AlwaysAllow)]);
+    let handler = filters::authentication::WithAuthentication::wrap(handler, vec![Box::new(filters::authentication::X509Authenticator)]);
+    filters::request_info::WithRequestInfo::wrap(handler)
+}

@@ -1,0 +1,344 @@
+//! Kubernetes API errors: the wire `Status` object is the error type.
+//!
+//! Every failure a client sees is built here, with the reason, code and
+//! message wording that kube-apiserver uses
+//! (`k8s.io/apimachinery/pkg/api/errors/errors.go`). Handlers never format a
+//! Status themselves.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The `Status.reason` values used by kube-apiserver (`metav1.StatusReason`).
+pub mod reason {
+    /// 401.
+    pub const UNAUTHORIZED: &str = "Unauthorized";
+    /// 403.
+    pub const FORBIDDEN: &str = "Forbidden";
+    /// 404.
+    pub const NOT_FOUND: &str = "NotFound";
+    /// 409 on create.
+    pub const ALREADY_EXISTS: &str = "AlreadyExists";
+    /// 409 on a lost optimistic lock.
+    pub const CONFLICT: &str = "Conflict";
+    /// 410.
+    pub const GONE: &str = "Gone";
+    /// 410 for a compacted resourceVersion.
+    pub const EXPIRED: &str = "Expired";
+    /// 422.
+    pub const INVALID: &str = "Invalid";
+    /// 400.
+    pub const BAD_REQUEST: &str = "BadRequest";
+    /// 405.
+    pub const METHOD_NOT_ALLOWED: &str = "MethodNotAllowed";
+    /// 406.
+    pub const NOT_ACCEPTABLE: &str = "NotAcceptable";
+    /// 415.
+    pub const UNSUPPORTED_MEDIA_TYPE: &str = "UnsupportedMediaType";
+    /// 413.
+    pub const REQUEST_ENTITY_TOO_LARGE: &str = "RequestEntityTooLarge";
+    /// 500.
+    pub const INTERNAL_ERROR: &str = "InternalError";
+    /// 504.
+    pub const TIMEOUT: &str = "Timeout";
+    /// 503.
+    pub const SERVICE_UNAVAILABLE: &str = "ServiceUnavailable";
+}
+
+/// One `StatusCause`. Its type field is serialised as `reason`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Cause {
+    /// `FieldValueInvalid`, `FieldValueRequired`, ...
+    #[serde(rename = "reason", default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// Human-readable message.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// Field path, e.g. `metadata.name`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub field: String,
+}
+
+impl Cause {
+    /// `field: Invalid value: <value>: <detail>` (`field.Invalid`).
+    pub fn invalid(field: &str, value: &Value, detail: &str) -> Self {
+        let v = match value {
+            Value::String(s) => format!("{s:?}"),
+            Value::Null => "null".to_string(),
+            other => other.to_string(),
+        };
+        let message = if detail.is_empty() { format!("Invalid value: {v}") } else { format!("Invalid value: {v}: {detail}") };
+        Cause { reason: "FieldValueInvalid".into(), message, field: field.into() }
+    }
+
+    /// `field: Required value: <detail>` (`field.Required`).
+    pub fn required(field: &str, detail: &str) -> Self {
+        let message = if detail.is_empty() { "Required value".to_string() } else { format!("Required value: {detail}") };
+        Cause { reason: "FieldValueRequired".into(), message, field: field.into() }
+    }
+
+    /// `field: Forbidden: <detail>` (`field.Forbidden`).
+    pub fn forbidden(field: &str, detail: &str) -> Self {
+        Cause { reason: "FieldValueForbidden".into(), message: format!("Forbidden: {detail}"), field: field.into() }
+    }
+
+    /// The `field: message` form used in Invalid messages.
+    fn render(&self) -> String {
+        if self.field.is_empty() {
+            self.message.clone()
+        } else {
+            format!("{}: {}", self.field, self.message)
+        }
+    }
+}
+
+/// `StatusDetails`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Details {
+    /// Object name.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// API group.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub group: String,
+    /// The resource (plural) for most errors, the Kind for Invalid.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    /// Object UID.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    /// Field-level causes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub causes: Vec<Cause>,
+    /// Seconds before a retry.
+    #[serde(rename = "retryAfterSeconds", default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_seconds: Option<i32>,
+}
+
+impl Details {
+    fn is_empty(&self) -> bool {
+        self == &Details::default()
+    }
+}
+
+/// A metav1 `Status`: the error type of the API layer and its wire form.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
+#[error("{code} {reason}: {message}")]
+pub struct Status {
+    /// Always `Status`.
+    pub kind: String,
+    /// Always `v1`.
+    #[serde(rename = "apiVersion")]
+    pub api_version: String,
+    /// Always empty.
+    pub metadata: serde_json::Map<String, Value>,
+    /// `Failure` or `Success`.
+    pub status: String,
+    /// Human-readable message.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// Machine-readable reason (see [`reason`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// Details; `{}` when empty, as kube-apiserver sends for some errors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Details>,
+    /// HTTP status code.
+    pub code: u16,
+}
+
+/// `Result` of the API layer.
+pub type Result<T, E = Status> = std::result::Result<T, E>;
+
+/// `resource` qualified by group as kube prints it: `configmaps`,
+/// `deployments.apps`.
+pub fn qualified(group: &str, resource: &str) -> String {
+    if group.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}.{group}")
+    }
+}
+
+impl Status {
+    /// A Failure status.
+    pub fn failure(code: u16, reason: &str, message: impl Into<String>, details: Option<Details>) -> Self {
+        Status {
+            kind: "Status".into(),
+            api_version: "v1".into(),
+            metadata: Default::default(),
+            status: "Failure".into(),
+            message: message.into(),
+            reason: reason.into(),
+            details: details.filter(|d| !d.is_empty()),
+            code,
+        }
+    }
+
+    /// A Success status for deletes (details name/group/kind/uid).
+    pub fn success(group: &str, resource: &str, name: &str, uid: &str) -> Self {
+        Status {
+            kind: "Status".into(),
+            api_version: "v1".into(),
+            metadata: Default::default(),
+            status: "Success".into(),
+            message: String::new(),
+            reason: String::new(),
+            details: Some(Details { name: name.into(), group: group.into(), kind: resource.into(), uid: uid.into(), ..Default::default() }),
+            code: 200,
+        }
+    }
+
+    fn resource_details(group: &str, resource: &str, name: &str) -> Option<Details> {
+        Some(Details { name: name.into(), group: group.into(), kind: resource.into(), ..Default::default() })
+    }
+
+    /// 404 `configmaps "x" not found`.
+    pub fn not_found(group: &str, resource: &str, name: &str) -> Self {
+        Self::failure(404, reason::NOT_FOUND, format!("{} {name:?} not found", qualified(group, resource)), Self::resource_details(group, resource, name))
+    }
+
+    /// 404 for a path that names no resource we serve.
+    pub fn resource_not_found() -> Self {
+        let mut s = Self::failure(404, reason::NOT_FOUND, "the server could not find the requested resource", None);
+        s.details = Some(Details::default());
+        s
+    }
+
+    /// 409 `configmaps "x" already exists`.
+    pub fn already_exists(group: &str, resource: &str, name: &str) -> Self {
+        Self::failure(409, reason::ALREADY_EXISTS, format!("{} {name:?} already exists", qualified(group, resource)), Self::resource_details(group, resource, name))
+    }
+
+    /// 409 `Operation cannot be fulfilled on configmaps "x": <why>`.
+    pub fn conflict(group: &str, resource: &str, name: &str, why: &str) -> Self {
+        Self::failure(409, reason::CONFLICT, format!("Operation cannot be fulfilled on {} {name:?}: {why}", qualified(group, resource)), Self::resource_details(group, resource, name))
+    }
+
+    /// 409 for a stale resourceVersion (the optimistic-lock message).
+    pub fn optimistic_lock(group: &str, resource: &str, name: &str) -> Self {
+        Self::conflict(group, resource, name, OPTIMISTIC_LOCK_MESSAGE)
+    }
+
+    /// 422 `ConfigMap "x" is invalid: <causes>`; `kind` is the Kind, and
+    /// the message qualifies it by group (`Deployment.apps`).
+    pub fn invalid(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> Self {
+        let rendered: Vec<String> = causes.iter().map(Cause::render).collect();
+        let list = match rendered.len() {
+            0 => String::new(),
+            1 => rendered[0].clone(),
+            _ => format!("[{}]", rendered.join(", ")),
+        };
+        let message = format!("{} {name:?} is invalid: {list}", qualified(group, kind));
+        Self::failure(422, reason::INVALID, message, Some(Details { name: name.into(), group: group.into(), kind: kind.into(), causes, ..Default::default() }))
+    }
+
+    /// 400 with a message.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::failure(400, reason::BAD_REQUEST, message, None)
+    }
+
+    /// 401 `Unauthorized`.
+    pub fn unauthorized() -> Self {
+        Self::failure(401, reason::UNAUTHORIZED, "Unauthorized", None)
+    }
+
+    /// 403 with a message.
+    pub fn forbidden(group: &str, resource: &str, name: &str, message: impl Into<String>) -> Self {
+        Self::failure(403, reason::FORBIDDEN, message, Self::resource_details(group, resource, name))
+    }
+
+    /// 405 `the server does not allow this method on the requested resource`.
+    pub fn method_not_allowed() -> Self {
+        let mut s = Self::failure(405, reason::METHOD_NOT_ALLOWED, "the server does not allow this method on the requested resource", None);
+        s.details = Some(Details::default());
+        s
+    }
+
+    /// 415 for a body encoding we cannot decode.
+    pub fn unsupported_media_type() -> Self {
+        Self::failure(
+            415,
+            reason::UNSUPPORTED_MEDIA_TYPE,
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
+            None,
+        )
+    }
+
+    /// 413.
+    pub fn too_large() -> Self {
+        Self::failure(413, reason::REQUEST_ENTITY_TOO_LARGE, "Request entity too large: limit is 3145728", None)
+    }
+
+    /// 410 `Expired` (compacted resourceVersion or continue token).
+    pub fn expired(message: impl Into<String>) -> Self {
+        Self::failure(410, reason::EXPIRED, message, None)
+    }
+
+    /// 504 `Timeout`.
+    pub fn timeout(message: impl Into<String>) -> Self {
+        Self::failure(504, reason::TIMEOUT, message, None)
+    }
+
+    /// 500 `Internal error occurred: <msg>`.
+    pub fn internal(message: impl std::fmt::Display) -> Self {
+        let mut d = Details::default();
+        d.causes.push(Cause { reason: String::new(), message: message.to_string(), field: String::new() });
+        Self::failure(500, reason::INTERNAL_ERROR, format!("Internal error occurred: {message}"), Some(d))
+    }
+
+    /// Whether this is a 404 NotFound.
+    pub fn is_not_found(&self) -> bool {
+        self.reason == reason::NOT_FOUND
+    }
+
+    /// Whether this is a 409 Conflict.
+    pub fn is_conflict(&self) -> bool {
+        self.reason == reason::CONFLICT
+    }
+
+    /// Whether this is a 409 AlreadyExists.
+    pub fn is_already_exists(&self) -> bool {
+        self.reason == reason::ALREADY_EXISTS
+    }
+
+    /// The Status as a JSON value.
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+/// kube-apiserver's optimistic-lock wording (`registry.OptimisticLockErrorMsg`).
+pub const OPTIMISTIC_LOCK_MESSAGE: &str = "the object has been modified; please apply your changes to the latest version and try again";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_match_kube() {
+        let cases = [
+            (Status::not_found("", "configmaps", "x"), 404, "configmaps \"x\" not found"),
+            (Status::not_found("apps", "deployments", "x"), 404, "deployments.apps \"x\" not found"),
+            (Status::already_exists("", "configmaps", "x"), 409, "configmaps \"x\" already exists"),
+            (
+                Status::optimistic_lock("", "configmaps", "x"),
+                409,
+                "Operation cannot be fulfilled on configmaps \"x\": the object has been modified; please apply your changes to the latest version and try again",
+            ),
+            (Status::unauthorized(), 401, "Unauthorized"),
+            (
+                Status::invalid("", "ConfigMap", "X", vec![Cause::invalid("metadata.name", &Value::String("X".into()), "a lowercase RFC 1123 subdomain")]),
+                422,
+                "ConfigMap \"X\" is invalid: metadata.name: Invalid value: \"X\": a lowercase RFC 1123 subdomain",
+            ),
+        ];
+        for (s, code, msg) in cases {
+            assert_eq!(s.code, code);
+            assert_eq!(s.message, msg);
+        }
+        let v = Status::unauthorized().to_value();
+        assert_eq!(v, serde_json::json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}));
+        let c = serde_json::to_value(Cause::required("metadata.name", "")).unwrap_or_default();
+        assert_eq!(c["reason"], "FieldValueRequired");
+    }
+}

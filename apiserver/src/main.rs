@@ -1,0 +1,14 @@
+//! `apiserver`: run with no flags for a single-node cluster in
+//! `./apiserver-data`.
+
+use clap::Parser;
+
+#[tokio::main]
+async fn main() {
+    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn,openraft=error".into())).with_writer(std::io::stderr).init();
+    let opts = apiserver::options::Options::parse();
+    if let Err(e) = apiserver::server::run(opts).await {
+        eprintln!("apiserver: {e:#}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,124 @@
+//! First-start certificates and the admin kubeconfig.
+//!
+//! On first start the data dir gets `pki/ca.{crt,key}` (the cluster CA,
+//! which also verifies client certificates), `pki/apiserver.{crt,key}`
+//! (serving, SANs `localhost`, `127.0.0.1` and the bind address) and
+//! `pki/admin.{crt,key}` (CN `kubernetes-admin`, O `system:masters`). Later
+//! starts reuse them. `admin.kubeconfig` is rewritten on every start, since
+//! the port may differ (`--secure-port 0`).
+
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+
+/// Paths of the files a server needs.
+#[derive(Debug, Clone)]
+pub struct Pki {
+    /// CA certificate (PEM); also the client CA.
+    pub ca_cert: PathBuf,
+    /// Serving certificate (PEM).
+    pub serving_cert: PathBuf,
+    /// Serving key (PEM).
+    pub serving_key: PathBuf,
+    /// Admin client certificate (PEM).
+    pub admin_cert: PathBuf,
+    /// Admin client key (PEM).
+    pub admin_key: PathBuf,
+}
+
+fn write_private(path: &Path, data: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(path).map_err(|e| anyhow::anyhow!("write {}: {e}", path.display()))?;
+    f.write_all(data.as_bytes())?;
+    Ok(())
+}
+
+/// Creates the CA and certificates in `<data_dir>/pki` unless they exist.
+///
+/// `extra_sans` are added to the serving certificate (the bind address).
+///
+/// # Errors
+/// I/O or certificate generation errors.
+pub fn ensure(data_dir: &Path, extra_sans: &[String]) -> anyhow::Result<Pki> {
+    let dir = data_dir.join("pki");
+    std::fs::create_dir_all(&dir)?;
+    let pki = Pki {
+        ca_cert: dir.join("ca.crt"),
+        serving_cert: dir.join("apiserver.crt"),
+        serving_key: dir.join("apiserver.key"),
+        admin_cert: dir.join("admin.crt"),
+        admin_key: dir.join("admin.key"),
+    };
+    if pki.ca_cert.exists() && pki.serving_cert.exists() && pki.admin_cert.exists() {
+        return Ok(pki);
+    }
+
+    let ca_key = KeyPair::generate()?;
+    let mut ca = CertificateParams::new(Vec::<String>::new())?;
+    ca.distinguished_name.push(DnType::CommonName, "kubernetes");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    ca.not_after = rcgen::date_time_ymd(2036, 1, 1);
+    let ca_cert = ca.self_signed(&ca_key)?;
+    let ca_key_pem = ca_key.serialize_pem();
+    let issuer = Issuer::new(ca, ca_key);
+
+    let mut sans = vec!["localhost".to_string(), "127.0.0.1".to_string(), "kubernetes".to_string(), "kubernetes.default".to_string()];
+    for s in extra_sans {
+        if !sans.contains(s) && s != "0.0.0.0" && s != "::" {
+            sans.push(s.clone());
+        }
+    }
+    let serving_key = KeyPair::generate()?;
+    let mut serving = CertificateParams::new(sans)?;
+    serving.distinguished_name.push(DnType::CommonName, "kube-apiserver");
+    serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    serving.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+    serving.not_after = rcgen::date_time_ymd(2035, 1, 1);
+    let serving_cert = serving.signed_by(&serving_key, &issuer)?;
+
+    let admin_key = KeyPair::generate()?;
+    let mut admin = CertificateParams::new(Vec::<String>::new())?;
+    admin.distinguished_name.push(DnType::CommonName, "kubernetes-admin");
+    admin.distinguished_name.push(DnType::OrganizationName, "system:masters");
+    admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    admin.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+    admin.not_after = rcgen::date_time_ymd(2035, 1, 1);
+    let admin_cert = admin.signed_by(&admin_key, &issuer)?;
+
+    write_private(&dir.join("ca.key"), &ca_key_pem)?;
+    write_private(&pki.serving_key, &serving_key.serialize_pem())?;
+    write_private(&pki.admin_key, &admin_key.serialize_pem())?;
+    std::fs::write(&pki.serving_cert, serving_cert.pem())?;
+    std::fs::write(&pki.admin_cert, admin_cert.pem())?;
+    // The CA goes last: its presence marks the set as complete.
+    std::fs::write(&pki.ca_cert, ca_cert.pem())?;
+    Ok(pki)
+}
+
+/// Writes a kubeconfig for the admin user at `path`, pointing at `server`
+/// (`https://127.0.0.1:6443`), with the certificates embedded.
+///
+/// # Errors
+/// I/O errors.
+pub fn write_kubeconfig(path: &Path, server: &str, ca_cert: &Path, client_cert: &Path, client_key: &Path) -> anyhow::Result<()> {
+    let b64 = |p: &Path| -> anyhow::Result<String> {
+        let data = std::fs::read(p).map_err(|e| anyhow::anyhow!("read {}: {e}", p.display()))?;
+        Ok(base64::engine::general_purpose::STANDARD.encode(data))
+    };
+    let cfg = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: kubers\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: kubernetes-admin\n  user:\n    client-certificate-data: {cert}\n    client-key-data: {key}\ncontexts:\n- name: kubernetes-admin@kubers\n  context:\n    cluster: kubers\n    user: kubernetes-admin\n    namespace: default\ncurrent-context: kubernetes-admin@kubers\npreferences: {{}}\n",
+        ca = b64(ca_cert)?,
+        cert = b64(client_cert)?,
+        key = b64(client_key)?,
+    );
+    write_private(path, &cfg)
+}

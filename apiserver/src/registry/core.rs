@@ -1,0 +1,356 @@
+//! The core (`""`) group, version v1.
+
+use serde_json::{json, Value};
+
+use super::printers::{age, int, or_none, since};
+use super::strategy::{Column, NameRule, Strategy, AGE_COLUMN, NAME_COLUMN};
+use super::{Resource, DefaultStrategy, NO_COLLECTION_VERBS, STANDARD_VERBS};
+use crate::errors::Cause;
+use crate::meta;
+
+fn name_cell(obj: &Value) -> Value {
+    Value::String(meta::name(obj).to_string())
+}
+
+fn count(v: &Value) -> usize {
+    match v {
+        Value::Object(m) => m.len(),
+        Value::Array(a) => a.len(),
+        _ => 0,
+    }
+}
+
+/// Validates `containers` of a pod spec at `path` (`spec`,
+/// `spec.template.spec`): at least one, each with a name and an image.
+pub fn validate_pod_spec(spec: &Value, path: &str) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    match spec["containers"].as_array() {
+        Some(cs) if !cs.is_empty() => {
+            for (i, c) in cs.iter().enumerate() {
+                let p = format!("{path}.containers[{i}]");
+                let name = c["name"].as_str().unwrap_or("");
+                if name.is_empty() {
+                    causes.push(Cause::required(&format!("{p}.name"), ""));
+                } else {
+                    for e in super::validation::name_errors(name, NameRule::Label) {
+                        causes.push(Cause::invalid(&format!("{p}.name"), &c["name"], &e));
+                    }
+                }
+                if c["image"].as_str().is_none_or(str::is_empty) {
+                    causes.push(Cause::required(&format!("{p}.image"), ""));
+                }
+            }
+        }
+        _ => causes.push(Cause::required(&format!("{path}.containers"), "")),
+    }
+    causes
+}
+
+/// Pod spec defaults (`SetDefaults_PodSpec`, `SetDefaults_Container`).
+pub fn default_pod_spec(spec: &mut Value) {
+    let Some(s) = spec.as_object_mut() else { return };
+    s.entry("restartPolicy").or_insert_with(|| json!("Always"));
+    s.entry("terminationGracePeriodSeconds").or_insert_with(|| json!(30));
+    s.entry("dnsPolicy").or_insert_with(|| json!("ClusterFirst"));
+    s.entry("securityContext").or_insert_with(|| json!({}));
+    s.entry("schedulerName").or_insert_with(|| json!("default-scheduler"));
+    if let Some(cs) = s.get_mut("containers").and_then(Value::as_array_mut) {
+        for c in cs.iter_mut() {
+            let image = c["image"].as_str().unwrap_or("").to_string();
+            let Some(c) = c.as_object_mut() else { continue };
+            let latest = !image.contains(':') || image.ends_with(":latest");
+            c.entry("imagePullPolicy").or_insert_with(|| json!(if latest { "Always" } else { "IfNotPresent" }));
+            c.entry("terminationMessagePath").or_insert_with(|| json!("/dev/termination-log"));
+            c.entry("terminationMessagePolicy").or_insert_with(|| json!("File"));
+            c.entry("resources").or_insert_with(|| json!({}));
+            if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
+                for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+                    p.entry("protocol").or_insert_with(|| json!("TCP"));
+                }
+            }
+        }
+    }
+}
+
+struct Namespaces;
+impl Strategy for Namespaces {
+    fn name_rule(&self) -> NameRule {
+        NameRule::Label
+    }
+    fn has_status(&self) -> bool {
+        true
+    }
+    fn prepare_for_create(&self, obj: &mut Value) {
+        obj["status"] = json!({"phase": "Active"});
+        if obj["spec"]["finalizers"].is_null() {
+            obj["spec"] = json!({"finalizers": ["kubernetes"]});
+        }
+    }
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &["status.phase"]
+    }
+    fn columns(&self) -> Vec<Column> {
+        vec![NAME_COLUMN, Column::new("Status", "string", "The status of the namespace"), AGE_COLUMN]
+    }
+    fn cells(&self, o: &Value) -> Vec<Value> {
+        vec![name_cell(o), json!(o["status"]["phase"].as_str().unwrap_or("")), json!(age(o))]
+    }
+}
+
+struct ConfigMaps;
+impl Strategy for ConfigMaps {
+    fn columns(&self) -> Vec<Column> {
+        vec![NAME_COLUMN, Column::new("Data", "string", "Data contains the configuration data."), AGE_COLUMN]
+    }
+    fn cells(&self, o: &Value) -> Vec<Value> {
+        vec![name_cell(o), json!(count(&o["data"]) + count(&o["binaryData"])), json!(age(o))]
+    }
+    fn validate(&self, o: &Value) -> Vec<Cause> {
+        let mut causes = Vec::new();
+        if let Some(d) = o["data"].as_object() {
+            for (k, v) in d {
+                if !v.is_string() {
+                    causes.push(Cause::invalid(&format!("data[{k}]"), v, "must be a string"));
+                }
+            }
+        }
+        causes
+    }
+}
+
+struct Secrets;
+impl Strategy for Secrets {
+    fn default(&self, o: &mut Value) {
+        if o["type"].as_str().is_none_or(str::is_empty) {
+            o["type"] = json!("Opaque");
+        }
+    }
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &["type"]
+    }
+    fn columns(&self) -> Vec<Column> {
+        vec![NAME_COLUMN, Column::new("Type", "string", "The type of the secret"), Column::new("Data", "string", "The number of entries in the secret"), AGE_COLUMN]
+    }
+    fn cells(&self, o: &Value) -> Vec<Value> {
+        vec![name_cell(o), json!(o["type"].as_str().unwrap_or("")), json!(count(&o["data"])), json!(age(o))]
+    }
+}
+
+struct ServiceAccounts;
+impl Strategy for ServiceAccounts {
+    fn columns(&self) -> Vec<Column> {
+        vec![NAME_COLUMN, Column::new("Secrets", "string", "Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use."), AGE_COLUMN]
+    }
+    fn cells(&self, o: &Value) -> Vec<Value> {
+        vec![name_cell(o), json!(count(&o["secrets"])), json!(age(o))]
+    }
+}
+
+struct Pods;
+impl Strategy for Pods {
+    fn has_status(&self) -> bool {
+        true
+    }
+    fn default(&self, o: &mut Value) {
+        default_pod_spec(&mut o["spec"]);
+    }
+    fn prepare_for_create(&self, o: &mut Value) {
+        o["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
+    }
+    fn validate(&self, o: &Value) -> Vec<Cause> {
+        validate_pod_spec(&o["spec"], "spec")
+    }
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &["spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName"]
+    }
+    fn columns(&self) -> Vec<Column> {
+        vec![
+            NAME_COLUMN,
+            Column::new("Ready", "string", "The aggregate readiness state of this pod for accepting traffic."),
+            Column::new("Status", "string", "The aggregate status of the containers in this pod."),
+            Column::new("Restarts", "string", "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted."),
+            AGE_COLUMN,
+            Column::wide("IP", "string", "IP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated."),
+            Column::wide("Node", "string", "NodeName is a request to schedule this pod onto a specific node."),
+            Column::wide("Nominated Node", "string", "nominatedNodeName is set only when this pod preempts other pods on the node."),
+            Column::wide("Readiness Gates", "string", "If specified, all readiness gates will be evaluated for pod readiness."),
+        ]
+    }
+    fn cells(&self, o: &Value) -> Vec<Value> {
+        let total = count(&o["spec"]["containers"]);
+        let statuses = o["status"]["containerStatuses"].as_array().cloned().unwrap_or_default();
+        let ready = statuses.iter().filter(|s| s["ready"].as_bool() == Some(true)).count();
+        let restarts: i64 = statuses.iter().map(|s| s["restartCount"].as_i64().unwrap_or(0)).sum();
+        let mut reason = o["status"]["reason"].as_str().or(o["status"]["phase"].as_str()).unwrap_or("").to_string();
+        if meta::is_deleting(o) {
+            reason = "Terminating".into();
+        }
+        let gates = count(&o["spec"]["readinessGates"]);
+        vec![
+            name_cell(o),
+            json!(format!("{ready}/{total}")),
+            json!(reason),
+            json!(restarts.to_string()),
+            json!(age(o)),
+            json!(or_none(o["status"]["podIP"].as_str().unwrap_or("").to_string())),
+            json!(or_none(o["spec"]["nodeName"].as_str().unwrap_or("").to_string())),
+            json!(or_none(o["status"]["nominatedNodeName"].as_str().unwrap_or("").to_string())),
+            json!(if gates == 0 { "<none>".to_string() } else { format!("0/{gates}") }),
+        ]
+    }
+}
+
+struct Services;
+impl Strategy for Services {
+    fn name_rule(&self) -> NameRule {
+        NameRule::Dns1035
+    }
+    fn has_status(&self) -> bool {
+        true
+    }
+    fn allow_create_on_update(&self) -> bool {
+        true
+    }
+    fn default(&self, o: &mut Value) {
+        let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut) else { return };
+        spec.entry("type").or_insert_with(|| json!("ClusterIP"));
+        spec.entry("sessionAffinity").or_insert_with(|| json!("None"));
+        if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+            for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+                p.entry("protocol").or_insert_with(|| json!("TCP"));
+                if let Some(port) = p.get("port").cloned() {
+                    p.entry("targetPort").or_insert(port);
+                }
+            }
+        }
+    }
+    fn columns(&self) -> Vec<Column> {
+        vec![
+            NAME_COLUMN,
+            Column::new("Type", "string", "type determines how the Service is exposed."),
+            Column::new("Cluster-IP", "string", "clusterIP is the IP address of the service and is usually assigned randomly."),
+            Column::new("External-IP", "string", "externalIPs is a list of IP addresses for which nodes in the cluster will also accept traffic for this service."),
+            Column::new("Port(s)", "string", "The list of ports that are exposed by this service."),
+            AGE_COLUMN,
+            Column::wide("Selector", "string", "Route service traffic to pods with label keys and values matching this selector."),
+        ]
+    }
+    fn cells(&self, o: &Value) -> Vec<Value> {
+        let spec = &o["spec"];
+        let ports: Vec<String> = spec["ports"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|p| {
+                        let np = p["nodePort"].as_i64().map(|n| format!(":{n}")).unwrap_or_default();
+                        format!("{}{np}/{}", p["port"].as_i64().unwrap_or(0), p["protocol"].as_str().unwrap_or("TCP"))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let ext: Vec<String> = spec["externalIPs"].as_array().map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect()).unwrap_or_default();
+        let sel: Vec<String> = spec["selector"].as_object().map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect()).unwrap_or_default();
+        vec![
+            name_cell(o),
+            json!(spec["type"].as_str().unwrap_or("ClusterIP")),
+            json!(or_none(spec["clusterIP"].as_str().unwrap_or("").to_string())),
+            json!(or_none(ext.join(","))),
+            json!(or_none(ports.join(","))),
+            json!(age(o)),
+            json!(or_none(sel.join(","))),
+        ]
+    }
+}
+
+struct Events;
+impl Strategy for Events {
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ]
+    }
+    fn field_value(&self, o: &Value, field: &str) -> String {
+        if field == "source" {
+            return o["source"]["component"].as_str().unwrap_or("").to_string();
+        }
+        super::validation::field_string(o, field)
+    }
+    fn columns(&self) -> Vec<Column> {
+        vec![
+            Column::new("Last Seen", "string", "Time when this Event was last observed"),
+            Column::new("Type", "string", "Type of this event (Normal, Warning), new types could be added in the future"),
+            Column::new("Reason", "string", "This should be a short, machine understandable string that gives the reason for the transition into the object's current status."),
+            Column::new("Object", "string", "The object that this event is about."),
+            Column::wide("Subobject", "string", "The subobject that this event is about."),
+            Column::wide("Source", "string", "The component reporting this event."),
+            Column::new("Message", "string", "A human-readable description of the status of this operation."),
+            Column::wide("First Seen", "string", "The time at which the event was first recorded."),
+            Column::wide("Count", "string", "The number of times this event has occurred."),
+            Column { name: "Name", type_: "string", format: "name", description: "Name must be unique within a namespace.", priority: 1 },
+        ]
+    }
+    fn cells(&self, o: &Value) -> Vec<Value> {
+        let last = if o["lastTimestamp"].is_string() { since(&o["lastTimestamp"]) } else { since(&o["eventTime"]) };
+        let first = if o["firstTimestamp"].is_string() { since(&o["firstTimestamp"]) } else { since(&o["eventTime"]) };
+        let io = &o["involvedObject"];
+        let object = format!("{}/{}", io["kind"].as_str().unwrap_or("").to_lowercase(), io["name"].as_str().unwrap_or(""));
+        let source = o["source"]["component"].as_str().or(o["reportingComponent"].as_str()).unwrap_or("").to_string();
+        vec![
+            json!(last),
+            json!(o["type"].as_str().unwrap_or("")),
+            json!(o["reason"].as_str().unwrap_or("")),
+            json!(object),
+            json!(io["fieldPath"].as_str().unwrap_or("")),
+            json!(source),
+            json!(o["message"].as_str().unwrap_or("").trim()),
+            json!(first),
+            int(&o["count"]),
+            name_cell(o),
+        ]
+    }
+}
+
+struct WithStatus;
+impl Strategy for WithStatus {
+    fn has_status(&self) -> bool {
+        true
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // a table row of the registry
+fn core(resource: &'static str, singular: &'static str, kind: &'static str, namespaced: bool, short: &'static [&'static str], cats: &'static [&'static str], subs: &'static [&'static str], strategy: Box<dyn Strategy>) -> Resource {
+    Resource { group: "", version: "v1", resource, singular, kind, namespaced, verbs: STANDARD_VERBS, short_names: short, categories: cats, subresources: subs, strategy }
+}
+
+/// core/v1 resources.
+pub fn resources() -> Vec<Resource> {
+    let mut ns = core("namespaces", "namespace", "Namespace", false, &["ns"], &[], &["status", "finalize"], Box::new(Namespaces));
+    ns.verbs = NO_COLLECTION_VERBS;
+    vec![
+        ns,
+        core("configmaps", "configmap", "ConfigMap", true, &["cm"], &[], &[], Box::new(ConfigMaps)),
+        core("secrets", "secret", "Secret", true, &[], &[], &[], Box::new(Secrets)),
+        core("pods", "pod", "Pod", true, &["po"], &["all"], &["status"], Box::new(Pods)),
+        core("services", "service", "Service", true, &["svc"], &["all"], &["status"], Box::new(Services)),
+        core("serviceaccounts", "serviceaccount", "ServiceAccount", true, &["sa"], &[], &[], Box::new(ServiceAccounts)),
+        core("events", "event", "Event", true, &["ev"], &[], &[], Box::new(Events)),
+        core("endpoints", "endpoints", "Endpoints", true, &["ep"], &[], &[], Box::new(DefaultStrategy)),
+        core("nodes", "node", "Node", false, &["no"], &[], &["status"], Box::new(WithStatus)),
+        core("persistentvolumes", "persistentvolume", "PersistentVolume", false, &["pv"], &[], &["status"], Box::new(WithStatus)),
+        core("persistentvolumeclaims", "persistentvolumeclaim", "PersistentVolumeClaim", true, &["pvc"], &[], &["status"], Box::new(WithStatus)),
+        core("limitranges", "limitrange", "LimitRange", true, &["limits"], &[], &[], Box::new(DefaultStrategy)),
+        core("resourcequotas", "resourcequota", "ResourceQuota", true, &["quota"], &[], &["status"], Box::new(WithStatus)),
+        core("replicationcontrollers", "replicationcontroller", "ReplicationController", true, &["rc"], &["all"], &["status"], Box::new(WithStatus)),
+        core("podtemplates", "podtemplate", "PodTemplate", true, &[], &[], &[], Box::new(DefaultStrategy)),
+    ]
+}

@@ -1,0 +1,153 @@
+//! The per-type semantics of a resource (kube's `RESTCreateStrategy`,
+//! `RESTUpdateStrategy` and table convertor), as one trait with defaults.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::printers;
+use super::validation;
+use crate::errors::Cause;
+
+/// A Table column (`metav1.TableColumnDefinition`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Column {
+    /// Header.
+    pub name: &'static str,
+    /// `string`, `integer`, `date`...
+    #[serde(rename = "type")]
+    pub type_: &'static str,
+    /// `name` for the name column, else empty.
+    pub format: &'static str,
+    /// Description.
+    pub description: &'static str,
+    /// 0 = always shown, 1 = `-o wide` only.
+    pub priority: i32,
+}
+
+impl Column {
+    /// A priority-0 column.
+    pub const fn new(name: &'static str, type_: &'static str, description: &'static str) -> Self {
+        Column { name, type_, format: "", description, priority: 0 }
+    }
+
+    /// A `-o wide` column.
+    pub const fn wide(name: &'static str, type_: &'static str, description: &'static str) -> Self {
+        Column { name, type_, format: "", description, priority: 1 }
+    }
+}
+
+/// The `NAME` column.
+pub const NAME_COLUMN: Column = Column {
+    name: "Name",
+    type_: "string",
+    format: "name",
+    description: "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
+    priority: 0,
+};
+
+/// The `AGE` column.
+pub const AGE_COLUMN: Column = Column::new(
+    "Age",
+    "string",
+    "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
+);
+
+/// How a name is validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameRule {
+    /// RFC 1123 subdomain (most types).
+    Subdomain,
+    /// RFC 1123 label (namespaces).
+    Label,
+    /// RFC 1035 label (services).
+    Dns1035,
+}
+
+/// The semantics of one type. Every method has a default that suits a
+/// plain object like a ConfigMap.
+pub trait Strategy: Send + Sync {
+    /// How `metadata.name` is validated.
+    fn name_rule(&self) -> NameRule {
+        NameRule::Subdomain
+    }
+
+    /// Whether a status subresource exists: the main resource then ignores
+    /// status changes, and `/status` only changes status.
+    fn has_status(&self) -> bool {
+        false
+    }
+
+    /// Whether `metadata.generation` is kept and bumped on spec changes.
+    fn has_generation(&self) -> bool {
+        false
+    }
+
+    /// Whether PUT of a missing object creates it.
+    fn allow_create_on_update(&self) -> bool {
+        false
+    }
+
+    /// Fills defaults (kube's defaulting functions).
+    fn default(&self, _obj: &mut Value) {}
+
+    /// Clears what a client may not set on create.
+    fn prepare_for_create(&self, obj: &mut Value) {
+        if self.has_status() {
+            if let Some(o) = obj.as_object_mut() {
+                o.remove("status");
+            }
+        }
+    }
+
+    /// Carries over what a client may not change on update.
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        if self.has_status() {
+            if let Some(o) = new.as_object_mut() {
+                match old.get("status") {
+                    Some(s) => {
+                        o.insert("status".into(), s.clone());
+                    }
+                    None => {
+                        o.remove("status");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Type-specific validation of a new object.
+    fn validate(&self, _obj: &Value) -> Vec<Cause> {
+        Vec::new()
+    }
+
+    /// Type-specific validation of an update.
+    fn validate_update(&self, new: &Value, _old: &Value) -> Vec<Cause> {
+        self.validate(new)
+    }
+
+    /// Fields usable in field selectors besides `metadata.name` and
+    /// `metadata.namespace`.
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// The value of a selectable field.
+    fn field_value(&self, obj: &Value, field: &str) -> String {
+        validation::field_string(obj, field)
+    }
+
+    /// Table columns, Name first (`kubectl get`).
+    fn columns(&self) -> Vec<Column> {
+        vec![NAME_COLUMN, AGE_COLUMN]
+    }
+
+    /// One Table row's cells, matching [`Strategy::columns`].
+    fn cells(&self, obj: &Value) -> Vec<Value> {
+        vec![Value::String(crate::meta::name(obj).to_string()), Value::String(printers::age(obj))]
+    }
+}
+
+/// A plain type with no special semantics.
+pub struct DefaultStrategy;
+
+impl Strategy for DefaultStrategy {}

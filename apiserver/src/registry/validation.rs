@@ -1,0 +1,117 @@
+//! Validation shared by all types (apimachinery `validation`,
+//! `ValidateObjectMeta`).
+
+use serde_json::Value;
+
+use super::strategy::NameRule;
+use crate::errors::Cause;
+
+const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+const DNS1035_LABEL_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+
+fn is_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+/// Errors of a name under `rule`, as kube's `IsDNS1123Subdomain` & co.
+pub fn name_errors(name: &str, rule: NameRule) -> Vec<String> {
+    let mut errs = Vec::new();
+    match rule {
+        NameRule::Subdomain => {
+            if name.len() > 253 {
+                errs.push("must be no more than 253 characters".to_string());
+            }
+            if !name.split('.').all(is_label) {
+                errs.push(DNS1123_SUBDOMAIN_MSG.to_string());
+            }
+        }
+        NameRule::Label => {
+            if name.len() > 63 {
+                errs.push("must be no more than 63 characters".to_string());
+            }
+            if !is_label(name) {
+                errs.push(DNS1123_LABEL_MSG.to_string());
+            }
+        }
+        NameRule::Dns1035 => {
+            if name.len() > 63 {
+                errs.push("must be no more than 63 characters".to_string());
+            }
+            if !is_label(name) || !name.as_bytes()[0].is_ascii_lowercase() {
+                errs.push(DNS1035_LABEL_MSG.to_string());
+            }
+        }
+    }
+    errs
+}
+
+/// `ValidateObjectMeta`: name (required, valid), namespace, labels.
+pub fn object_meta(obj: &Value, rule: NameRule, namespaced: bool) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let meta = &obj["metadata"];
+    let name = meta["name"].as_str().unwrap_or("");
+    if name.is_empty() {
+        causes.push(Cause::required("metadata.name", "name or generateName is required"));
+    } else {
+        for e in name_errors(name, rule) {
+            causes.push(Cause::invalid("metadata.name", &Value::String(name.into()), &e));
+        }
+    }
+    let ns = meta["namespace"].as_str().unwrap_or("");
+    if namespaced && ns.is_empty() {
+        causes.push(Cause::required("metadata.namespace", ""));
+    } else if !namespaced && !ns.is_empty() {
+        causes.push(Cause::forbidden("metadata.namespace", "not allowed on this type"));
+    }
+    for field in ["labels", "annotations"] {
+        let v = &meta[field];
+        if !v.is_null() && !v.as_object().is_some_and(|m| m.values().all(Value::is_string)) {
+            causes.push(Cause::invalid(&format!("metadata.{field}"), v, "must be a map of strings"));
+        }
+    }
+    causes
+}
+
+/// The string value of a dotted field path (`spec.nodeName`), as field
+/// selectors compare it; missing fields are `""`.
+pub fn field_string(obj: &Value, field: &str) -> String {
+    let mut v = obj;
+    for part in field.split('.') {
+        v = &v[part];
+    }
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        Value::Bool(b) => b.to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// Go's `%#v` of a `map[string]string`, as kube prints label maps in
+/// Invalid messages: `map[string]string{"app":"x"}`.
+pub fn go_string_map(v: &Value) -> String {
+    let mut items: Vec<(String, String)> = v.as_object().map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string())).collect()).unwrap_or_default();
+    items.sort();
+    let body: Vec<String> = items.iter().map(|(k, v)| format!("{k:?}:{v:?}")).collect();
+    format!("map[string]string{{{}}}", body.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert!(name_errors("my-app.example", NameRule::Subdomain).is_empty());
+        assert!(!name_errors("My", NameRule::Subdomain).is_empty());
+        assert!(!name_errors("a.b", NameRule::Label).is_empty());
+        assert!(!name_errors("1abc", NameRule::Dns1035).is_empty());
+        assert!(name_errors("abc-1", NameRule::Dns1035).is_empty());
+        assert_eq!(go_string_map(&serde_json::json!({"b":"2","a":"1"})), r#"map[string]string{"a":"1", "b":"2"}"#);
+    }
+}

@@ -1,0 +1,170 @@
+//! Starting the server: storage, certificates, the TLS listener and
+//! HTTP/1.1 + HTTP/2 serving of the handler chain.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use http_body_util::BodyExt;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use serde_json::json;
+use tokio::net::TcpListener;
+
+use crate::endpoints::filters::authentication::PeerCertificates;
+use crate::endpoints::{build_handler_chain, ApiState, Handler};
+use crate::options::Options;
+use crate::registry::Registry;
+use crate::storage::{embedded::EmbeddedKv, kv::Kv, remote::RemoteKv, KvStorage, Storage};
+
+/// Namespaces that always exist (kube's bootstrap controller).
+const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+fn load_certs(path: &Path) -> anyhow::Result<Vec<CertificateDer<'static>>> {
+    let certs: Result<Vec<_>, _> = CertificateDer::pem_file_iter(path).with_context(|| format!("read {}", path.display()))?.collect();
+    let certs = certs.with_context(|| format!("parse {}", path.display()))?;
+    anyhow::ensure!(!certs.is_empty(), "no certificates in {}", path.display());
+    Ok(certs)
+}
+
+fn tls_config(cert: &Path, key: &Path, client_ca: &Path) -> anyhow::Result<rustls::ServerConfig> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for c in load_certs(client_ca)? {
+        roots.add(c).context("add client CA")?;
+    }
+    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone()).allow_unauthenticated().build().context("client verifier")?;
+    let key = PrivateKeyDer::from_pem_file(key).with_context(|| format!("read {}", key.display()))?;
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("TLS versions")?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(load_certs(cert)?, key)
+        .context("serving certificate")?;
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(cfg)
+}
+
+async fn open_storage(opts: &Options) -> anyhow::Result<Arc<dyn Storage>> {
+    let kv: Arc<dyn Kv> = if opts.etcd_servers.is_empty() {
+        let cfg = raftstore::node::Config {
+            name: opts.name.clone(),
+            data_dir: opts.data_dir.join("store"),
+            listen_client_urls: vec![opts.etcd_listen_client_url.clone()],
+            listen_peer_urls: vec![opts.etcd_listen_peer_url.clone()],
+            ..Default::default()
+        };
+        let handle = raftstore::node::start(cfg).await.context("start the embedded store")?;
+        handle.node.wait_for_leader().await.context("embedded store has no leader")?;
+        println!("embedded etcd API on http://{}", handle.client_addr);
+        Arc::new(EmbeddedKv::new(handle.ctx.clone()))
+    } else {
+        Arc::new(RemoteKv::connect(&opts.etcd_servers).await.context("connect to --etcd-servers")?)
+    };
+    Ok(Arc::new(KvStorage::new(kv)))
+}
+
+async fn bootstrap_namespaces(storage: &dyn Storage) -> anyhow::Result<()> {
+    for ns in SYSTEM_NAMESPACES {
+        let obj = json!({
+            "kind": "Namespace",
+            "apiVersion": "v1",
+            "metadata": {"name": ns, "uid": crate::meta::new_uid(), "creationTimestamp": crate::meta::now(), "labels": {"kubernetes.io/metadata.name": ns}},
+            "spec": {"finalizers": ["kubernetes"]},
+            "status": {"phase": "Active"},
+        });
+        match storage.create(&format!("/registry/namespaces/{ns}"), obj).await {
+            Ok(_) | Err(crate::storage::Error::AlreadyExists) => {}
+            Err(e) => return Err(anyhow::anyhow!("create namespace {ns}: {e}")),
+        }
+    }
+    Ok(())
+}
+
+/// Runs the server until the process is stopped.
+///
+/// # Errors
+/// Bad flags, unreadable certificates, an unreachable store or a port in use.
+pub async fn run(opts: Options) -> anyhow::Result<()> {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    std::fs::create_dir_all(&opts.data_dir).with_context(|| format!("create {}", opts.data_dir.display()))?;
+
+    let generated = crate::pki::ensure(&opts.data_dir, std::slice::from_ref(&opts.bind_address))?;
+    let (cert, key) = match (&opts.tls_cert_file, &opts.tls_private_key_file) {
+        (Some(c), Some(k)) => (c.clone(), k.clone()),
+        (None, None) => (generated.serving_cert.clone(), generated.serving_key.clone()),
+        _ => anyhow::bail!("--tls-cert-file and --tls-private-key-file go together"),
+    };
+    let client_ca = opts.client_ca_file.clone().unwrap_or_else(|| generated.ca_cert.clone());
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls_config(&cert, &key, &client_ca)?));
+
+    let storage = open_storage(&opts).await?;
+    bootstrap_namespaces(storage.as_ref()).await?;
+
+    let listener = TcpListener::bind((opts.bind_address.as_str(), opts.secure_port)).await.with_context(|| format!("listen on {}:{}", opts.bind_address, opts.secure_port))?;
+    let addr: SocketAddr = listener.local_addr()?;
+    let host = if addr.ip().is_unspecified() { "127.0.0.1".to_string() } else { addr.ip().to_string() };
+    let host_port = if host.contains(':') { format!("[{host}]:{}", addr.port()) } else { format!("{host}:{}", addr.port()) };
+    let server_url = format!("https://{host_port}");
+    let kubeconfig = opts.data_dir.join("admin.kubeconfig");
+    crate::pki::write_kubeconfig(&kubeconfig, &server_url, &generated.ca_cert, &generated.admin_cert, &generated.admin_key)?;
+    let kubeconfig_abs = std::fs::canonicalize(&kubeconfig).unwrap_or(kubeconfig);
+
+    let state = Arc::new(ApiState { registry: Registry::builtin(), storage, advertise_address: host_port.clone() });
+    let chain = build_handler_chain(state);
+
+    println!("serving on {server_url}");
+    println!("to use kubectl: export KUBECONFIG={}", kubeconfig_abs.display());
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+
+    loop {
+        let (tcp, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!("accept: {e}");
+                    continue;
+                }
+            },
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        };
+        let acceptor = acceptor.clone();
+        let chain = chain.clone();
+        tokio::spawn(async move {
+            let _ = tcp.set_nodelay(true);
+            let tls = match acceptor.accept(tcp).await {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::debug!("TLS handshake with {peer}: {e}");
+                    return;
+                }
+            };
+            let certs = PeerCertificates(Arc::new(tls.get_ref().1.peer_certificates().map(|c| c.iter().map(|c| c.clone().into_owned()).collect()).unwrap_or_default()));
+            serve_connection(tls, chain, certs).await;
+        });
+    }
+}
+
+async fn serve_connection<IO>(io: IO, chain: Arc<dyn Handler>, certs: PeerCertificates)
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+        let chain = chain.clone();
+        let certs = certs.clone();
+        async move {
+            let mut req = req.map(|b| b.map_err(std::io::Error::other).boxed());
+            req.extensions_mut().insert(certs);
+            Ok::<_, Infallible>(chain.call(req).await)
+        }
+    });
+    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    if let Err(e) = builder.serve_connection(TokioIo::new(io), svc).await {
+        tracing::debug!("connection: {e}");
+    }
+}

@@ -1,0 +1,243 @@
+//! Object storage (kube-apiserver `staging/.../apiserver/pkg/storage`).
+//!
+//! [`Storage`] is the interface handlers use: get, list with limit and
+//! continue at a revision, create, guaranteed update, delete with
+//! preconditions, and watch from a revision. Objects are JSON
+//! (`serde_json::Value`) whose `metadata.resourceVersion` is the key's etcd
+//! `mod_revision`.
+//!
+//! [`KvStorage`] implements it once, over the small [`kv::Kv`] primitive,
+//! which has two backends: [`embedded::EmbeddedKv`] (the raftstore member in
+//! this process, the default) and [`remote::RemoteKv`] (etcd endpoints).
+//!
+//! Keys follow kube-apiserver: `/registry/<group>/<resource>/<namespace>/<name>`,
+//! the core group without a group segment (`/registry/configmaps/default/x`).
+
+pub mod embedded;
+pub mod kv;
+pub mod remote;
+mod store;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+pub use store::KvStorage;
+
+use crate::errors::Status;
+
+/// Errors of the storage layer. Handlers turn them into [`Status`] objects
+/// with the resource and name they know (kube's `storeerr.Interpret*`).
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The key does not exist.
+    #[error("key not found")]
+    NotFound,
+    /// The key exists (create).
+    #[error("key exists")]
+    AlreadyExists,
+    /// A precondition (uid or resourceVersion) does not hold; the message is
+    /// kube's `Precondition failed: ...` text.
+    #[error("{0}")]
+    PreconditionFailed(String),
+    /// The revision asked for has been compacted.
+    #[error("required revision has been compacted (compacted at {compact_revision})")]
+    Compacted {
+        /// The store's compacted revision, if known (0 otherwise).
+        compact_revision: i64,
+    },
+    /// The revision asked for is ahead of the store.
+    #[error("required revision is a future revision")]
+    FutureRevision,
+    /// A malformed continue token; the message is kube's.
+    #[error("continue key is not valid: {0}")]
+    InvalidContinue(String),
+    /// The store cannot be reached or has no leader.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
+    /// A stored value is not a JSON object.
+    #[error("stored object {key} is corrupt: {message}")]
+    Corrupt {
+        /// The key.
+        key: String,
+        /// The decode error.
+        message: String,
+    },
+    /// The update function refused the update; its Status goes to the client.
+    #[error("{0}")]
+    Aborted(Box<Status>),
+    /// Anything else.
+    #[error("internal storage error: {0}")]
+    Internal(String),
+}
+
+/// Result of the storage layer.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Conditions a write must meet (`metav1.Preconditions`).
+#[derive(Debug, Clone, Default)]
+pub struct Preconditions {
+    /// The object's UID must be this.
+    pub uid: Option<String>,
+    /// The object's resourceVersion must be this.
+    pub resource_version: Option<String>,
+}
+
+impl Preconditions {
+    /// kube's `Preconditions.Check`: the `Precondition failed` messages.
+    ///
+    /// # Errors
+    /// [`Error::PreconditionFailed`].
+    pub fn check(&self, obj: &Value) -> Result<()> {
+        let meta = &obj["metadata"];
+        if let Some(uid) = &self.uid {
+            let actual = meta["uid"].as_str().unwrap_or("");
+            if uid != actual {
+                return Err(Error::PreconditionFailed(format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}")));
+            }
+        }
+        if let Some(rv) = &self.resource_version {
+            let actual = meta["resourceVersion"].as_str().unwrap_or("");
+            if rv != actual {
+                return Err(Error::PreconditionFailed(format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What an update function decided.
+#[derive(Debug, Clone)]
+pub enum Update {
+    /// Write this object.
+    Put(Value),
+    /// Delete the object (e.g. its last finalizer went away).
+    Delete,
+    /// Nothing changed; no write, the current object is returned.
+    Unchanged,
+}
+
+/// The update function of [`Storage::guaranteed_update`]. It gets the
+/// current object (with its resourceVersion) or `None`, and may run more
+/// than once.
+pub type TryUpdate<'a> = dyn FnMut(Option<Value>) -> std::result::Result<Update, Status> + Send + 'a;
+
+/// A filter on objects (label and field selectors).
+pub type Predicate = Arc<dyn Fn(&Value) -> bool + Send + Sync>;
+
+/// Options of [`Storage::list`].
+#[derive(Clone, Default)]
+pub struct ListOptions {
+    /// Revision to read at; 0 = the current revision (linearizable read).
+    pub revision: i64,
+    /// At most this many matching items (0 = all).
+    pub limit: i64,
+    /// A continue token from an earlier page (pins that page's revision).
+    pub continue_token: Option<String>,
+    /// Only items matching this are returned and counted.
+    pub predicate: Option<Predicate>,
+}
+
+/// One page of a list.
+#[derive(Debug, Clone, Default)]
+pub struct ListResult {
+    /// The objects, in key order, each with its resourceVersion.
+    pub items: Vec<Value>,
+    /// The revision the list was read at (the list's resourceVersion).
+    pub revision: i64,
+    /// A token for the next page, if there may be more.
+    pub continue_token: Option<String>,
+}
+
+/// The type of a watch event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// The object was created (or existed when the watch began at RV 0).
+    Added,
+    /// The object changed.
+    Modified,
+    /// The object was deleted; the event carries its last state with the
+    /// delete's revision as resourceVersion.
+    Deleted,
+}
+
+/// One watch event.
+#[derive(Debug, Clone)]
+pub struct WatchEvent {
+    /// What happened.
+    pub kind: EventType,
+    /// The object after the event (for deletes: before it).
+    pub object: Value,
+    /// The object before the event, if known (selector transitions need it).
+    pub prev: Option<Value>,
+}
+
+/// Options of [`Storage::watch`].
+#[derive(Debug, Clone, Default)]
+pub struct WatchOptions {
+    /// Start after this revision. 0: begin with synthetic `Added` events for
+    /// the current state, then follow changes (kube's RV "0"/unset).
+    pub revision: i64,
+    /// Watch every key under the prefix `key` (which must end with `/`).
+    pub recursive: bool,
+}
+
+/// A stream of watch events; an `Err` item ends it.
+pub type WatchStream = mpsc::Receiver<Result<WatchEvent>>;
+
+/// kube's `storage.Interface`, on JSON objects.
+#[async_trait]
+pub trait Storage: Send + Sync + 'static {
+    /// Reads one object (linearizable).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`]; [`Error::Unavailable`].
+    async fn get(&self, key: &str) -> Result<Value>;
+
+    /// Lists the objects under `prefix` (ending with `/`).
+    ///
+    /// # Errors
+    /// [`Error::Compacted`] for an expired revision or continue token;
+    /// [`Error::InvalidContinue`]; [`Error::Unavailable`].
+    async fn list(&self, prefix: &str, opts: &ListOptions) -> Result<ListResult>;
+
+    /// Creates `obj` at `key`; returns it with its resourceVersion.
+    ///
+    /// # Errors
+    /// [`Error::AlreadyExists`].
+    async fn create(&self, key: &str, obj: Value) -> Result<Value>;
+
+    /// Read, apply `try_update`, then write if `mod_revision` is unchanged;
+    /// retried when another writer won the race. Returns the written object
+    /// (for [`Update::Delete`], the deleted object).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if the key is missing and `try_update` asked to
+    /// delete; [`Error::PreconditionFailed`]; [`Error::Aborted`] with the
+    /// update function's own error.
+    async fn guaranteed_update(&self, key: &str, preconditions: &Preconditions, try_update: &mut TryUpdate<'_>) -> Result<Value>;
+
+    /// Deletes the object at `key` if `preconditions` hold; returns its last
+    /// state.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`]; [`Error::PreconditionFailed`].
+    async fn delete(&self, key: &str, preconditions: &Preconditions) -> Result<Value>;
+
+    /// Watches `key` (or every key under it) from a revision.
+    ///
+    /// # Errors
+    /// [`Error::Compacted`] if the start revision is gone; [`Error::Unavailable`].
+    async fn watch(&self, key: &str, opts: &WatchOptions) -> Result<WatchStream>;
+
+    /// The store's current revision (linearizable).
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`].
+    async fn current_revision(&self) -> Result<i64>;
+}

@@ -1,0 +1,114 @@
+//! [`Kv`] on remote etcd endpoints (`--etcd-servers`), through the
+//! `etcd-client` crate. Works against real etcd and against a standalone
+//! raftstore.
+
+use async_trait::async_trait;
+use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp, WatchOptions};
+use proto::mvccpb::event_type;
+use tokio::sync::mpsc;
+
+use super::embedded::{cas_from_pb, kv_from_pb};
+use super::kv::{from_grpc, CasResult, EventBatch, EventKind, Kv, KvEvent, RangeResult, WriteOp};
+use super::{Error, Result};
+
+/// Event batches buffered per watcher.
+const WATCH_BUFFER: usize = 256;
+
+/// A client of etcd endpoints.
+#[derive(Clone)]
+pub struct RemoteKv {
+    client: Client,
+}
+
+fn map_err(e: etcd_client::Error) -> Error {
+    match e {
+        etcd_client::Error::GRpcStatus(s) => from_grpc(&s),
+        etcd_client::Error::TransportError(t) => Error::Unavailable(t.to_string()),
+        other => Error::Internal(other.to_string()),
+    }
+}
+
+impl RemoteKv {
+    /// Connects to `endpoints` (`http://host:port`).
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] if no endpoint can be reached.
+    pub async fn connect(endpoints: &[String]) -> Result<Self> {
+        let client = Client::connect(endpoints, None).await.map_err(map_err)?;
+        Ok(RemoteKv { client })
+    }
+}
+
+#[async_trait]
+impl Kv for RemoteKv {
+    async fn range(&self, key: &[u8], end: &[u8], revision: i64, limit: i64) -> Result<RangeResult> {
+        let mut opts = GetOptions::new().with_revision(revision).with_limit(limit);
+        if !end.is_empty() {
+            opts = opts.with_range(end.to_vec());
+        }
+        let resp = self.client.clone().get(key.to_vec(), Some(opts)).await.map_err(map_err)?.0;
+        Ok(RangeResult {
+            revision: resp.header.as_ref().map(|h| h.revision).unwrap_or(0),
+            more: resp.more,
+            kvs: resp.kvs.into_iter().map(kv_from_pb).collect(),
+        })
+    }
+
+    async fn compare_and_write(&self, key: &[u8], expected_mod_revision: i64, op: WriteOp) -> Result<CasResult> {
+        let write = match op {
+            WriteOp::Put(v) => TxnOp::put(key.to_vec(), v, None),
+            WriteOp::Delete => TxnOp::delete(key.to_vec(), None),
+        };
+        let txn = Txn::new()
+            .when([Compare::mod_revision(key.to_vec(), CompareOp::Equal, expected_mod_revision)])
+            .and_then([write])
+            .or_else([TxnOp::get(key.to_vec(), None)]);
+        let resp = self.client.clone().txn(txn).await.map_err(map_err)?.0;
+        Ok(cas_from_pb(resp))
+    }
+
+    async fn watch(&self, key: &[u8], end: &[u8], start_revision: i64) -> Result<mpsc::Receiver<EventBatch>> {
+        let mut opts = WatchOptions::new().with_prev_key().with_start_revision(start_revision);
+        if !end.is_empty() {
+            opts = opts.with_range(end.to_vec());
+        }
+        let mut stream = self.client.clone().watch(key.to_vec(), Some(opts)).await.map_err(map_err)?;
+        let (tx, rx) = mpsc::channel(WATCH_BUFFER);
+        tokio::spawn(async move {
+            loop {
+                let msg = tokio::select! {
+                    m = stream.message() => m,
+                    _ = tx.closed() => return,
+                };
+                let resp = match msg {
+                    Ok(Some(r)) => r.0,
+                    Ok(None) => return,
+                    Err(e) => {
+                        let _ = tx.send(Err(map_err(e))).await;
+                        return;
+                    }
+                };
+                if resp.compact_revision != 0 {
+                    let _ = tx.send(Err(Error::Compacted { compact_revision: resp.compact_revision })).await;
+                    return;
+                }
+                if resp.canceled {
+                    let _ = tx.send(Err(Error::Unavailable(format!("watch canceled: {}", resp.cancel_reason)))).await;
+                    return;
+                }
+                let events: Vec<KvEvent> = resp
+                    .events
+                    .into_iter()
+                    .filter_map(|e| {
+                        let kind = if e.r#type == event_type::DELETE { EventKind::Delete } else { EventKind::Put };
+                        Some(KvEvent { kind, kv: kv_from_pb(e.kv?), prev: e.prev_kv.map(kv_from_pb) })
+                    })
+                    .collect();
+                if !events.is_empty() && tx.send(Ok(events)).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(rx)
+    }
+}

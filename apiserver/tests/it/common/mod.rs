@@ -1,0 +1,166 @@
+//! Test helpers: a real `apiserver` process on a free port with a temporary
+//! data dir, and real kubectl binaries.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// A running apiserver; killed on drop.
+pub struct Server {
+    child: Child,
+    /// `https://127.0.0.1:PORT`.
+    pub url: String,
+    /// The data dir (kept until drop).
+    pub dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// Starts `apiserver --secure-port 0 --data-dir <tmp>` and waits for its
+    /// `serving on` line.
+    pub fn start() -> Server {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_apiserver"))
+            .args(["--secure-port", "0", "--data-dir"])
+            .arg(dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn apiserver");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("serving on ") {
+                    let _ = tx.send(url.trim().to_string());
+                }
+            }
+        });
+        let url = rx.recv_timeout(Duration::from_secs(120)).expect("apiserver did not print `serving on`");
+        Server { child, url, dir }
+    }
+
+    /// The admin kubeconfig.
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("admin.kubeconfig")
+    }
+
+    /// The cluster CA.
+    pub fn ca(&self) -> PathBuf {
+        self.dir.path().join("pki/ca.crt")
+    }
+
+    /// `host:port`.
+    pub fn host_port(&self) -> &str {
+        self.url.trim_start_matches("https://")
+    }
+
+    /// Runs `kubectl.1.<minor>` with the admin kubeconfig.
+    pub fn kubectl(&self, minor: u32, args: &[&str]) -> Out {
+        self.kubectl_stdin(minor, args, None)
+    }
+
+    /// Runs kubectl with `stdin` as its input.
+    pub fn kubectl_stdin(&self, minor: u32, args: &[&str], stdin: Option<&str>) -> Out {
+        let cache = self.dir.path().join(format!("kubectl-cache-{minor}"));
+        let mut cmd = Command::new(kubectl_path(minor));
+        cmd.arg("--kubeconfig").arg(self.kubeconfig()).arg("--cache-dir").arg(&cache).args(args);
+        cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() }).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn kubectl");
+        if let Some(input) = stdin {
+            child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write stdin");
+        }
+        let o = child.wait_with_output().expect("kubectl");
+        Out { code: o.status.code().unwrap_or(-1), stdout: String::from_utf8_lossy(&o.stdout).into_owned(), stderr: String::from_utf8_lossy(&o.stderr).into_owned() }
+    }
+
+    /// Starts kubectl in the background (for `-w`).
+    pub fn kubectl_spawn(&self, minor: u32, args: &[&str]) -> Child {
+        let cache = self.dir.path().join(format!("kubectl-cache-{minor}"));
+        Command::new(kubectl_path(minor))
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .arg("--cache-dir")
+            .arg(&cache)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn kubectl")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A finished command.
+#[derive(Debug)]
+pub struct Out {
+    /// Exit code.
+    pub code: i32,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+impl Out {
+    /// Asserts success and returns stdout.
+    #[track_caller]
+    pub fn ok(&self) -> &str {
+        assert_eq!(self.code, 0, "kubectl failed: {self:?}");
+        &self.stdout
+    }
+}
+
+/// `kubectl.1.<minor>` beside the file the `kubectl` on PATH points to.
+pub fn kubectl_path(minor: u32) -> PathBuf {
+    let path = std::env::var_os("PATH").expect("PATH");
+    for dir in std::env::split_paths(&path) {
+        let k = dir.join("kubectl");
+        if let Ok(real) = std::fs::canonicalize(&k) {
+            if let Some(parent) = real.parent() {
+                let p = parent.join(format!("kubectl.1.{minor}"));
+                if p.exists() {
+                    return p;
+                }
+            }
+        }
+        let p = dir.join(format!("kubectl.1.{minor}"));
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("kubectl.1.{minor} not found beside kubectl on PATH");
+}
+
+/// The shared fixtures directory.
+pub fn fixtures() -> PathBuf {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/fixtures")).to_path_buf()
+}
+
+/// Sends a raw HTTPS request without a client certificate; returns the
+/// response (status line, headers, body).
+pub fn raw_https(server: &Server, request: &str) -> String {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let mut roots = rustls::RootCertStore::empty();
+    let pem = std::fs::read(server.ca()).expect("read CA");
+    use rustls::pki_types::pem::PemObject;
+    for c in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
+        roots.add(c.expect("CA pem")).expect("add CA");
+    }
+    let cfg = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name").to_owned();
+    let conn = rustls::ClientConnection::new(std::sync::Arc::new(cfg), name).expect("tls");
+    let tcp = std::net::TcpStream::connect(server.host_port()).expect("connect");
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    tls.write_all(request.as_bytes()).expect("write");
+    let mut out = Vec::new();
+    let _ = tls.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}

@@ -1,0 +1,168 @@
+//! End-to-end tests: the real `apiserver` binary driven by real kubectl
+//! binaries (`kubectl.1.33`, `kubectl.1.27`), asserting on output and exit
+//! codes as kubectl's own CLI tests do.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err, missing_docs)]
+
+mod common;
+mod storage;
+
+use std::io::Read;
+use std::time::Duration;
+
+use common::{fixtures, raw_https, Server};
+
+const CM: &str = "apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: NAME
+  labels:
+    app: web
+data:
+  a: \"1\"
+";
+
+/// The ConfigMap lifecycle: create from a file, get in every output form,
+/// list by label, merge patch, replace with a stale resourceVersion, delete.
+fn configmap_lifecycle(s: &Server, minor: u32) {
+    let name = format!("demo-{minor}");
+    let file = s.dir.path().join(format!("{name}.yaml"));
+    std::fs::write(&file, CM.replace("NAME", &name)).unwrap();
+    let file = file.to_str().unwrap();
+
+    let out = s.kubectl(minor, &["create", "--validate=false", "-f", file]);
+    assert_eq!(out.ok().trim(), format!("configmap/{name} created"));
+    let again = s.kubectl(minor, &["create", "--validate=false", "-f", file]);
+    assert_eq!(again.code, 1);
+    assert!(again.stderr.contains(&format!("configmaps \"{name}\" already exists")), "{again:?}");
+
+    let json: serde_json::Value = serde_json::from_str(s.kubectl(minor, &["get", "cm", &name, "-o", "json"]).ok()).unwrap();
+    assert_eq!(json["data"]["a"], "1");
+    assert_eq!(json["metadata"]["namespace"], "default");
+    assert!(json["metadata"]["uid"].as_str().is_some_and(|u| u.len() == 36));
+    assert!(json["metadata"]["creationTimestamp"].is_string());
+    let rv = json["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    assert!(rv.parse::<i64>().unwrap() > 0);
+
+    assert_eq!(s.kubectl(minor, &["get", "cm", &name, "-o", "name"]).ok().trim(), format!("configmap/{name}"));
+    let table = s.kubectl(minor, &["get", "cm", &name]);
+    let lines: Vec<&str> = table.ok().lines().collect();
+    assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>(), ["NAME", "DATA", "AGE"], "{table:?}");
+    assert_eq!(lines[1].split_whitespace().take(2).collect::<Vec<_>>(), [name.as_str(), "1"]);
+
+    let by_label = s.kubectl(minor, &["get", "cm", "-l", "app=web", "-o", "name"]);
+    assert!(by_label.ok().lines().any(|l| l == format!("configmap/{name}")), "{by_label:?}");
+    let none = s.kubectl(minor, &["get", "cm", "-l", "app=db", "-o", "name"]);
+    assert_eq!(none.ok().trim(), "");
+
+    let patched = s.kubectl(minor, &["patch", "cm", &name, "--type", "merge", "-p", r#"{"data":{"b":"2"}}"#]);
+    assert_eq!(patched.ok().trim(), format!("configmap/{name} patched"));
+    let after: serde_json::Value = serde_json::from_str(s.kubectl(minor, &["get", "cm", &name, "-o", "json"]).ok()).unwrap();
+    assert_eq!(after["data"], serde_json::json!({"a": "1", "b": "2"}));
+    assert_ne!(after["metadata"]["resourceVersion"].as_str().unwrap(), rv);
+
+    // Replace with the first resourceVersion, now stale.
+    let stale = s.dir.path().join(format!("{name}-stale.json"));
+    std::fs::write(&stale, serde_json::to_string(&json).unwrap()).unwrap();
+    let conflict = s.kubectl(minor, &["replace", "--validate=false", "-f", stale.to_str().unwrap()]);
+    assert_eq!(conflict.code, 1, "{conflict:?}");
+    assert!(
+        conflict.stderr.contains(&format!(
+            "Operation cannot be fulfilled on configmaps \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+        )),
+        "{conflict:?}"
+    );
+
+    let deleted = s.kubectl(minor, &["delete", "cm", &name]);
+    assert_eq!(deleted.ok().trim(), format!("configmap \"{name}\" deleted"));
+    let gone = s.kubectl(minor, &["get", "cm", &name]);
+    assert_eq!(gone.code, 1);
+    assert!(gone.stderr.contains(&format!("configmaps \"{name}\" not found")), "{gone:?}");
+}
+
+#[test]
+fn kubectl_end_to_end() {
+    let s = Server::start();
+
+    // Table-driven over kubectl versions.
+    for minor in [33, 27] {
+        configmap_lifecycle(&s, minor);
+    }
+
+    // Version and discovery.
+    let v = s.kubectl(33, &["version", "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_str(v.ok()).unwrap();
+    assert_eq!(v["serverVersion"]["minor"], "33");
+    assert_eq!(v["serverVersion"]["gitVersion"], "v1.33.0");
+    let ar = s.kubectl(33, &["api-resources", "--no-headers"]);
+    assert!(ar.ok().lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["deployments", "deploy", "apps/v1", "true", "Deployment"]), "{ar:?}");
+    let ns = s.kubectl(33, &["get", "ns", "-o", "name"]);
+    for n in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        assert!(ns.ok().lines().any(|l| l == format!("namespace/{n}")), "{ns:?}");
+    }
+
+    // The first thing a user does: apply a Deployment.
+    let nginx = fixtures().join("nginx-deployment.yaml");
+    let applied = s.kubectl(33, &["apply", "--validate=false", "-f", nginx.to_str().unwrap()]);
+    assert_eq!(applied.ok().trim(), "deployment.apps/nginx created");
+    let deploys = s.kubectl(33, &["get", "deployments"]);
+    let lines: Vec<Vec<&str>> = deploys.ok().lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(lines[0], ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]);
+    assert_eq!(lines[1][..4], ["nginx", "0/1", "0", "0"]);
+    let d: serde_json::Value = serde_json::from_str(s.kubectl(27, &["get", "deploy", "nginx", "-o", "json"]).ok()).unwrap();
+    assert_eq!(d["metadata"]["generation"], 1);
+    assert_eq!(d["spec"]["strategy"]["type"], "RollingUpdate");
+
+    // Validation: the selector must match the template labels.
+    let bad = fixtures().join("deployment-selector-mismatch.yaml");
+    let rejected = s.kubectl(33, &["apply", "--validate=false", "-f", bad.to_str().unwrap()]);
+    assert_eq!(rejected.code, 1);
+    assert!(
+        rejected.stderr.contains("The Deployment \"broken-selector\" is invalid: spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"two\"}: `selector` does not match template `labels`"),
+        "{rejected:?}"
+    );
+
+    // Namespaced creates need the namespace.
+    let missing = s.kubectl_stdin(33, &["create", "--validate=false", "-n", "nope", "-f", "-"], Some(&CM.replace("NAME", "x")));
+    assert_eq!(missing.code, 1);
+    assert!(missing.stderr.contains("namespaces \"nope\" not found"), "{missing:?}");
+}
+
+#[test]
+fn watch_sees_added_modified_deleted() {
+    let s = Server::start();
+    let mut w = s.kubectl_spawn(33, &["get", "cm", "-w", "--output-watch-events"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    s.kubectl_stdin(33, &["create", "--validate=false", "-f", "-"], Some(&CM.replace("NAME", "w1"))).ok();
+    s.kubectl(33, &["label", "cm", "w1", "x=y"]).ok();
+    s.kubectl(33, &["delete", "cm", "w1"]).ok();
+    std::thread::sleep(Duration::from_millis(1000));
+    let _ = w.kill();
+    let _ = w.wait();
+    let mut out = String::new();
+    w.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    let events: Vec<(String, String)> = out.lines().skip(1).map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f[0].to_string(), f[1].to_string())
+    }).collect();
+    let want: Vec<(String, String)> = ["ADDED", "MODIFIED", "DELETED"].iter().map(|e| (e.to_string(), "w1".to_string())).collect();
+    assert_eq!(events, want, "{out}");
+}
+
+#[test]
+fn requests_without_credentials_get_401() {
+    let s = Server::start();
+    let resp = raw_https(&s, "GET /api/v1/namespaces HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    assert!(resp.starts_with("HTTP/1.1 401"), "{resp}");
+    assert!(resp.contains(r#""reason":"Unauthorized""#) && resp.contains(r#""message":"Unauthorized""#), "{resp}");
+    // Health and version stay public, as kube's system:public-info-viewer.
+    let health = raw_https(&s, "GET /readyz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    // Malformed bodies are a 400 Status, never a crash.
+    let bad = s.dir.path().join("bad.json");
+    std::fs::write(&bad, "{\"kind\": \"ConfigMap\", ").unwrap();
+    let out = s.kubectl(33, &["create", "--raw", "/api/v1/namespaces/default/configmaps", "-f", bad.to_str().unwrap()]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("Error from server (BadRequest)"), "{out:?}");
+    assert!(s.kubectl(33, &["get", "--raw", "/readyz"]).ok().contains("ok"));
+}
