@@ -108,6 +108,17 @@ fn host_port(url: &str) -> Result<String> {
     Ok(format!("{host}:{port}"))
 }
 
+/// An advertised URL with port 0 means "the port I bound": substitute it.
+fn with_bound_port(url: &str, bound: SocketAddr) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) if u.port() == Some(0) => {
+            let _ = u.set_port(Some(bound.port()));
+            u.as_str().trim_end_matches('/').to_string()
+        }
+        _ => url.to_string(),
+    }
+}
+
 /// The minimal lease TTL in seconds: 1.5 election timeouts, rounded up
 /// (etcd `minTTL`).
 fn min_lease_ttl(election: Duration) -> i64 {
@@ -155,8 +166,12 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
     let client_addr = client_l.local_addr().map_err(Error::internal)?;
     let peer_addr = peer_l.local_addr().map_err(Error::internal)?;
 
-    let my_peer_url = cfg.initial_advertise_peer_urls.first().cloned().unwrap_or_else(|| format!("http://{peer_addr}"));
-    let my_client_urls = if cfg.advertise_client_urls.is_empty() { vec![format!("http://{client_addr}")] } else { cfg.advertise_client_urls.clone() };
+    let my_peer_url = cfg.initial_advertise_peer_urls.first().map(|u| with_bound_port(u, peer_addr)).unwrap_or_else(|| format!("http://{peer_addr}"));
+    let my_client_urls = if cfg.advertise_client_urls.is_empty() {
+        vec![format!("http://{client_addr}")]
+    } else {
+        cfg.advertise_client_urls.iter().map(|u| with_bound_port(u, client_addr)).collect()
+    };
     let cluster: Vec<(String, String)> = if cfg.initial_cluster.is_empty() { vec![(cfg.name.clone(), my_peer_url.clone())] } else { cfg.initial_cluster.clone() };
     let token = &cfg.initial_cluster_token;
     let mut members: BTreeMap<u64, Member> = BTreeMap::new();
@@ -164,9 +179,9 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
     let mut my_id = None;
     for (name, url) in &cluster {
         let id = member_id(name, url, token);
-        let client_urls = if *name == cfg.name { my_client_urls.clone() } else { Vec::new() };
-        members.insert(id, Member { name: name.clone(), peer_urls: vec![url.clone()], client_urls });
-        urls.insert(id, url.clone());
+        let (peer_url, client_urls) = if *name == cfg.name { (with_bound_port(url, peer_addr), my_client_urls.clone()) } else { (url.clone(), Vec::new()) };
+        members.insert(id, Member { name: name.clone(), peer_urls: vec![peer_url.clone()], client_urls });
+        urls.insert(id, peer_url);
         if *name == cfg.name {
             my_id = Some(id);
         }
@@ -240,6 +255,7 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
     let svc_ctx = ctx.clone();
     tokio::spawn(async move {
         let r = tonic::transport::Server::builder()
+            .layer(tower::util::MapResponseLayer::new(crate::server::grpc_limit_status as fn(_) -> _))
             .add_service(KvServer::new(server::kv::KvService::new(svc_ctx.clone())).max_decoding_message_size(grpc_limit).max_encoding_message_size(usize::MAX))
             .add_service(WatchServer::new(server::watch::WatchService::new(svc_ctx.clone())).max_decoding_message_size(grpc_limit).max_encoding_message_size(usize::MAX))
             .add_service(LeaseServer::new(server::lease::LeaseService::new(svc_ctx.clone())).max_decoding_message_size(grpc_limit))

@@ -394,7 +394,9 @@ fn load_state(db: &DB) -> Result<State> {
                 l.keys.insert(key);
             }
         }
-        Ok(st)
+    // A fresh etcd store is at revision 1; its first write takes 2.
+    st.current = st.current.max(1);
+    Ok(st)
 }
 
 /// Keys live at `rev` in the range, ascending, with where to find them.
@@ -744,8 +746,9 @@ impl<'a> WriteTxn<'a> {
                 Some(RequestOpRequest::RequestPut(p)) => ResponseOpResponse::ResponsePut(self.put(p)?),
                 Some(RequestOpRequest::RequestDeleteRange(d)) => ResponseOpResponse::ResponseDeleteRange(self.delete_range(d)?),
                 Some(RequestOpRequest::RequestTxn(t)) => {
+                    // etcd leaves a nested txn's header revision at 0.
                     let mut inner = self.run_txn(t, path, pos)?;
-                    inner.header = header(if self.sub > 0 { self.write_rev() } else { self.begin });
+                    inner.header = header(0);
                     ResponseOpResponse::ResponseTxn(inner)
                 }
                 None => continue,
@@ -885,35 +888,36 @@ mod tests {
     #[test]
     fn put_delete_versions_and_history() {
         let (_d, s) = store();
-        assert_eq!(put(&s, "a", "1").header.map(|h| h.revision), Some(1));
+        assert_eq!(get(&s, "a", 0).map(|r| r.header.map(|h| h.revision)).ok().flatten(), Some(1), "a fresh store is at revision 1, as etcd");
+        assert_eq!(put(&s, "a", "1").header.map(|h| h.revision), Some(2));
         let r = put(&s, "a", "2");
         assert_eq!(r.prev_kv.map(|kv| kv.value), Some(b"1".to_vec()));
         let kv = get(&s, "a", 0).map(|r| r.kvs[0].clone()).unwrap_or_default();
-        assert_eq!((kv.create_revision, kv.mod_revision, kv.version), (1, 2, 2));
-        assert_eq!(get(&s, "a", 1).map(|r| r.kvs[0].value.clone()).ok(), Some(b"1".to_vec()));
+        assert_eq!((kv.create_revision, kv.mod_revision, kv.version), (2, 3, 2));
+        assert_eq!(get(&s, "a", 2).map(|r| r.kvs[0].value.clone()).ok(), Some(b"1".to_vec()));
         let d = apply(&s, Command::DeleteRange(DeleteRangeRequest { key: b"a".to_vec(), range_end: vec![], prev_kv: true }));
-        assert!(matches!(d, CommandResponse::DeleteRange(ref r) if r.deleted == 1 && r.header.as_ref().map(|h| h.revision) == Some(3)));
+        assert!(matches!(d, CommandResponse::DeleteRange(ref r) if r.deleted == 1 && r.header.as_ref().map(|h| h.revision) == Some(4)));
         assert_eq!(get(&s, "a", 0).map(|r| r.count).ok(), Some(0));
         // Deleting nothing takes no revision.
         let d = apply(&s, Command::DeleteRange(DeleteRangeRequest { key: b"zz".to_vec(), range_end: vec![], prev_kv: false }));
-        assert!(matches!(d, CommandResponse::DeleteRange(ref r) if r.deleted == 0 && r.header.as_ref().map(|h| h.revision) == Some(3)));
-        assert_eq!(put(&s, "a", "3").header.map(|h| h.revision), Some(4));
+        assert!(matches!(d, CommandResponse::DeleteRange(ref r) if r.deleted == 0 && r.header.as_ref().map(|h| h.revision) == Some(4)));
+        assert_eq!(put(&s, "a", "3").header.map(|h| h.revision), Some(5));
         let kv = get(&s, "a", 0).map(|r| r.kvs[0].clone()).unwrap_or_default();
-        assert_eq!((kv.create_revision, kv.version), (4, 1));
-        assert_eq!(get(&s, "a", 5).err(), Some(Error::FutureRevision));
+        assert_eq!((kv.create_revision, kv.version), (5, 1));
+        assert_eq!(get(&s, "a", 6).err(), Some(Error::FutureRevision));
 
-        let h = s.history(1, 4, 100).unwrap_or_default();
+        let h = s.history(1, 5, 100).unwrap_or_default();
         let types: Vec<(i64, i32)> = h.iter().flat_map(|r| r.events.iter().map(move |e| (r.revision, e.r#type))).collect();
-        assert_eq!(types, vec![(1, event_type::PUT), (2, event_type::PUT), (3, event_type::DELETE), (4, event_type::PUT)]);
+        assert_eq!(types, vec![(2, event_type::PUT), (3, event_type::PUT), (4, event_type::DELETE), (5, event_type::PUT)]);
         assert_eq!(h[2].events[0].prev_kv.as_ref().map(|kv| kv.value.clone()), Some(b"2".to_vec()));
         assert_eq!(h[3].events[0].prev_kv, None);
 
         // Compaction: old revisions are gone, the latest stays readable.
-        assert!(matches!(apply(&s, Command::Compact(CompactionRequest { revision: 3, physical: true })), CommandResponse::Compact(_)));
-        assert_eq!(get(&s, "a", 2).err(), Some(Error::Compacted));
-        assert_eq!(get(&s, "a", 3).map(|r| r.count).ok(), Some(0));
-        assert_eq!(s.history(2, 4, 100).err(), Some(Error::Compacted));
-        assert!(matches!(apply(&s, Command::Compact(CompactionRequest { revision: 3, physical: false })), CommandResponse::Error(Error::Compacted)));
+        assert!(matches!(apply(&s, Command::Compact(CompactionRequest { revision: 4, physical: true })), CommandResponse::Compact(_)));
+        assert_eq!(get(&s, "a", 3).err(), Some(Error::Compacted));
+        assert_eq!(get(&s, "a", 4).map(|r| r.count).ok(), Some(0));
+        assert_eq!(s.history(3, 5, 100).err(), Some(Error::Compacted));
+        assert!(matches!(apply(&s, Command::Compact(CompactionRequest { revision: 4, physical: false })), CommandResponse::Error(Error::Compacted)));
     }
 
     #[test]
@@ -922,24 +926,24 @@ mod tests {
         put(&s, "k", "v");
         let op_put = |k: &str| RequestOp { request: Some(RequestOpRequest::RequestPut(PutRequest { key: k.into(), value: b"x".to_vec(), ..Default::default() })) };
         let op_get = |k: &str| RequestOp { request: Some(RequestOpRequest::RequestRange(RangeRequest { key: k.into(), ..Default::default() })) };
-        let cmp = Compare { result: compare_result::EQUAL, target: compare_target::MOD, key: b"k".to_vec(), target_union: Some(TargetUnion::ModRevision(1)), range_end: vec![] };
+        let cmp = Compare { result: compare_result::EQUAL, target: compare_target::MOD, key: b"k".to_vec(), target_union: Some(TargetUnion::ModRevision(2)), range_end: vec![] };
         let t = TxnRequest { compare: vec![cmp.clone()], success: vec![op_put("a"), op_put("b"), op_get("a")], failure: vec![op_get("k")] };
         let CommandResponse::Txn(r) = apply(&s, Command::Txn(t.clone())) else { panic!("not a txn") };
         assert!(r.succeeded);
-        assert_eq!(r.header.map(|h| h.revision), Some(2));
+        assert_eq!(r.header.map(|h| h.revision), Some(3));
         let Some(ResponseOpResponse::ResponseRange(rr)) = &r.responses[2].response else { panic!("no range") };
         assert_eq!(rr.kvs.len(), 1);
-        assert_eq!(rr.kvs[0].mod_revision, 2);
-        assert_eq!(s.current_revision(), 2);
+        assert_eq!(rr.kvs[0].mod_revision, 3);
+        assert_eq!(s.current_revision(), 3);
         // Same txn again: k's mod revision is still 1, a/b are rewritten.
         let CommandResponse::Txn(r) = apply(&s, Command::Txn(t)) else { panic!("not a txn") };
         assert!(r.succeeded);
-        assert_eq!(s.current_revision(), 3);
+        assert_eq!(s.current_revision(), 4);
         // A failing compare with a read-only failure branch takes no revision.
         let t = TxnRequest { compare: vec![Compare { target_union: Some(TargetUnion::ModRevision(99)), ..cmp }], success: vec![op_put("a")], failure: vec![op_get("k")] };
         let CommandResponse::Txn(r) = apply(&s, Command::Txn(t)) else { panic!("not a txn") };
         assert!(!r.succeeded);
-        assert_eq!(s.current_revision(), 3);
+        assert_eq!(s.current_revision(), 4);
     }
 
     #[test]
@@ -952,7 +956,7 @@ mod tests {
         apply(&s, p("y", 7));
         assert_eq!(s.lease(7).map(|l| l.keys.len()), Some(2));
         let CommandResponse::LeaseRevoke(r) = apply(&s, Command::LeaseRevoke(LeaseRevokeRequest { id: 7 })) else { panic!() };
-        assert_eq!(r.header.map(|h| h.revision), Some(3));
+        assert_eq!(r.header.map(|h| h.revision), Some(4));
         assert_eq!(s.range(&RangeRequest { key: vec![0], range_end: vec![0], ..Default::default() }).map(|r| r.count).ok(), Some(0));
         assert!(matches!(apply(&s, Command::LeaseRevoke(LeaseRevokeRequest { id: 7 })), CommandResponse::Error(Error::LeaseNotFound)));
     }
@@ -970,9 +974,9 @@ mod tests {
         }
         let db = crate::storage::open(dir.path()).unwrap_or_else(|e| panic!("{e}"));
         let s = MvccStore::open(db, 2).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(s.current_revision(), 3);
+        assert_eq!(s.current_revision(), 4);
         assert_eq!(get(&s, "a", 0).map(|r| r.count).ok(), Some(0));
-        assert_eq!(get(&s, "a", 1).map(|r| r.count).ok(), Some(1));
+        assert_eq!(get(&s, "a", 2).map(|r| r.count).ok(), Some(1));
         assert_eq!(s.lease(1).map(|l| l.keys.into_iter().collect::<Vec<_>>()), Some(vec![b"b".to_vec()]));
     }
 
@@ -989,7 +993,7 @@ mod tests {
         assert_eq!(r.kvs[0].key, b"a".to_vec());
         let r = s.range(&RangeRequest { count_only: true, ..all.clone() }).unwrap_or_default();
         assert_eq!((r.kvs.len(), r.count), (0, 3));
-        let r = s.range(&RangeRequest { min_mod_revision: 2, keys_only: true, ..all.clone() }).unwrap_or_default();
+        let r = s.range(&RangeRequest { min_mod_revision: 3, keys_only: true, ..all.clone() }).unwrap_or_default();
         assert_eq!(r.kvs.iter().map(|kv| kv.key.clone()).collect::<Vec<_>>(), vec![b"b".to_vec(), b"c".to_vec()]);
         assert!(r.kvs.iter().all(|kv| kv.value.is_empty()));
         let r = s.range(&RangeRequest { key: b"b".to_vec(), range_end: vec![0], ..Default::default() }).unwrap_or_default();

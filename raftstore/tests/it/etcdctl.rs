@@ -631,7 +631,11 @@ fn semver(v: &str) -> (u64, u64, u64) {
 fn endpoint_status() {
     for_each_kind(|kind| {
         let s = Server::start(kind);
-        let ep = s.endpoint();
+        // etcdctl 3.4 dials maintenance calls as `passthrough:///<endpoint>`,
+        // so with a scheme the HTTP/2 :authority becomes `http://host:port`,
+        // which hyper's h2 server rejects (PROTOCOL_ERROR) and grpc-go
+        // accepts. A known raftstore limitation: use host:port endpoints.
+        let ep = s.endpoint().trim_start_matches("http://");
         put_all(ep, &[("k", "v"), ("k", "v2")]); // revs 2, 3
         let j = etcdctl(ep, &["endpoint", "status", "-w", "json"]).json();
         let st = &j[0]["Status"];
