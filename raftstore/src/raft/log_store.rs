@@ -1,8 +1,9 @@
 //! The Raft log and vote on RocksDB (`raft_log`, `raft_state`).
 //!
-//! Every append and vote is written with `sync = true`: openraft is told an
-//! entry is durable only after the fsync returns (etcd does the same with its
-//! WAL). Entries are postcard-encoded openraft entries keyed by big-endian
+//! Votes, truncations and purges are written with `sync = true`. Appends are
+//! written at once and fsynced by a group-commit thread: openraft is told an
+//! entry is durable only after that fsync returns (etcd does the same with
+//! its WAL). Entries are postcard-encoded openraft entries keyed by big-endian
 //! index.
 
 use std::fmt::Debug;
@@ -18,10 +19,39 @@ use crate::storage::keys::{self, MetaKey};
 use crate::storage::Db;
 
 
-/// The log store. Cheap to clone; clones share the database.
+/// The log store. Cheap to clone; clones share the database and the
+/// flusher.
 #[derive(Clone)]
 pub struct LogStore {
     db: Db,
+    flusher: std::sync::mpsc::Sender<IOFlushed<TypeConfig>>,
+}
+
+/// Group commit: appends are written to RocksDB at once (so they are
+/// readable, as openraft requires) without waiting for the disk; this thread
+/// then syncs the write-ahead log once for every append queued meanwhile and
+/// reports them all durable. One fsync covers many appends under load.
+fn spawn_flusher(db: Db) -> std::sync::mpsc::Sender<IOFlushed<TypeConfig>> {
+    let (tx, rx) = std::sync::mpsc::channel::<IOFlushed<TypeConfig>>();
+    let spawned = std::thread::Builder::new().name("raft-log-fsync".into()).spawn(move || {
+        while let Ok(first) = rx.recv() {
+            let mut waiting = vec![first];
+            while let Ok(more) = rx.try_recv() {
+                waiting.push(more);
+            }
+            let res = db.flush_wal(true).map_err(io_err);
+            for cb in waiting {
+                cb.io_completed(match &res {
+                    Ok(()) => Ok(()),
+                    Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
+                });
+            }
+        }
+    });
+    if let Err(e) = spawned {
+        tracing::error!("cannot start the log flusher thread: {e}");
+    }
+    tx
 }
 
 fn io_err(e: impl std::fmt::Display) -> io::Error {
@@ -31,7 +61,8 @@ fn io_err(e: impl std::fmt::Display) -> io::Error {
 impl LogStore {
     /// A log store on `db`.
     pub fn new(db: Db) -> Self {
-        LogStore { db }
+        let flusher = spawn_flusher(db.clone());
+        LogStore { db, flusher }
     }
 
     fn cf_log(&self) -> io::Result<&rocksdb::ColumnFamily> {
@@ -129,28 +160,16 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let cf = self.cf_log()?;
         let mut batch = WriteBatch::default();
         for e in entries {
-            batch.put_cf(cf, keys::log_key(e.log_id.clone().index()), encode(&e)?);
+            batch.put_cf(cf, keys::log_key(e.log_id.index()), encode(&e)?);
         }
-        let db = self.db.clone();
-        // fsync off the async runtime; report durability only afterwards.
-        let res = tokio::task::spawn_blocking(move || {
-            let mut opts = WriteOptions::default();
-            opts.set_sync(true);
-            db.write_opt(batch, &opts).map_err(io_err)
-        })
-        .await
-        .map_err(io_err)
-        .and_then(|r| r);
-        match res {
-            Ok(()) => {
-                callback.io_completed(Ok(()));
-                Ok(())
-            }
-            Err(e) => {
-                callback.io_completed(Err(io::Error::new(e.kind(), e.to_string())));
-                Err(e)
-            }
+        // Readable now; durable once the flusher has synced the WAL.
+        self.db.write(batch).map_err(io_err)?;
+        if let Err(std::sync::mpsc::SendError(cb)) = self.flusher.send(callback) {
+            let e = io_err("log flusher stopped");
+            cb.io_completed(Err(io::Error::new(e.kind(), e.to_string())));
+            return Err(e);
         }
+        Ok(())
     }
 
     async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> Result<(), io::Error> {
