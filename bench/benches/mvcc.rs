@@ -83,7 +83,7 @@ fn bench_txn(c: &mut Criterion) {
                 assert!(matches!(resp, CommandResponse::Txn(ref t) if t.succeeded), "CAS must succeed single-threaded");
                 resp
             },
-            BatchSize::SmallInput,
+            BatchSize::PerIteration,
         )
     });
     g.finish();
