@@ -19,3 +19,4 @@ mod crash;
 mod differential;
 mod errors;
 mod etcdctl;
+mod watch;
