@@ -134,12 +134,10 @@ fn persisted_ids(db: &rocksdb::DB, id: u64, cluster_id: u64) -> Result<(u64, u64
     match (db.get_cf(cf, keys::MemberId::KEY)?, db.get_cf(cf, keys::ClusterId::KEY)?) {
         (Some(m), Some(c)) => Ok((keys::decode_u64(&m)?, keys::decode_u64(&c)?)),
         _ => {
-            let mut opts = rocksdb::WriteOptions::default();
-            opts.set_sync(true);
             let mut batch = rocksdb::WriteBatch::default();
             batch.put_cf(cf, keys::MemberId::KEY, id.to_be_bytes());
             batch.put_cf(cf, keys::ClusterId::KEY, cluster_id.to_be_bytes());
-            db.write_opt(batch, &opts)?;
+            crate::storage::write_durable(db, batch)?;
             Ok((id, cluster_id))
         }
     }

@@ -12,7 +12,7 @@ use std::ops::{Bound, RangeBounds};
 
 use openraft::storage::{IOFlushed, LogState, RaftLogReader, RaftLogStorage};
 use openraft::OptionalSend;
-use rocksdb::{Direction, IteratorMode, WriteBatch, WriteOptions};
+use rocksdb::{Direction, IteratorMode, WriteBatch};
 
 use super::{decode, encode, Entry, LogId, TypeConfig, Vote};
 use crate::storage::keys::{self, MetaKey};
@@ -81,9 +81,9 @@ impl LogStore {
     }
 
     fn put_state_sync<T: serde::Serialize>(&self, key: &[u8], v: &T) -> io::Result<()> {
-        let mut opts = WriteOptions::default();
-        opts.set_sync(true);
-        self.db.put_cf_opt(self.cf_state()?, key, encode(v)?, &opts).map_err(io_err)
+        let mut batch = WriteBatch::default();
+        batch.put_cf(self.cf_state()?, key, encode(v)?);
+        crate::storage::write_durable(&self.db, batch).map_err(io_err)
     }
 
     fn last_entry_log_id(&self) -> io::Result<Option<LogId>> {
@@ -175,11 +175,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> Result<(), io::Error> {
         let from = last_log_id.map(|l| l.index() + 1).unwrap_or(0);
         let cf = self.cf_log()?;
-        let mut opts = WriteOptions::default();
-        opts.set_sync(true);
         let mut batch = WriteBatch::default();
         batch.delete_range_cf(cf, keys::log_key(from), keys::log_key(u64::MAX));
-        self.db.write_opt(batch, &opts).map_err(io_err)
+        crate::storage::write_durable(&self.db, batch).map_err(io_err)
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {
@@ -188,8 +186,6 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let mut batch = WriteBatch::default();
         batch.put_cf(state, keys::LastPurged::KEY, encode(&log_id)?);
         batch.delete_range_cf(cf, keys::log_key(0), keys::log_key(log_id.index() + 1));
-        let mut opts = WriteOptions::default();
-        opts.set_sync(true);
-        self.db.write_opt(batch, &opts).map_err(io_err)
+        crate::storage::write_durable(&self.db, batch).map_err(io_err)
     }
 }
