@@ -19,7 +19,7 @@ use crate::mvcc::{MvccStore, WatchHub};
 use crate::raft::log_store::LogStore;
 use crate::raft::network::{NetworkFactory, PeerClients, TransportService};
 use crate::raft::state_machine::StateMachine;
-use crate::raft::{Member, Raft, RaftNode};
+use crate::raft::{Member, RaftNode};
 use crate::server::{self, Context};
 
 /// How to start a member. Field names follow etcd's flags.
@@ -196,20 +196,9 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
     // IDs are fixed at first start (etcd keeps them in its WAL metadata).
     let (id, cluster_id) = persisted_ids(&db, id, cluster_id)?;
 
-    let heartbeat = cfg.heartbeat.as_millis() as u64;
-    let election = cfg.election.as_millis() as u64;
-    let raft_cfg = openraft::Config {
-        cluster_name: token.clone(),
-        heartbeat_interval: heartbeat.max(10),
-        election_timeout_min: election.max(heartbeat * 3),
-        election_timeout_max: (election * 2).max(heartbeat * 6),
-        snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(cfg.snapshot_count),
-        max_in_snapshot_log_to_keep: 1000,
-        ..Default::default()
-    };
-    let raft_cfg = Arc::new(raft_cfg.validate().map_err(|e| Error::InvalidArgument(e.to_string()))?);
     let peers = Arc::new(PeerClients::new(urls));
-    let raft = Raft::new(id, raft_cfg, NetworkFactory::new(peers.clone()), log, sm).await.map_err(Error::internal)?;
+    let timing = crate::raft::Timing { heartbeat: cfg.heartbeat, election: cfg.election };
+    let raft = crate::raft::create(id, token, timing, cfg.snapshot_count, NetworkFactory::new(peers.clone()), log, sm).await?;
     let node = RaftNode { raft: raft.clone(), id, request_timeout: Duration::from_secs(5) + cfg.election * 2, peers };
 
     // Peer transport first, so that members can reach each other during
@@ -226,9 +215,8 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
         }
     });
 
-    let initialized = raft.is_initialized().await.map_err(Error::internal)?;
-    if !initialized && cfg.initial_cluster_state == "new" {
-        raft.initialize(members).await.map_err(Error::internal)?;
+    if cfg.initial_cluster_state == "new" {
+        node.bootstrap(members).await?;
     }
 
     let ctx = Arc::new(Context {

@@ -92,6 +92,37 @@ pub struct Timing {
     pub election: Duration,
 }
 
+/// Creates the openraft member with etcd-style timing: heartbeat interval,
+/// election timeout in `[election, 2 * election)`, and a snapshot every
+/// `snapshot_count` applied entries (etcd `--snapshot-count`).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for inconsistent timing; [`Error::Internal`]
+/// if openraft cannot recover its state from storage.
+pub async fn create(
+    id: u64,
+    cluster_name: &str,
+    timing: Timing,
+    snapshot_count: u64,
+    network: network::NetworkFactory,
+    log: log_store::LogStore,
+    sm: state_machine::StateMachine,
+) -> Result<Raft> {
+    let heartbeat = timing.heartbeat.as_millis() as u64;
+    let election = timing.election.as_millis() as u64;
+    let cfg = openraft::Config {
+        cluster_name: cluster_name.to_string(),
+        heartbeat_interval: heartbeat.max(10),
+        election_timeout_min: election.max(heartbeat * 3),
+        election_timeout_max: (election * 2).max(heartbeat * 6),
+        snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(snapshot_count),
+        max_in_snapshot_log_to_keep: 1000,
+        ..Default::default()
+    };
+    let cfg = Arc::new(cfg.validate().map_err(|e| Error::InvalidArgument(e.to_string()))?);
+    Raft::new(id, cfg, network, log, sm).await.map_err(Error::internal)
+}
+
 /// The Raft member plus what the services need to serve requests.
 #[derive(Clone)]
 pub struct RaftNode {
@@ -157,6 +188,18 @@ impl RaftNode {
         let leader = self.wait_for_leader().await?;
         let node = self.members().get(&leader).map(|(m, _)| m.clone());
         self.peers.lease(leader, node.as_ref(), id, renew).await
+    }
+
+    /// Forms a new cluster from `members` unless this member's storage
+    /// already belongs to one (`--initial-cluster-state new`).
+    ///
+    /// # Errors
+    /// [`Error::Internal`] if openraft rejects the initial membership.
+    pub async fn bootstrap(&self, members: BTreeMap<u64, Member>) -> Result<()> {
+        if !self.raft.is_initialized().await.map_err(Error::internal)? {
+            self.raft.initialize(members).await.map_err(Error::internal)?;
+        }
+        Ok(())
     }
 
     /// Waits until a leader is known.
