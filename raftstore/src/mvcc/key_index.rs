@@ -69,7 +69,7 @@ impl KeyIndex {
         if self.generations.is_empty() {
             self.generations.push(Generation::default());
         }
-        let g = self.generations.last_mut().expect("generations is not empty");
+        let Some(g) = self.generations.last_mut() else { return };
         if g.is_empty() {
             g.created = rev;
         }

@@ -92,7 +92,7 @@ impl LogStore {
             Some(item) => {
                 let (_, v) = item.map_err(io_err)?;
                 let e: Entry = decode(&v)?;
-                Ok(Some(e.log_id.clone()))
+                Ok(Some(e.log_id))
             }
             None => Ok(None),
         }
@@ -130,7 +130,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, io::Error> {
         let last_purged: Option<LogId> = self.get_state(keys::LastPurged::KEY)?;
-        let last = self.last_entry_log_id()?.or_else(|| last_purged.clone());
+        let last = self.last_entry_log_id()?.or(last_purged);
         Ok(LogState { last_purged_log_id: last_purged, last_log_id: last })
     }
 

@@ -72,7 +72,7 @@ impl StateMachine {
 
     fn apply_meta(&self, batch: &mut WriteBatch, applied: &LogId, membership: Option<&StoredMembership>) -> io::Result<()> {
         let meta = self.db.cf_handle(keys::CF_META).ok_or_else(|| io_err("missing meta column family"))?;
-        batch.put_cf(meta, keys::AppliedLogId::KEY, encode(&Some(applied.clone()))?);
+        batch.put_cf(meta, keys::AppliedLogId::KEY, encode(&Some(*applied))?);
         if let Some(m) = membership {
             batch.put_cf(meta, keys::LastMembership::KEY, encode(m)?);
         }
@@ -187,7 +187,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     type SnapshotBuilder = SnapshotBuilder;
 
     async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), io::Error> {
-        Ok((self.applied.clone(), self.membership.clone()))
+        Ok((self.applied, self.membership.clone()))
     }
 
     async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
@@ -196,7 +196,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     {
         while let Some(item) = entries.next().await {
             let (entry, responder) = item?;
-            let log_id = entry.log_id.clone();
+            let log_id = entry.log_id;
             let resp = match entry.payload {
                 EntryPayload::Normal(cmd) => {
                     let mut meta_err = None;
@@ -226,7 +226,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     CommandResponse::Empty
                 }
                 EntryPayload::Membership(m) => {
-                    let stored = StoredMembership::new(Some(log_id.clone()), m);
+                    let stored = StoredMembership::new(Some(log_id), m);
                     let mut batch = WriteBatch::default();
                     self.apply_meta(&mut batch, &log_id, Some(&stored))?;
                     self.db.write(batch).map_err(io_err)?;
@@ -243,7 +243,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
-        let meta = SnapshotMeta { last_log_id: self.applied.clone(), last_membership: self.membership.clone() };
+        let meta = SnapshotMeta { last_log_id: self.applied, last_membership: self.membership.clone() };
         let name = match &meta.last_log_id {
             Some(l) => format!("snap-{}-{}", l.index(), std::process::id()),
             None => format!("snap-0-{}", std::process::id()),
@@ -272,7 +272,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         self.db.write(batch).map_err(io_err)?;
         self.store.reload().map_err(|e: Error| io_err(e))?;
         self.hub.advance(self.store.current_revision());
-        self.applied = meta.last_log_id.clone();
+        self.applied = meta.last_log_id;
         self.membership = meta.last_membership.clone();
         // Keep the received checkpoint as our current snapshot.
         let keep = self.snapshot_root.join(format!("installed-{}", meta.last_log_id.as_ref().map(|l| l.index()).unwrap_or(0)));

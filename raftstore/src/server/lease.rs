@@ -67,7 +67,7 @@ impl Lease for LeaseService {
             if pick {
                 r.id = new_lease_id();
             }
-            match self.ctx.node.propose(Command::LeaseGrant(r.clone())).await {
+            match self.ctx.node.propose(Command::LeaseGrant(r)).await {
                 Ok(CommandResponse::LeaseGrant(mut resp)) => {
                     self.ctx.lessor.renew(resp.id, resp.ttl);
                     self.ctx.fill(&mut resp.header);
@@ -82,7 +82,7 @@ impl Lease for LeaseService {
 
     async fn lease_revoke(&self, req: Request<LeaseRevokeRequest>) -> Res<LeaseRevokeResponse> {
         let r = req.into_inner();
-        match self.ctx.node.propose(Command::LeaseRevoke(r.clone())).await? {
+        match self.ctx.node.propose(Command::LeaseRevoke(r)).await? {
             CommandResponse::LeaseRevoke(mut resp) => {
                 self.ctx.lessor.forget(r.id);
                 self.ctx.fill(&mut resp.header);

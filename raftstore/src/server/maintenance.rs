@@ -51,7 +51,7 @@ impl ChannelWriter {
         }
         let blob = std::mem::take(&mut self.buf);
         self.remaining = self.remaining.saturating_sub(blob.len() as u64);
-        let resp = SnapshotResponse { header: self.header.clone(), remaining_bytes: self.remaining, blob, version: ETCD_VERSION.into() };
+        let resp = SnapshotResponse { header: self.header, remaining_bytes: self.remaining, blob, version: ETCD_VERSION.into() };
         self.tx.blocking_send(Ok(resp)).map_err(|_| std::io::Error::other("client went away"))
     }
 }
