@@ -6,6 +6,7 @@
 //! name a type.
 
 pub mod apps;
+pub mod auth;
 pub mod core;
 pub mod printers;
 pub mod strategy;
@@ -97,6 +98,7 @@ impl Registry {
         let mut resources = Vec::new();
         resources.extend(core::resources());
         resources.extend(apps::resources());
+        resources.extend(auth::resources());
         Registry { resources: resources.into_iter().map(Arc::new).collect() }
     }
 

@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::printers;
 use super::validation;
+use crate::endpoints::filters::authentication::UserInfo;
 use crate::errors::Cause;
 
 /// A Table column (`metav1.TableColumnDefinition`).
@@ -134,6 +135,13 @@ pub trait Strategy: Send + Sync {
     /// The value of a selectable field.
     fn field_value(&self, obj: &Value, field: &str) -> String {
         validation::field_string(obj, field)
+    }
+
+    /// For virtual resources that are never stored (access and identity
+    /// reviews): the response to a create of `obj` by `user`. `None` (the
+    /// default) means the object is stored as usual.
+    fn review(&self, _obj: &Value, _user: &UserInfo) -> Option<Value> {
+        None
     }
 
     /// Table columns, Name first (`kubectl get`).

@@ -14,6 +14,11 @@ use crate::meta;
 pub async fn handle(mut scope: Scope) -> Result<Response, Status> {
     let dry_run = scope.query.dry_run()?;
     let mut obj = scope.body_json().await?;
+    if let Some(mut review) = scope.resource.strategy.review(&obj, &scope.user) {
+        review["kind"] = scope.resource.kind.into();
+        review["apiVersion"] = scope.resource.api_version().into();
+        return Ok(scope.respond_object(201, review));
+    }
     rest::before_create(&scope, &mut obj)?;
     let ns = meta::namespace(&obj).to_string();
     rest::ensure_namespace(&scope, &ns).await?;

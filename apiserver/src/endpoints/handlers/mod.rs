@@ -119,12 +119,15 @@ impl Scope {
     /// Reads the request body as a JSON value.
     ///
     /// # Errors
-    /// 413 for bodies over 3 MiB, 415 for encodings other than JSON, 400 for
-    /// malformed JSON.
+    /// 413 for bodies over 3 MiB, 415 for encodings other than JSON and the
+    /// protobuf kinds of [`crate::protobuf`], 400 for malformed bodies.
     pub async fn body_json(&mut self) -> Result<Value, Status> {
         let ct = self.req.headers().get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_string();
         let mime = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
         let bytes = self.body_bytes().await?;
+        if mime == crate::protobuf::MEDIA_TYPE {
+            return crate::protobuf::decode(&bytes);
+        }
         if !(mime.is_empty() || mime == "application/json" || mime.ends_with("+json") || mime == "*/*") {
             return Err(Status::unsupported_media_type());
         }
