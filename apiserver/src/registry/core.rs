@@ -271,7 +271,7 @@ impl Strategy for Services {
     }
 }
 
-struct Events;
+pub(crate) struct Events;
 impl Strategy for Events {
     fn selectable_fields(&self) -> &'static [&'static str] {
         &[

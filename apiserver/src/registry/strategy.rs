@@ -62,6 +62,9 @@ pub enum NameRule {
     Label,
     /// RFC 1035 label (services).
     Dns1035,
+    /// Any path segment: not `.` or `..`, no `/` or `%` (RBAC, whose names
+    /// carry `:` as in `system:masters`).
+    PathSegment,
 }
 
 /// The semantics of one type. Every method has a default that suits a
@@ -142,6 +145,26 @@ pub trait Strategy: Send + Sync {
     /// default) means the object is stored as usual.
     fn review(&self, _obj: &Value, _user: &UserInfo) -> Option<Value> {
         None
+    }
+
+    /// For a served version that is not the storage version: the group and
+    /// version its objects are stored as (under that version's key
+    /// prefix). They are converted through the hub on every read and write.
+    /// `None` (the default): stored as served.
+    fn storage_version(&self) -> Option<(&'static str, &'static str)> {
+        None
+    }
+
+    /// Converts an object of this version to the hub (internal) version.
+    /// Identity by default.
+    fn to_hub(&self, obj: Value) -> Value {
+        obj
+    }
+
+    /// Converts a hub object to this version, setting `apiVersion`.
+    /// Identity by default.
+    fn from_hub(&self, obj: Value) -> Value {
+        obj
     }
 
     /// Table columns, Name first (`kubectl get`).

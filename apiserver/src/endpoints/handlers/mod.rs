@@ -67,6 +67,10 @@ pub struct Scope {
     pub state: Arc<ApiState>,
     /// The resource.
     pub resource: Arc<Resource>,
+    /// The resource's object storage: the shared store, converting to and
+    /// from the storage version when the resource is served in another
+    /// ([`crate::registry::conversion`]).
+    pub storage: Arc<dyn storage::Storage>,
     /// Resolved request info.
     pub info: RequestInfo,
     /// The user.
@@ -195,7 +199,8 @@ impl Router {
         let output = negotiation::output(accept);
         let include = IncludeObject::parse(query.get("includeObject"));
         let user = req.extensions().get::<UserInfo>().cloned().unwrap_or_default();
-        let scope = Scope { state: self.state.clone(), resource, info, user, query, output, include, req };
+        let storage = self.state.registry.storage_for(&resource, self.state.storage.clone());
+        let scope = Scope { state: self.state.clone(), storage, resource, info, user, query, output, include, req };
         let r = match scope.info.verb.as_str() {
             "get" => get::handle(scope).await,
             "list" => list::handle(scope).await,
