@@ -93,6 +93,7 @@ pub fn decode(body: &[u8]) -> Result<Value, Status> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use serde_json::json;

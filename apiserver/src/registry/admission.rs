@@ -119,7 +119,7 @@ fn crd_validate(o: &Value) -> Vec<Cause> {
     let group = spec["group"].as_str().unwrap_or("");
     let want = format!("{plural}.{group}");
     if meta::name(o) != want {
-        causes.push(Cause::invalid("metadata.name", &json!(meta::name(o)), &format!("must be spec.names.plural+\".\"+spec.group")));
+        causes.push(Cause::invalid("metadata.name", &json!(meta::name(o)), "must be spec.names.plural+\".\"+spec.group"));
     }
     if group.is_empty() {
         causes.push(Cause::required("spec.group", ""));

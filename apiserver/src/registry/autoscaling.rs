@@ -294,19 +294,19 @@ impl Strategy for Hpa {
         }
     }
     fn validate(&self, o: &Value) -> Vec<Cause> {
-        validate_hub(&self.to_hub(o.clone()))
+        validate_hub(&self.convert_to_hub(o.clone()))
     }
     fn storage_version(&self) -> Option<(&'static str, &'static str)> {
         self.v1.then_some((GROUP, "v2"))
     }
-    fn to_hub(&self, obj: Value) -> Value {
+    fn convert_to_hub(&self, obj: Value) -> Value {
         if self.v1 {
             v1_to_v2(obj)
         } else {
             obj
         }
     }
-    fn from_hub(&self, mut obj: Value) -> Value {
+    fn convert_from_hub(&self, mut obj: Value) -> Value {
         if self.v1 {
             v2_to_v1(obj)
         } else {
@@ -318,7 +318,7 @@ impl Strategy for Hpa {
         hpa_columns()
     }
     fn cells(&self, o: &Value) -> Vec<Value> {
-        hpa_cells(&self.to_hub(o.clone()))
+        hpa_cells(&self.convert_to_hub(o.clone()))
     }
 }
 
@@ -329,6 +329,7 @@ pub fn resources() -> Vec<Resource> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -54,10 +54,10 @@ impl Strategy for EventsV1 {
     fn storage_version(&self) -> Option<(&'static str, &'static str)> {
         Some(("", "v1"))
     }
-    fn to_hub(&self, obj: Value) -> Value {
+    fn convert_to_hub(&self, obj: Value) -> Value {
         rename(obj, "v1", true)
     }
-    fn from_hub(&self, obj: Value) -> Value {
+    fn convert_from_hub(&self, obj: Value) -> Value {
         rename(obj, "events.k8s.io/v1", false)
     }
     fn validate(&self, o: &Value) -> Vec<Cause> {
@@ -74,7 +74,7 @@ impl Strategy for EventsV1 {
         super::core::Events.columns()
     }
     fn cells(&self, o: &Value) -> Vec<Value> {
-        super::core::Events.cells(&self.to_hub(o.clone()))
+        super::core::Events.cells(&self.convert_to_hub(o.clone()))
     }
 }
 

@@ -4,8 +4,8 @@
 //! Objects are stored once, in the storage version. A request for another
 //! served version reads through [`Converting`], a [`Storage`] decorator
 //! that converts every object leaving the store to the served version
-//! (`served.from_hub(stored.to_hub(obj))`) and every object going in to the
-//! storage version (`stored.from_hub(served.to_hub(obj))`). Handlers never
+//! (`served.convert_from_hub(stored.convert_to_hub(obj))`) and every object going in to the
+//! storage version (`stored.convert_from_hub(served.convert_to_hub(obj))`). Handlers never
 //! see the storage version, so every verb, watch included, works the same
 //! for every version.
 //!
@@ -40,14 +40,14 @@ impl Converting {
         convert(&self.stored, &self.served, obj)
     }
 
-    fn into_store(&self, obj: Value) -> Value {
+    fn to_store(&self, obj: Value) -> Value {
         convert(&self.served, &self.stored, obj)
     }
 }
 
 /// Converts `obj` from version `from` to version `to` through the hub.
 pub fn convert(from: &Resource, to: &Resource, obj: Value) -> Value {
-    to.strategy.from_hub(from.strategy.to_hub(obj))
+    to.strategy.convert_from_hub(from.strategy.convert_to_hub(obj))
 }
 
 #[async_trait]
@@ -69,7 +69,7 @@ impl Storage for Converting {
     }
 
     async fn create(&self, key: &str, obj: Value) -> Result<Value> {
-        let obj = self.into_store(obj);
+        let obj = self.to_store(obj);
         self.inner.create(key, obj).await.map(|o| self.out(o))
     }
 
@@ -77,7 +77,7 @@ impl Storage for Converting {
         let mut f = |cur: Option<Value>| {
             let cur = cur.map(|o| self.out(o));
             Ok(match try_update(cur)? {
-                Update::Put(o) => Update::Put(self.into_store(o)),
+                Update::Put(o) => Update::Put(self.to_store(o)),
                 other => other,
             })
         };

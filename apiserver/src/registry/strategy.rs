@@ -157,13 +157,13 @@ pub trait Strategy: Send + Sync {
 
     /// Converts an object of this version to the hub (internal) version.
     /// Identity by default.
-    fn to_hub(&self, obj: Value) -> Value {
+    fn convert_to_hub(&self, obj: Value) -> Value {
         obj
     }
 
     /// Converts a hub object to this version, setting `apiVersion`.
     /// Identity by default.
-    fn from_hub(&self, obj: Value) -> Value {
+    fn convert_from_hub(&self, obj: Value) -> Value {
         obj
     }
 

@@ -2,7 +2,8 @@
 //! `/apis/<g>`, `/apis/<g>/<v>`), `/version` and the health checks.
 //!
 //! `/api` and `/apis` also serve aggregated discovery
-//! (`apidiscovery.k8s.io/v2` `APIGroupDiscoveryList`, KEP-3352) when the
+//! (`apidiscovery.k8s.io/v2` `APIGroupDiscoveryList`, KEP-3352, and the
+//! same shape as `v2beta1` for kubectl up to 1.29) when the
 //! Accept header asks for it, echoing its exact media type, which is how
 //! client-go knows it got it. Plain `application/json` gets the legacy
 //! `APIVersions`/`APIGroupList`, and client-go then fetches each
@@ -85,16 +86,21 @@ fn resource_entries(r: &Resource) -> Vec<Value> {
 /// The media type of aggregated discovery v2, echoed as Content-Type.
 pub const AGGREGATED_MEDIA_TYPE: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 
-/// Whether the Accept header prefers aggregated discovery v2 to plain
-/// JSON (the first clause that either form satisfies wins).
-pub fn wants_aggregated(accept: Option<&str>) -> bool {
-    let Some(accept) = accept else { return false };
+/// The media type of aggregated discovery v2beta1, which kubectl up to
+/// 1.29 asks for (same shape as v2).
+pub const AGGREGATED_MEDIA_TYPE_V2BETA1: &str = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList";
+
+/// The aggregated discovery version (`v2`, `v2beta1`) the Accept header
+/// prefers to plain JSON, if any (the first clause either form satisfies
+/// wins).
+pub fn wants_aggregated(accept: Option<&str>) -> Option<&'static str> {
+    let accept = accept?;
     for clause in accept.split(',') {
         let mut parts = clause.split(';').map(str::trim);
         let mime = parts.next().unwrap_or("");
         if mime != "application/json" {
             if mime == "*/*" || mime == "application/*" {
-                return false;
+                return None;
             }
             continue;
         }
@@ -108,12 +114,13 @@ pub fn wants_aggregated(accept: Option<&str>) -> bool {
             }
         }
         match (g, v, as_) {
-            ("apidiscovery.k8s.io", "v2", "APIGroupDiscoveryList") => return true,
-            ("", "", "") => return false,
+            ("apidiscovery.k8s.io", "v2", "APIGroupDiscoveryList") => return Some("v2"),
+            ("apidiscovery.k8s.io", "v2beta1", "APIGroupDiscoveryList") => return Some("v2beta1"),
+            ("", "", "") => return None,
             _ => {}
         }
     }
-    false
+    None
 }
 
 /// One resource in aggregated discovery (`APIResourceDiscovery`).
@@ -200,10 +207,13 @@ pub async fn non_resource(state: &ApiState, req: &Request, info: &RequestInfo) -
     let parts: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let accept = req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok());
     match parts.as_slice() {
-        ["api"] | ["apis"] if wants_aggregated(accept) => {
-            let v = aggregated(state, parts.len() == 1 && parts[0] == "api");
+        ["api"] | ["apis"] if wants_aggregated(accept).is_some() => {
+            let version = wants_aggregated(accept).unwrap_or("v2");
+            let mut v = aggregated(state, parts.len() == 1 && parts[0] == "api");
+            v["apiVersion"] = json!(format!("apidiscovery.k8s.io/{version}"));
             let mut r = responses::json(200, &v);
-            r.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(AGGREGATED_MEDIA_TYPE));
+            let ct = if version == "v2" { AGGREGATED_MEDIA_TYPE } else { AGGREGATED_MEDIA_TYPE_V2BETA1 };
+            r.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(ct));
             r.headers_mut().insert(http::header::VARY, http::HeaderValue::from_static("Accept"));
             r
         }
@@ -277,12 +287,12 @@ mod tests {
     #[test]
     fn aggregated_accept_headers() {
         let cases = [
-            (None, false),
-            (Some("application/json"), false),
-            (Some("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"), true),
-            (Some("application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"), false),
-            (Some("application/json, */*"), false),
-            (Some("application/yaml,application/json; g=apidiscovery.k8s.io; v=v2; as=APIGroupDiscoveryList"), true),
+            (None, None),
+            (Some("application/json"), None),
+            (Some("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"), Some("v2")),
+            (Some("application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"), Some("v2beta1")),
+            (Some("application/json, */*"), None),
+            (Some("application/yaml,application/json; g=apidiscovery.k8s.io; v=v2; as=APIGroupDiscoveryList"), Some("v2")),
         ];
         for (a, want) in cases {
             assert_eq!(wants_aggregated(a), want, "{a:?}");
