@@ -625,3 +625,92 @@ pub struct SelfSubjectReview {
     #[prost(message, optional, tag = "1")]
     pub metadata: Option<ObjectMeta>,
 }
+
+/// rbac/v1 `PolicyRule`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyRule {
+    #[prost(string, repeated, tag = "1")]
+    pub verbs: Vec<String>,
+    #[prost(string, repeated, tag = "2")]
+    #[serde(skip_serializing_if = "is_default")]
+    pub api_groups: Vec<String>,
+    #[prost(string, repeated, tag = "3")]
+    #[serde(skip_serializing_if = "is_default")]
+    pub resources: Vec<String>,
+    #[prost(string, repeated, tag = "4")]
+    #[serde(skip_serializing_if = "is_default")]
+    pub resource_names: Vec<String>,
+    #[prost(string, repeated, tag = "5")]
+    #[serde(rename = "nonResourceURLs", skip_serializing_if = "is_default")]
+    pub non_resource_urls: Vec<String>,
+}
+
+/// rbac/v1 `Role` and `ClusterRole` (aggregationRule, 3, is not decoded).
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+pub struct Role {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: Option<ObjectMeta>,
+    #[prost(message, repeated, tag = "2")]
+    pub rules: Vec<PolicyRule>,
+}
+
+/// rbac/v1 `Subject`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Subject {
+    #[prost(string, tag = "1")]
+    pub kind: String,
+    #[prost(string, tag = "2")]
+    #[serde(skip_serializing_if = "is_default")]
+    pub api_group: String,
+    #[prost(string, tag = "3")]
+    pub name: String,
+    #[prost(string, tag = "4")]
+    #[serde(skip_serializing_if = "is_default")]
+    pub namespace: String,
+}
+
+/// rbac/v1 `RoleRef`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RoleRef {
+    #[prost(string, tag = "1")]
+    pub api_group: String,
+    #[prost(string, tag = "2")]
+    pub kind: String,
+    #[prost(string, tag = "3")]
+    pub name: String,
+}
+
+/// rbac/v1 `RoleBinding` and `ClusterRoleBinding`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RoleBinding {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: Option<ObjectMeta>,
+    #[prost(message, repeated, tag = "2")]
+    #[serde(skip_serializing_if = "is_default")]
+    pub subjects: Vec<Subject>,
+    #[prost(message, optional, tag = "3")]
+    pub role_ref: Option<RoleRef>,
+}
+
+/// scheduling/v1 `PriorityClass`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PriorityClass {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: Option<ObjectMeta>,
+    #[prost(int32, tag = "2")]
+    pub value: i32,
+    #[prost(bool, tag = "3")]
+    #[serde(skip_serializing_if = "is_default")]
+    pub global_default: bool,
+    #[prost(string, tag = "4")]
+    #[serde(skip_serializing_if = "is_default")]
+    pub description: String,
+    #[prost(string, optional, tag = "5")]
+    #[serde(skip_serializing_if = "is_default")]
+    pub preemption_policy: Option<String>,
+}

@@ -46,6 +46,26 @@ fn generators_and_reviews() {
         let who = json(s.kubectl(minor, &["auth", "whoami", "-o", "json"]).ok());
         assert_eq!(who["status"]["userInfo"]["username"], "kubernetes-admin");
     }
+    // More generators that send protobuf: RBAC and priority classes.
+    for (args, want) in [
+        (&["create", "role", "r1", "--verb=get,list", "--resource=pods"][..], "role.rbac.authorization.k8s.io/r1 created"),
+        (&["create", "rolebinding", "rb", "--role=r1", "--user=bob"][..], "rolebinding.rbac.authorization.k8s.io/rb created"),
+        (&["create", "clusterrole", "system:x", "--verb=get", "--non-resource-url=/logs"][..], "clusterrole.rbac.authorization.k8s.io/system:x created"),
+        (&["create", "priorityclass", "high", "--value=1000", "--preemption-policy=Never"][..], "priorityclass.scheduling.k8s.io/high created"),
+    ] {
+        assert_eq!(s.kubectl(33, args).ok().trim(), want);
+    }
+    let role = json(s.kubectl(33, &["get", "role", "r1", "-o", "json"]).ok());
+    assert_eq!(role["rules"], serde_json::json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]));
+    let rb = json(s.kubectl(33, &["get", "rolebinding", "rb", "-o", "json"]).ok());
+    assert_eq!(rb["roleRef"], serde_json::json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r1"}));
+    let pc = json(s.kubectl(33, &["get", "pc", "high", "-o", "json"]).ok());
+    assert_eq!((pc["value"].as_i64(), pc["preemptionPolicy"].as_str()), (Some(1000), Some("Never")));
+    // Kinds without a decoder get 415, not a guess.
+    let job = s.kubectl(33, &["create", "job", "j", "--image=busybox"]);
+    assert_eq!(job.code, 1);
+    assert!(job.stderr.contains("application/vnd.kubernetes.protobuf is accepted for a few kinds only"), "{job:?}");
+
     // A namespace that does not exist fails as it would for JSON.
     let missing = s.kubectl(33, &["create", "configmap", "x", "-n", "nope", "--from-literal=a=1"]);
     assert_eq!(missing.code, 1);
