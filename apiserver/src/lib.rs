@@ -17,6 +17,7 @@ pub mod endpoints;
 pub mod errors;
 pub mod meta;
 pub mod options;
+pub mod protobuf;
 pub mod pki;
 pub mod registry;
 pub mod selectors;

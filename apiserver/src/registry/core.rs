@@ -80,6 +80,15 @@ impl Strategy for Namespaces {
     fn has_status(&self) -> bool {
         true
     }
+    fn default(&self, obj: &mut Value) {
+        // kube's namespace defaulting labels every namespace with its name.
+        let name = meta::name(obj).to_string();
+        if let Some(m) = meta::meta_mut(obj) {
+            if let Some(labels) = m.entry("labels").or_insert_with(|| json!({})).as_object_mut() {
+                labels.insert("kubernetes.io/metadata.name".into(), json!(name));
+            }
+        }
+    }
     fn prepare_for_create(&self, obj: &mut Value) {
         obj["status"] = json!({"phase": "Active"});
         if obj["spec"]["finalizers"].is_null() {
@@ -262,7 +271,7 @@ impl Strategy for Services {
     }
 }
 
-struct Events;
+pub(crate) struct Events;
 impl Strategy for Events {
     fn selectable_fields(&self) -> &'static [&'static str] {
         &[

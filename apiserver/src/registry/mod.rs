@@ -5,9 +5,18 @@
 //! semantics. Handlers are generic: they look a resource up here and never
 //! name a type.
 
+pub mod admission;
 pub mod apps;
+pub mod auth;
+pub mod autoscaling;
+pub mod batch;
+pub mod cluster;
+pub mod conversion;
 pub mod core;
+pub mod networking;
 pub mod printers;
+pub mod rbac;
+pub mod simple;
 pub mod strategy;
 pub mod validation;
 
@@ -65,8 +74,11 @@ impl Resource {
     /// with `/`: `/registry/configmaps/`, `/registry/apps/deployments/default/`.
     pub fn prefix(&self, namespace: Option<&str>) -> String {
         let mut p = String::from("/registry/");
-        if !self.group.is_empty() {
-            p.push_str(self.group);
+        // A version stored as another group's (events.k8s.io events as core
+        // events) lives under that group's prefix.
+        let group = self.strategy.storage_version().map_or(self.group, |(g, _)| g);
+        if !group.is_empty() {
+            p.push_str(group);
             p.push('/');
         }
         p.push_str(self.resource);
@@ -97,6 +109,13 @@ impl Registry {
         let mut resources = Vec::new();
         resources.extend(core::resources());
         resources.extend(apps::resources());
+        resources.extend(auth::resources());
+        resources.extend(autoscaling::resources());
+        resources.extend(batch::resources());
+        resources.extend(cluster::resources());
+        resources.extend(networking::resources());
+        resources.extend(rbac::resources());
+        resources.extend(admission::resources());
         Registry { resources: resources.into_iter().map(Arc::new).collect() }
     }
 
@@ -119,6 +138,26 @@ impl Registry {
             }
         }
         out
+    }
+
+    /// The resource whose storage `res` uses: itself, or the storage
+    /// version named by [`Strategy::storage_version`].
+    pub fn storage_resource(&self, res: &Arc<Resource>) -> Arc<Resource> {
+        match res.strategy.storage_version() {
+            Some((g, v)) => self.get(g, v, res.resource).unwrap_or_else(|| res.clone()),
+            None => res.clone(),
+        }
+    }
+
+    /// The storage a handler of `res` uses: `storage` itself, or, for a
+    /// version stored as another, a decorator converting through the hub.
+    pub fn storage_for(&self, res: &Arc<Resource>, storage: Arc<dyn crate::storage::Storage>) -> Arc<dyn crate::storage::Storage> {
+        let stored = self.storage_resource(res);
+        if Arc::ptr_eq(&stored, res) {
+            storage
+        } else {
+            Arc::new(conversion::Converting::new(storage, res.clone(), stored))
+        }
     }
 
     /// Every namespaced resource (for namespace deletion).

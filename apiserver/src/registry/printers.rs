@@ -65,6 +65,40 @@ pub fn or_none(s: String) -> String {
     }
 }
 
+/// apimachinery `metav1.FormatLabelSelector` of a `LabelSelector` object:
+/// `a=b,c in (d,e),!f`, `<none>` when empty or missing.
+pub fn label_selector(sel: &Value) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    if let Some(m) = sel["matchLabels"].as_object() {
+        let mut kv: Vec<String> = m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect();
+        kv.sort();
+        parts.extend(kv);
+    }
+    for e in sel["matchExpressions"].as_array().into_iter().flatten() {
+        let key = e["key"].as_str().unwrap_or("");
+        let mut vals: Vec<&str> = e["values"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+        vals.sort_unstable();
+        parts.push(match e["operator"].as_str().unwrap_or("") {
+            "In" => format!("{key} in ({})", vals.join(",")),
+            "NotIn" => format!("{key} notin ({})", vals.join(",")),
+            "Exists" => key.to_string(),
+            "DoesNotExist" => format!("!{key}"),
+            op => format!("{key} {op} ({})", vals.join(",")),
+        });
+    }
+    or_none(parts.join(","))
+}
+
+/// A string cell from a JSON string (empty if missing).
+pub fn str_cell(v: &Value) -> Value {
+    Value::String(v.as_str().unwrap_or("").to_string())
+}
+
+/// The CREATED AT cell (kube prints `creationTimestamp` itself).
+pub fn created_at(obj: &Value) -> Value {
+    str_cell(&obj["metadata"]["creationTimestamp"])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::printers;
 use super::validation;
+use crate::endpoints::filters::authentication::UserInfo;
 use crate::errors::Cause;
 
 /// A Table column (`metav1.TableColumnDefinition`).
@@ -61,6 +62,9 @@ pub enum NameRule {
     Label,
     /// RFC 1035 label (services).
     Dns1035,
+    /// Any path segment: not `.` or `..`, no `/` or `%` (RBAC, whose names
+    /// carry `:` as in `system:masters`).
+    PathSegment,
 }
 
 /// The semantics of one type. Every method has a default that suits a
@@ -134,6 +138,33 @@ pub trait Strategy: Send + Sync {
     /// The value of a selectable field.
     fn field_value(&self, obj: &Value, field: &str) -> String {
         validation::field_string(obj, field)
+    }
+
+    /// For virtual resources that are never stored (access and identity
+    /// reviews): the response to a create of `obj` by `user`. `None` (the
+    /// default) means the object is stored as usual.
+    fn review(&self, _obj: &Value, _user: &UserInfo) -> Option<Value> {
+        None
+    }
+
+    /// For a served version that is not the storage version: the group and
+    /// version its objects are stored as (under that version's key
+    /// prefix). They are converted through the hub on every read and write.
+    /// `None` (the default): stored as served.
+    fn storage_version(&self) -> Option<(&'static str, &'static str)> {
+        None
+    }
+
+    /// Converts an object of this version to the hub (internal) version.
+    /// Identity by default.
+    fn convert_to_hub(&self, obj: Value) -> Value {
+        obj
+    }
+
+    /// Converts a hub object to this version, setting `apiVersion`.
+    /// Identity by default.
+    fn convert_from_hub(&self, obj: Value) -> Value {
+        obj
     }
 
     /// Table columns, Name first (`kubectl get`).

@@ -38,6 +38,18 @@ pub fn name_errors(name: &str, rule: NameRule) -> Vec<String> {
                 errs.push(DNS1123_LABEL_MSG.to_string());
             }
         }
+        NameRule::PathSegment => {
+            for bad in [".", ".."] {
+                if name == bad {
+                    errs.push(format!("may not be '{bad}'"));
+                }
+            }
+            for bad in ["/", "%"] {
+                if name.contains(bad) {
+                    errs.push(format!("may not contain '{bad}'"));
+                }
+            }
+        }
         NameRule::Dns1035 => {
             if name.len() > 63 {
                 errs.push("must be no more than 63 characters".to_string());

@@ -5,6 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err, missing_docs)]
 
 mod common;
+mod python;
+mod resources;
 mod storage;
 
 use std::io::Read;

@@ -14,6 +14,11 @@ use crate::meta;
 pub async fn handle(mut scope: Scope) -> Result<Response, Status> {
     let dry_run = scope.query.dry_run()?;
     let mut obj = scope.body_json().await?;
+    if let Some(mut review) = scope.resource.strategy.review(&obj, &scope.user) {
+        review["kind"] = scope.resource.kind.into();
+        review["apiVersion"] = scope.resource.api_version().into();
+        return Ok(scope.respond_object(201, review));
+    }
     rest::before_create(&scope, &mut obj)?;
     let ns = meta::namespace(&obj).to_string();
     rest::ensure_namespace(&scope, &ns).await?;
@@ -21,13 +26,13 @@ pub async fn handle(mut scope: Scope) -> Result<Response, Status> {
     let key = scope.resource.key(&ns, &name);
     if dry_run {
         // kube checks existence for dry runs too.
-        match scope.state.storage.get(&key).await {
+        match scope.storage.get(&key).await {
             Ok(_) => return Err(Status::already_exists(scope.resource.group, scope.resource.resource, &name)),
             Err(crate::storage::Error::NotFound) => {}
             Err(e) => return Err(scope.storage_error(e, &name)),
         }
         return Ok(scope.respond_object(201, obj));
     }
-    let created = scope.state.storage.create(&key, obj).await.map_err(|e| scope.storage_error(e, &name))?;
+    let created = scope.storage.create(&key, obj).await.map_err(|e| scope.storage_error(e, &name))?;
     Ok(scope.respond_object(201, created))
 }

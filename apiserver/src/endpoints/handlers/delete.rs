@@ -82,7 +82,7 @@ async fn delete_one(scope: &Scope, key: &str, name: &str, opts: &DeleteOptions) 
         }
         Ok(Update::Delete)
     };
-    let r = scope.state.storage.guaranteed_update(key, &opts.preconditions, &mut f).await;
+    let r = scope.storage.guaranteed_update(key, &opts.preconditions, &mut f).await;
     let obj = match dry {
         Some(o) => o,
         None => r.map_err(|e| scope.storage_error(e, name))?,

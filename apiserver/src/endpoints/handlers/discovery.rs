@@ -1,8 +1,13 @@
 //! Non-resource paths: legacy discovery (`/api`, `/apis`, `/api/v1`,
 //! `/apis/<g>`, `/apis/<g>/<v>`), `/version` and the health checks.
 //!
-//! Discovery is served as plain `application/json`, which makes client-go
-//! fall back from aggregated discovery to one request per group-version.
+//! `/api` and `/apis` also serve aggregated discovery
+//! (`apidiscovery.k8s.io/v2` `APIGroupDiscoveryList`, KEP-3352, and the
+//! same shape as `v2beta1` for kubectl up to 1.29) when the
+//! Accept header asks for it, echoing its exact media type, which is how
+//! client-go knows it got it. Plain `application/json` gets the legacy
+//! `APIVersions`/`APIGroupList`, and client-go then fetches each
+//! group-version.
 
 use serde_json::{json, Value};
 
@@ -78,6 +83,111 @@ fn resource_entries(r: &Resource) -> Vec<Value> {
     out
 }
 
+/// The media type of aggregated discovery v2, echoed as Content-Type.
+pub const AGGREGATED_MEDIA_TYPE: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// The media type of aggregated discovery v2beta1, which kubectl up to
+/// 1.29 asks for (same shape as v2).
+pub const AGGREGATED_MEDIA_TYPE_V2BETA1: &str = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList";
+
+/// The aggregated discovery version (`v2`, `v2beta1`) the Accept header
+/// prefers to plain JSON, if any (the first clause either form satisfies
+/// wins).
+pub fn wants_aggregated(accept: Option<&str>) -> Option<&'static str> {
+    let accept = accept?;
+    for clause in accept.split(',') {
+        let mut parts = clause.split(';').map(str::trim);
+        let mime = parts.next().unwrap_or("");
+        if mime != "application/json" {
+            if mime == "*/*" || mime == "application/*" {
+                return None;
+            }
+            continue;
+        }
+        let (mut g, mut v, mut as_) = ("", "", "");
+        for p in parts {
+            match p.split_once('=').map(|(k, v)| (k.trim(), v.trim())) {
+                Some(("g", x)) => g = x,
+                Some(("v", x)) => v = x,
+                Some(("as", x)) => as_ = x,
+                _ => {}
+            }
+        }
+        match (g, v, as_) {
+            ("apidiscovery.k8s.io", "v2", "APIGroupDiscoveryList") => return Some("v2"),
+            ("apidiscovery.k8s.io", "v2beta1", "APIGroupDiscoveryList") => return Some("v2beta1"),
+            ("", "", "") => return None,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// One resource in aggregated discovery (`APIResourceDiscovery`).
+fn discovery_resource(r: &Resource) -> Value {
+    let mut e = json!({
+        "resource": r.resource,
+        "responseKind": {"group": r.group, "version": r.version, "kind": r.kind},
+        "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": r.singular,
+        "verbs": r.verbs,
+    });
+    if !r.short_names.is_empty() {
+        e["shortNames"] = json!(r.short_names);
+    }
+    if !r.categories.is_empty() {
+        e["categories"] = json!(r.categories);
+    }
+    let subs: Vec<Value> = r
+        .subresources
+        .iter()
+        .map(|sub| {
+            let (kind, verbs) = match *sub {
+                "scale" => (json!({"group": "autoscaling", "version": "v1", "kind": "Scale"}), json!(["get", "patch", "update"])),
+                "finalize" => (json!({"group": r.group, "version": r.version, "kind": r.kind}), json!(["update"])),
+                _ => (json!({"group": r.group, "version": r.version, "kind": r.kind}), json!(["get", "patch", "update"])),
+            };
+            json!({"subresource": sub, "responseKind": kind, "verbs": verbs})
+        })
+        .collect();
+    if !subs.is_empty() {
+        e["subresources"] = json!(subs);
+    }
+    e
+}
+
+/// The `APIGroupDiscoveryList` of the core group (`legacy`) or of every
+/// named group, preferred version first within each group.
+fn aggregated(state: &ApiState, legacy: bool) -> Value {
+    let mut groups: Vec<&str> = Vec::new();
+    for (g, _) in state.registry.group_versions() {
+        if g.is_empty() == legacy && !groups.contains(&g) {
+            groups.push(g);
+        }
+    }
+    let items: Vec<Value> = groups
+        .iter()
+        .map(|g| {
+            let versions: Vec<Value> = state
+                .registry
+                .group_versions()
+                .into_iter()
+                .filter(|(gg, _)| gg == g)
+                .map(|(_, v)| {
+                    let resources: Vec<Value> = state.registry.of_group_version(g, v).iter().map(|r| discovery_resource(r)).collect();
+                    json!({"version": v, "resources": resources, "freshness": "Current"})
+                })
+                .collect();
+            let mut meta = json!({"creationTimestamp": null});
+            if !g.is_empty() {
+                meta["name"] = json!(g);
+            }
+            json!({"metadata": meta, "versions": versions})
+        })
+        .collect();
+    json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items})
+}
+
 fn resource_list(state: &ApiState, group: &str, version: &str) -> Option<Value> {
     let resources = state.registry.of_group_version(group, version);
     if resources.is_empty() {
@@ -95,7 +205,18 @@ pub async fn non_resource(state: &ApiState, req: &Request, info: &RequestInfo) -
         return responses::status(&Status::method_not_allowed());
     }
     let parts: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let accept = req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok());
     match parts.as_slice() {
+        ["api"] | ["apis"] if wants_aggregated(accept).is_some() => {
+            let version = wants_aggregated(accept).unwrap_or("v2");
+            let mut v = aggregated(state, parts.len() == 1 && parts[0] == "api");
+            v["apiVersion"] = json!(format!("apidiscovery.k8s.io/{version}"));
+            let mut r = responses::json(200, &v);
+            let ct = if version == "v2" { AGGREGATED_MEDIA_TYPE } else { AGGREGATED_MEDIA_TYPE_V2BETA1 };
+            r.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(ct));
+            r.headers_mut().insert(http::header::VARY, http::HeaderValue::from_static("Accept"));
+            r
+        }
         ["api"] => {
             let v = json!({
                 "kind": "APIVersions",
@@ -157,4 +278,24 @@ async fn health(state: &ApiState, check: &str, rest: &[&str], query: Option<&str
         return responses::text(if ok { 200 } else { 500 }, &s);
     }
     responses::text(200, "ok")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aggregated_accept_headers() {
+        let cases = [
+            (None, None),
+            (Some("application/json"), None),
+            (Some("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"), Some("v2")),
+            (Some("application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"), Some("v2beta1")),
+            (Some("application/json, */*"), None),
+            (Some("application/yaml,application/json; g=apidiscovery.k8s.io; v=v2; as=APIGroupDiscoveryList"), Some("v2")),
+        ];
+        for (a, want) in cases {
+            assert_eq!(wants_aggregated(a), want, "{a:?}");
+        }
+    }
 }

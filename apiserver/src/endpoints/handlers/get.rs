@@ -10,7 +10,7 @@ use crate::errors::Status;
 /// # Errors
 /// 404 if the object does not exist.
 pub async fn handle(scope: Scope) -> Result<Response, Status> {
-    let obj = scope.state.storage.get(&scope.key()).await.map_err(|e| scope.storage_error(e, &scope.info.name))?;
+    let obj = scope.storage.get(&scope.key()).await.map_err(|e| scope.storage_error(e, &scope.info.name))?;
     if scope.info.subresource == "scale" {
         return Ok(responses::json(200, &to_scale(&obj)));
     }

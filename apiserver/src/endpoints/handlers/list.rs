@@ -70,7 +70,7 @@ pub async fn handle(scope: Scope) -> Result<Response, Status> {
     // cache yet).
     let exact = rv > 0 && (rv_match == "Exact" || (rv_match.is_empty() && limit > 0 && cont.is_none()));
     let opts = ListOptions { revision: if exact { rv } else { 0 }, limit, continue_token: cont.clone(), predicate: predicate(&scope)? };
-    let result = scope.state.storage.list(&scope.prefix(), &opts).await.map_err(|e| match e {
+    let result = scope.storage.list(&scope.prefix(), &opts).await.map_err(|e| match e {
         crate::storage::Error::Compacted { .. } if cont.is_some() => Status::expired(
             "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
         ),

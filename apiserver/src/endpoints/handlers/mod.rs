@@ -67,6 +67,10 @@ pub struct Scope {
     pub state: Arc<ApiState>,
     /// The resource.
     pub resource: Arc<Resource>,
+    /// The resource's object storage: the shared store, converting to and
+    /// from the storage version when the resource is served in another
+    /// ([`crate::registry::conversion`]).
+    pub storage: Arc<dyn storage::Storage>,
     /// Resolved request info.
     pub info: RequestInfo,
     /// The user.
@@ -119,12 +123,15 @@ impl Scope {
     /// Reads the request body as a JSON value.
     ///
     /// # Errors
-    /// 413 for bodies over 3 MiB, 415 for encodings other than JSON, 400 for
-    /// malformed JSON.
+    /// 413 for bodies over 3 MiB, 415 for encodings other than JSON and the
+    /// protobuf kinds of [`crate::protobuf`], 400 for malformed bodies.
     pub async fn body_json(&mut self) -> Result<Value, Status> {
         let ct = self.req.headers().get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_string();
         let mime = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
         let bytes = self.body_bytes().await?;
+        if mime == crate::protobuf::MEDIA_TYPE {
+            return crate::protobuf::decode(&bytes);
+        }
         if !(mime.is_empty() || mime == "application/json" || mime.ends_with("+json") || mime == "*/*") {
             return Err(Status::unsupported_media_type());
         }
@@ -192,7 +199,8 @@ impl Router {
         let output = negotiation::output(accept);
         let include = IncludeObject::parse(query.get("includeObject"));
         let user = req.extensions().get::<UserInfo>().cloned().unwrap_or_default();
-        let scope = Scope { state: self.state.clone(), resource, info, user, query, output, include, req };
+        let storage = self.state.registry.storage_for(&resource, self.state.storage.clone());
+        let scope = Scope { state: self.state.clone(), storage, resource, info, user, query, output, include, req };
         let r = match scope.info.verb.as_str() {
             "get" => get::handle(scope).await,
             "list" => list::handle(scope).await,

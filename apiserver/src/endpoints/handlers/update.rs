@@ -86,7 +86,7 @@ pub async fn apply_update(scope: &Scope, create_body: Option<Value>, make: &(dyn
         }
         Ok(u)
     };
-    let r = scope.state.storage.guaranteed_update(&scope.key(), &Preconditions::default(), &mut f).await;
+    let r = scope.storage.guaranteed_update(&scope.key(), &Preconditions::default(), &mut f).await;
     if let Some(obj) = dry_result {
         return Ok((obj, created));
     }

@@ -47,7 +47,7 @@ pub async fn handle(scope: Scope) -> Result<Response, Status> {
     };
     let single = !scope.info.name.is_empty();
     let (key, recursive) = if single { (scope.key(), false) } else { (scope.prefix(), true) };
-    let mut events = scope.state.storage.watch(&key, &WatchOptions { revision: rv, recursive }).await.map_err(|e| scope.storage_error(e, &scope.info.name))?;
+    let mut events = scope.storage.watch(&key, &WatchOptions { revision: rv, recursive }).await.map_err(|e| scope.storage_error(e, &scope.info.name))?;
 
     let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(64);
     let resource = scope.resource.clone();

@@ -1,0 +1,169 @@
+//! `admissionregistration.k8s.io/v1` and `apiextensions.k8s.io/v1`: stored
+//! and served; webhooks, policies and CRD serving are enforced later.
+
+use serde_json::{json, Value};
+
+use super::printers::{age, created_at, str_cell};
+use super::simple::{def, Simple, CREATED_AT_COLUMN};
+use super::strategy::{Column, AGE_COLUMN, NAME_COLUMN};
+use super::Resource;
+use crate::errors::Cause;
+use crate::meta;
+
+const GROUP: &str = "admissionregistration.k8s.io";
+
+fn webhook_columns() -> Vec<Column> {
+    vec![NAME_COLUMN, Column::new("Webhooks", "integer", "Webhooks indicates the number of webhooks in this configuration"), AGE_COLUMN]
+}
+
+fn webhook_cells(o: &Value) -> Vec<Value> {
+    vec![json!(meta::name(o)), json!(o["webhooks"].as_array().map_or(0, Vec::len)), json!(age(o))]
+}
+
+/// Webhook defaults of admissionregistration/v1 (`SetDefaults_*Webhook`).
+fn webhook_defaults(o: &mut Value, mutating: bool) {
+    for w in o["webhooks"].as_array_mut().into_iter().flatten() {
+        let Some(m) = w.as_object_mut() else { continue };
+        m.entry("failurePolicy").or_insert_with(|| json!("Fail"));
+        m.entry("matchPolicy").or_insert_with(|| json!("Equivalent"));
+        m.entry("namespaceSelector").or_insert_with(|| json!({}));
+        m.entry("objectSelector").or_insert_with(|| json!({}));
+        m.entry("timeoutSeconds").or_insert_with(|| json!(10));
+        if mutating {
+            m.entry("reinvocationPolicy").or_insert_with(|| json!("Never"));
+        }
+        for r in m.get_mut("rules").and_then(Value::as_array_mut).into_iter().flatten() {
+            if let Some(r) = r.as_object_mut() {
+                r.entry("scope").or_insert_with(|| json!("*"));
+            }
+        }
+    }
+}
+
+fn webhook_validate(o: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    for (i, w) in o["webhooks"].as_array().into_iter().flatten().enumerate() {
+        if w["name"].as_str().is_none_or(str::is_empty) {
+            causes.push(Cause::required(&format!("webhooks[{i}].name"), ""));
+        }
+        if w["sideEffects"].is_null() {
+            causes.push(Cause { reason: "FieldValueNotSupported".into(), message: "Unsupported value: \"\": supported values: \"None\", \"NoneOnDryRun\"".into(), field: format!("webhooks[{i}].sideEffects") });
+        }
+        if w["admissionReviewVersions"].as_array().is_none_or(Vec::is_empty) {
+            causes.push(Cause::required(&format!("webhooks[{i}].admissionReviewVersions"), "must specify one of \"v1\", \"v1beta1\""));
+        }
+    }
+    causes
+}
+
+fn vap_columns() -> Vec<Column> {
+    vec![
+        NAME_COLUMN,
+        Column::new("Validations", "integer", "Validations indicates the number of validation rules defined in this configuration"),
+        Column::new("ParamKind", "string", "ParamKind specifies the kind of resources used to parameterize this policy"),
+        AGE_COLUMN,
+    ]
+}
+
+fn vap_cells(o: &Value) -> Vec<Value> {
+    let pk = &o["spec"]["paramKind"];
+    let param = if pk.is_object() { format!("{} {}", pk["apiVersion"].as_str().unwrap_or(""), pk["kind"].as_str().unwrap_or("")) } else { "<unset>".into() };
+    vec![json!(meta::name(o)), json!(o["spec"]["validations"].as_array().map_or(0, Vec::len)), json!(param), json!(age(o))]
+}
+
+fn vap_defaults(o: &mut Value) {
+    if let Some(s) = o.get_mut("spec").and_then(Value::as_object_mut) {
+        s.entry("failurePolicy").or_insert_with(|| json!("Fail"));
+        if let Some(mc) = s.get_mut("matchConstraints").and_then(Value::as_object_mut) {
+            mc.entry("matchPolicy").or_insert_with(|| json!("Equivalent"));
+            mc.entry("namespaceSelector").or_insert_with(|| json!({}));
+            mc.entry("objectSelector").or_insert_with(|| json!({}));
+        }
+    }
+}
+
+fn vapb_columns() -> Vec<Column> {
+    vec![
+        NAME_COLUMN,
+        Column::new("PolicyName", "string", "PolicyName indicates the policy definition which the policy binding binded to"),
+        Column::new("ParamRef", "string", "ParamRef indicates the param resource which sets the configration param"),
+        AGE_COLUMN,
+    ]
+}
+
+fn vapb_cells(o: &Value) -> Vec<Value> {
+    let pr = &o["spec"]["paramRef"];
+    let param = if pr.is_object() {
+        match pr["namespace"].as_str().filter(|n| !n.is_empty()) {
+            Some(ns) => format!("{ns}/{}", pr["name"].as_str().unwrap_or("*")),
+            None => format!("*/{}", pr["name"].as_str().unwrap_or("*")),
+        }
+    } else {
+        "<unset>".into()
+    };
+    vec![json!(meta::name(o)), str_cell(&o["spec"]["policyName"]), json!(param), json!(age(o))]
+}
+
+fn crd_columns() -> Vec<Column> {
+    vec![NAME_COLUMN, CREATED_AT_COLUMN]
+}
+
+fn crd_cells(o: &Value) -> Vec<Value> {
+    vec![json!(meta::name(o)), created_at(o)]
+}
+
+fn crd_validate(o: &Value) -> Vec<Cause> {
+    let spec = &o["spec"];
+    let mut causes = Vec::new();
+    let plural = spec["names"]["plural"].as_str().unwrap_or("");
+    let group = spec["group"].as_str().unwrap_or("");
+    let want = format!("{plural}.{group}");
+    if meta::name(o) != want {
+        causes.push(Cause::invalid("metadata.name", &json!(meta::name(o)), "must be spec.names.plural+\".\"+spec.group"));
+    }
+    if group.is_empty() {
+        causes.push(Cause::required("spec.group", ""));
+    }
+    if plural.is_empty() {
+        causes.push(Cause::required("spec.names.plural", ""));
+    }
+    if spec["names"]["kind"].as_str().is_none_or(str::is_empty) {
+        causes.push(Cause::required("spec.names.kind", ""));
+    }
+    if !matches!(spec["scope"].as_str(), Some("Namespaced" | "Cluster")) {
+        causes.push(Cause { reason: "FieldValueNotSupported".into(), message: format!("Unsupported value: {}: supported values: \"Cluster\", \"Namespaced\"", spec["scope"]), field: "spec.scope".into() });
+    }
+    let versions = spec["versions"].as_array().cloned().unwrap_or_default();
+    if versions.is_empty() {
+        causes.push(Cause::invalid("spec.versions", &json!([]), "must have exactly one version marked as storage version"));
+    } else if versions.iter().filter(|v| v["storage"].as_bool() == Some(true)).count() != 1 {
+        causes.push(Cause::invalid("spec.versions", &Value::Array(versions.clone()), "must have exactly one version marked as storage version"));
+    }
+    causes
+}
+
+fn crd_defaults(o: &mut Value) {
+    let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut) else { return };
+    spec.entry("conversion").or_insert_with(|| json!({"strategy": "None"}));
+    if let Some(names) = spec.get_mut("names").and_then(Value::as_object_mut) {
+        let kind = names.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
+        names.entry("singular").or_insert_with(|| json!(kind.to_lowercase()));
+        names.entry("listKind").or_insert_with(|| json!(format!("{kind}List")));
+    }
+}
+
+/// admissionregistration.k8s.io/v1 and apiextensions.k8s.io/v1 resources.
+pub fn resources() -> Vec<Resource> {
+    vec![
+        def("mutatingwebhookconfigurations", "mutatingwebhookconfiguration", "MutatingWebhookConfiguration", false, &[], &["api-extensions"])
+            .build(GROUP, "v1", Box::new(Simple::new().with_defaults(|o| webhook_defaults(o, true)).with_validation(webhook_validate).with_table(webhook_columns, webhook_cells))),
+        def("validatingadmissionpolicies", "validatingadmissionpolicy", "ValidatingAdmissionPolicy", false, &[], &["api-extensions"])
+            .build(GROUP, "v1", Box::new(Simple::new().with_status().with_defaults(vap_defaults).with_table(vap_columns, vap_cells))),
+        def("validatingadmissionpolicybindings", "validatingadmissionpolicybinding", "ValidatingAdmissionPolicyBinding", false, &[], &["api-extensions"])
+            .build(GROUP, "v1", Box::new(Simple::new().with_generation().with_table(vapb_columns, vapb_cells))),
+        def("validatingwebhookconfigurations", "validatingwebhookconfiguration", "ValidatingWebhookConfiguration", false, &[], &["api-extensions"])
+            .build(GROUP, "v1", Box::new(Simple::new().with_defaults(|o| webhook_defaults(o, false)).with_validation(webhook_validate).with_table(webhook_columns, webhook_cells))),
+        def("customresourcedefinitions", "customresourcedefinition", "CustomResourceDefinition", false, &["crd", "crds"], &["api-extensions"])
+            .build("apiextensions.k8s.io", "v1", Box::new(Simple::new().with_status().with_defaults(crd_defaults).with_validation(crd_validate).with_table(crd_columns, crd_cells))),
+    ]
+}
