@@ -81,8 +81,10 @@ impl Default for Config {
 
 /// A running member.
 pub struct NodeHandle {
-    /// The bound client address.
+    /// The bound client address (of the first `--listen-client-urls`).
     pub client_addr: SocketAddr,
+    /// Every bound client address, in flag order.
+    pub client_addrs: Vec<SocketAddr>,
     /// The bound peer address.
     pub peer_addr: SocketAddr,
     /// The Raft member.
@@ -126,6 +128,61 @@ fn min_lease_ttl(election: Duration) -> i64 {
     (ms + 999) / 1000
 }
 
+/// Checks URLs and cluster flags as etcd does before starting.
+fn validate(cfg: &Config) -> Result<()> {
+    let check = |flag: &str, url: &str| -> Result<()> {
+        let u = url::Url::parse(url).map_err(|e| Error::InvalidArgument(format!("{flag}: invalid URL {url:?}: {e}")))?;
+        match u.scheme() {
+            "http" => {}
+            "https" => {
+                return Err(Error::InvalidArgument(format!(
+                    "{flag}: {url}: TLS is not supported yet; use an http:// URL"
+                )))
+            }
+            other => return Err(Error::InvalidArgument(format!("{flag}: URL scheme must be http, got {other:?} in {url}"))),
+        }
+        if u.host_str().is_none() {
+            return Err(Error::InvalidArgument(format!("{flag}: URL without a host: {url}")));
+        }
+        Ok(())
+    };
+    for u in &cfg.listen_client_urls {
+        check("--listen-client-urls", u)?;
+    }
+    for u in &cfg.listen_peer_urls {
+        check("--listen-peer-urls", u)?;
+    }
+    for u in &cfg.advertise_client_urls {
+        check("--advertise-client-urls", u)?;
+    }
+    for u in &cfg.initial_advertise_peer_urls {
+        check("--initial-advertise-peer-urls", u)?;
+    }
+    for (_, u) in &cfg.initial_cluster {
+        check("--initial-cluster", u)?;
+    }
+    if !cfg.initial_cluster.is_empty() {
+        let mine: Vec<&String> = cfg.initial_cluster.iter().filter(|(n, _)| *n == cfg.name).map(|(_, u)| u).collect();
+        if mine.is_empty() {
+            return Err(Error::InvalidArgument(format!("--initial-cluster has no member named {:?} (--name)", cfg.name)));
+        }
+        for adv in &cfg.initial_advertise_peer_urls {
+            if !mine.contains(&adv) {
+                return Err(Error::InvalidArgument(format!(
+                    "--initial-cluster has {}={} but missing from --initial-advertise-peer-urls={}",
+                    cfg.name,
+                    mine.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(","),
+                    cfg.initial_advertise_peer_urls.join(",")
+                )));
+            }
+        }
+    }
+    if cfg.max_request_bytes == 0 {
+        return Err(Error::InvalidArgument("--max-request-bytes must be positive".into()));
+    }
+    Ok(())
+}
+
 /// Returns the member and cluster IDs stored in the data dir, storing the
 /// given ones on first start.
 fn persisted_ids(db: &rocksdb::DB, id: u64, cluster_id: u64) -> Result<(u64, u64)> {
@@ -149,26 +206,41 @@ fn persisted_ids(db: &rocksdb::DB, id: u64, cluster_id: u64) -> Result<(u64, u64
 /// [`Error::InvalidArgument`] for bad flags; [`Error::Internal`] if the data
 /// dir cannot be opened or a port cannot be bound.
 pub async fn start(cfg: Config) -> Result<NodeHandle> {
-    std::fs::create_dir_all(&cfg.data_dir).map_err(Error::internal)?;
-    let db = crate::storage::open(&cfg.data_dir.join("db"))?;
+    // Flags are checked and ports bound before the data dir is touched, so a
+    // bad flag leaves nothing behind (as etcd).
+    validate(&cfg)?;
+    let mut client_ls = Vec::new();
+    for url in &cfg.listen_client_urls {
+        let l = TcpListener::bind(host_port(url)?).await.map_err(|e| Error::InvalidArgument(format!("listen tcp {url}: {e}")))?;
+        client_ls.push(l);
+    }
+    let peer_listen = cfg.listen_peer_urls.first().ok_or_else(|| Error::InvalidArgument("--listen-peer-urls is empty".into()))?;
+    let peer_l = TcpListener::bind(host_port(peer_listen)?).await.map_err(|e| Error::InvalidArgument(format!("listen tcp {peer_listen}: {e}")))?;
+    let client_addrs: Vec<SocketAddr> = client_ls.iter().map(|l| l.local_addr()).collect::<std::io::Result<_>>().map_err(Error::internal)?;
+    let client_addr = *client_addrs.first().ok_or_else(|| Error::InvalidArgument("--listen-client-urls is empty".into()))?;
+    let peer_addr = peer_l.local_addr().map_err(Error::internal)?;
+
+    let dir = &cfg.data_dir;
+    std::fs::create_dir_all(dir).map_err(|e| Error::InvalidArgument(format!("cannot access data directory {}: {e}", dir.display())))?;
+    let fresh = !dir.join("db").exists();
+    if fresh && cfg.initial_cluster_state == "existing" {
+        let _ = std::fs::remove_dir(dir);
+        return Err(Error::InvalidArgument(
+            "--initial-cluster-state=existing: joining a running cluster with an empty data dir is not supported yet".into(),
+        ));
+    }
+    let db = crate::storage::open(&dir.join("db")).map_err(|e| Error::InvalidArgument(format!("cannot open data directory {}: {e}", dir.display())))?;
     let store = Arc::new(MvccStore::open(db.clone(), min_lease_ttl(cfg.election))?);
     let hub = Arc::new(WatchHub::new(store.current_revision()));
-    let snap_root = cfg.data_dir.join("snapshots");
+    let snap_root = dir.join("snapshots");
     let sm = StateMachine::open(store.clone(), hub.clone(), snap_root.clone()).map_err(Error::internal)?;
     let log = LogStore::new(db.clone());
-
-    let client_listen = cfg.listen_client_urls.first().ok_or_else(|| Error::InvalidArgument("--listen-client-urls is empty".into()))?;
-    let peer_listen = cfg.listen_peer_urls.first().ok_or_else(|| Error::InvalidArgument("--listen-peer-urls is empty".into()))?;
-    let client_l = TcpListener::bind(host_port(client_listen)?).await.map_err(|e| Error::internal(format!("listen {client_listen}: {e}")))?;
-    let peer_l = TcpListener::bind(host_port(peer_listen)?).await.map_err(|e| Error::internal(format!("listen {peer_listen}: {e}")))?;
-    let client_addr = client_l.local_addr().map_err(Error::internal)?;
-    let peer_addr = peer_l.local_addr().map_err(Error::internal)?;
 
     let my_peer_url = cfg.initial_advertise_peer_urls.first().map(|u| with_bound_port(u, peer_addr)).unwrap_or_else(|| format!("http://{peer_addr}"));
     let my_client_urls = if cfg.advertise_client_urls.is_empty() {
         vec![format!("http://{client_addr}")]
     } else {
-        cfg.advertise_client_urls.iter().map(|u| with_bound_port(u, client_addr)).collect()
+        cfg.advertise_client_urls.iter().zip(client_addrs.iter().cycle()).map(|(u, a)| with_bound_port(u, *a)).collect()
     };
     let cluster: Vec<(String, String)> = if cfg.initial_cluster.is_empty() { vec![(cfg.name.clone(), my_peer_url.clone())] } else { cfg.initial_cluster.clone() };
     let token = &cfg.initial_cluster_token;
@@ -238,21 +310,24 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
     // gRPC refuses messages above this before our own size check runs
     // (etcd: max-request-bytes + 512 KiB of overhead).
     let grpc_limit = cfg.max_request_bytes + 512 * 1024;
-    let svc_ctx = ctx.clone();
-    tokio::spawn(async move {
-        let r = tonic::transport::Server::builder()
-            .layer(tower::util::MapResponseLayer::new(crate::server::grpc_limit_status as fn(_) -> _))
-            .add_service(KvServer::new(server::kv::KvService::new(svc_ctx.clone())).max_decoding_message_size(grpc_limit).max_encoding_message_size(usize::MAX))
-            .add_service(WatchServer::new(server::watch::WatchService::new(svc_ctx.clone())).max_decoding_message_size(grpc_limit).max_encoding_message_size(usize::MAX))
-            .add_service(LeaseServer::new(server::lease::LeaseService::new(svc_ctx.clone())).max_decoding_message_size(grpc_limit))
-            .add_service(MaintenanceServer::new(server::maintenance::MaintenanceService::new(svc_ctx.clone())).max_decoding_message_size(grpc_limit).max_encoding_message_size(usize::MAX))
-            .add_service(ClusterServer::new(server::cluster::ClusterService::new(svc_ctx.clone())).max_decoding_message_size(grpc_limit))
-            .serve_with_incoming(TcpIncoming::from(client_l).with_nodelay(Some(true)))
-            .await;
-        if let Err(e) = r {
-            tracing::error!("client server stopped: {e}");
-        }
-    });
+    for client_l in client_ls {
+        let svc_ctx = ctx.clone();
+        tokio::spawn(async move {
+            let r = tonic::transport::Server::builder()
+                .accept_http1(true)
+                .layer(crate::server::http::ClientHttpLayer::new(svc_ctx.clone()))
+                .add_service(KvServer::new(server::kv::KvService::new(svc_ctx.clone())).max_decoding_message_size(grpc_limit).max_encoding_message_size(usize::MAX))
+                .add_service(WatchServer::new(server::watch::WatchService::new(svc_ctx.clone())).max_decoding_message_size(grpc_limit).max_encoding_message_size(usize::MAX))
+                .add_service(LeaseServer::new(server::lease::LeaseService::new(svc_ctx.clone())).max_decoding_message_size(grpc_limit))
+                .add_service(MaintenanceServer::new(server::maintenance::MaintenanceService::new(svc_ctx.clone())).max_decoding_message_size(grpc_limit).max_encoding_message_size(usize::MAX))
+                .add_service(ClusterServer::new(server::cluster::ClusterService::new(svc_ctx.clone())).max_decoding_message_size(grpc_limit))
+                .serve_with_incoming(TcpIncoming::from(client_l).with_nodelay(Some(true)))
+                .await;
+            if let Err(e) = r {
+                tracing::error!("client server stopped: {e}");
+            }
+        });
+    }
 
-    Ok(NodeHandle { client_addr, peer_addr, node, ctx })
+    Ok(NodeHandle { client_addr, client_addrs, peer_addr, node, ctx })
 }

@@ -14,7 +14,7 @@ use raftstore::compactor::AutoCompaction;
 use raftstore::node::{self, Config};
 
 #[derive(Parser, Debug)]
-#[command(name = "raftstore", version, about = "etcd v3-compatible key-value store on RocksDB and openraft", args_conflicts_with_subcommands = true)]
+#[command(name = "raftstore", version, about = "etcd v3-compatible key-value store on RocksDB and openraft", args_conflicts_with_subcommands = true, args_override_self = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Cmd>,
@@ -63,7 +63,7 @@ struct Serve {
     /// Path to the data directory (default: `<name>.raftstore`).
     #[arg(long = "data-dir")]
     data_dir: Option<PathBuf>,
-    /// URLs to listen on for client traffic (comma-separated; the first is used).
+    /// URLs to listen on for client traffic (comma-separated; all are served).
     #[arg(long = "listen-client-urls", default_value = "http://127.0.0.1:2379")]
     listen_client_urls: String,
     /// Client URLs to advertise to the cluster.
@@ -169,8 +169,17 @@ fn main() -> std::process::ExitCode {
         }
         None => {}
     }
-    let filter = tracing_subscriber::EnvFilter::try_new(&cli.serve.log_level).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    // openraft logs its internals at info; keep them at warn unless asked.
+    let spec = if cli.serve.log_level.contains("openraft") { cli.serve.log_level.clone() } else { format!("{},openraft=warn", cli.serve.log_level) };
+    let filter = match tracing_subscriber::EnvFilter::try_new(&spec) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("Error: invalid --log-level {:?}: {e}", cli.serve.log_level);
+            return std::process::ExitCode::from(2);
+        }
+    };
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(std::io::stderr().is_terminal()).with_writer(std::io::stderr).init();
     let cfg = match config(cli.serve) {
         Ok(c) => c,
         Err(e) => {
@@ -189,7 +198,9 @@ fn main() -> std::process::ExitCode {
         match node::start(cfg).await {
             Ok(h) => {
                 eprintln!("raftstore: serving peer traffic on http://{}", h.peer_addr);
-                eprintln!("raftstore: serving client requests on http://{}", h.client_addr);
+                for addr in &h.client_addrs {
+                    eprintln!("raftstore: serving client requests on http://{addr}");
+                }
                 let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
                     Ok(s) => s,
                     Err(e) => {

@@ -3,6 +3,7 @@
 //! [`Context`].
 
 pub mod cluster;
+pub mod http;
 pub mod kv;
 pub mod lease;
 pub mod maintenance;
@@ -61,42 +62,3 @@ impl Context {
     }
 }
 
-/// Rewrites tonic's status for an oversized request into grpc-go's, which is
-/// what etcd clients see from etcd: `ResourceExhausted` and
-/// `grpc: received message larger than max (N vs. M)` (tonic says
-/// `OutOfRange`).
-pub fn grpc_limit_status(mut resp: http::Response<tonic::body::Body>) -> http::Response<tonic::body::Body> {
-    const PREFIX: &str = "Error, decoded message length too large: found ";
-    let msg = resp.headers().get("grpc-message").and_then(|v| v.to_str().ok()).map(str::to_string);
-    let Some(msg) = msg else { return resp };
-    let decoded = percent_decode(&msg);
-    let Some(rest) = decoded.strip_prefix(PREFIX) else { return resp };
-    let nums: Vec<&str> = rest.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).collect();
-    if let [found, limit, ..] = nums.as_slice() {
-        let text = format!("grpc: received message larger than max ({found} vs. {limit})");
-        let h = resp.headers_mut();
-        h.insert("grpc-status", http::HeaderValue::from_static("8"));
-        if let Ok(v) = http::HeaderValue::from_str(&text.replace(' ', "%20")) {
-            h.insert("grpc-message", v);
-        }
-    }
-    resp
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                out.push(v);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}

@@ -19,4 +19,5 @@ mod crash;
 mod differential;
 mod errors;
 mod etcdctl;
+mod flags;
 mod watch;

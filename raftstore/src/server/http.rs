@@ -1,0 +1,162 @@
+//! Plain HTTP on the client port, beside gRPC, and gRPC status fix-ups.
+//!
+//! etcd answers `GET /health` and `GET /version` on its client URLs; health
+//! probes and tools rely on them. This layer answers those, and rewrites two
+//! tonic statuses into what grpc-go (and so etcd) sends, since clients show
+//! them verbatim: an oversized request, and a call to an unknown service or
+//! method (tonic leaves the message empty).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context as TaskContext, Poll};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use tonic::body::Body;
+use tower::{Layer, Service};
+
+use super::maintenance::ETCD_VERSION;
+use super::Ctx;
+
+/// Services served on the client port, by gRPC name.
+const SERVED: [&str; 5] = ["etcdserverpb.KV", "etcdserverpb.Watch", "etcdserverpb.Lease", "etcdserverpb.Maintenance", "etcdserverpb.Cluster"];
+
+/// The layer; see the module doc.
+#[derive(Clone)]
+pub struct ClientHttpLayer {
+    ctx: Ctx,
+}
+
+impl ClientHttpLayer {
+    /// A layer answering from `ctx`.
+    pub fn new(ctx: Ctx) -> Self {
+        ClientHttpLayer { ctx }
+    }
+}
+
+impl<S> Layer<S> for ClientHttpLayer {
+    type Service = ClientHttp<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        ClientHttp { inner, ctx: self.ctx.clone() }
+    }
+}
+
+/// The service made by [`ClientHttpLayer`].
+#[derive(Clone)]
+pub struct ClientHttp<S> {
+    inner: S,
+    ctx: Ctx,
+}
+
+fn json(status: u16, body: String) -> http::Response<Body> {
+    let mut resp = http::Response::new(Body::new(Full::new(Bytes::from(body))));
+    *resp.status_mut() = http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::OK);
+    resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    resp
+}
+
+impl<S> Service<http::Request<Body>> for ClientHttp<S>
+where
+    S: Service<http::Request<Body>, Response = http::Response<Body>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = http::Response<Body>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
+        let path = req.uri().path().to_string();
+        if req.method() == http::Method::GET {
+            match path.as_str() {
+                "/health" | "/livez" | "/readyz" => {
+                    let healthy = self.ctx.node.status().0.is_some();
+                    let resp = if healthy {
+                        json(200, r#"{"health":"true","reason":""}"#.to_string())
+                    } else {
+                        json(503, r#"{"health":"false","reason":"RAFT NO LEADER"}"#.to_string())
+                    };
+                    return Box::pin(async move { Ok(resp) });
+                }
+                "/version" => {
+                    let body = format!(r#"{{"etcdserver":"{ETCD_VERSION}","etcdcluster":"3.5.0"}}"#);
+                    return Box::pin(async move { Ok(json(200, body)) });
+                }
+                _ => {}
+            }
+        }
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            let resp = fut.await?;
+            Ok(unknown_method_status(grpc_limit_status(resp), &path))
+        })
+    }
+}
+
+/// grpc-go's message for a call to a service or method that is not served:
+/// `unknown service S` or `unknown method M for service S`.
+fn unknown_method_status(mut resp: http::Response<Body>, path: &str) -> http::Response<Body> {
+    let h = resp.headers();
+    if h.get("grpc-status").map(|v| v.as_bytes()) != Some(b"12") {
+        return resp;
+    }
+    if h.get("grpc-message").is_some_and(|v| !v.is_empty()) {
+        return resp;
+    }
+    let mut parts = path.trim_start_matches('/').splitn(2, '/');
+    let (service, method) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let text = if SERVED.contains(&service) {
+        format!("unknown method {method} for service {service}")
+    } else {
+        format!("unknown service {service}")
+    };
+    if let Ok(v) = http::HeaderValue::from_str(&text.replace(' ', "%20")) {
+        resp.headers_mut().insert("grpc-message", v);
+    }
+    resp
+}
+
+/// Rewrites tonic's status for an oversized request into grpc-go's, which is
+/// what etcd clients see from etcd: `ResourceExhausted` and
+/// `grpc: received message larger than max (N vs. M)` (tonic says
+/// `OutOfRange`).
+fn grpc_limit_status(mut resp: http::Response<tonic::body::Body>) -> http::Response<tonic::body::Body> {
+    const PREFIX: &str = "Error, decoded message length too large: found ";
+    let msg = resp.headers().get("grpc-message").and_then(|v| v.to_str().ok()).map(str::to_string);
+    let Some(msg) = msg else { return resp };
+    let decoded = percent_decode(&msg);
+    let Some(rest) = decoded.strip_prefix(PREFIX) else { return resp };
+    let nums: Vec<&str> = rest.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).collect();
+    if let [found, limit, ..] = nums.as_slice() {
+        let text = format!("grpc: received message larger than max ({found} vs. {limit})");
+        let h = resp.headers_mut();
+        h.insert("grpc-status", http::HeaderValue::from_static("8"));
+        if let Ok(v) = http::HeaderValue::from_str(&text.replace(' ', "%20")) {
+            h.insert("grpc-message", v);
+        }
+    }
+    resp
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}

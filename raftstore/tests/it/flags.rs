@@ -1,0 +1,93 @@
+//! The `raftstore` binary's flags and the plain-HTTP side of the client port.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::common::server::{free_port, raftstore_bin};
+use crate::common::{block_on, status_of, Kind, Options, Server};
+
+/// Bad flags are refused with a message naming the flag, exit non-zero, and
+/// leave no data dir behind (etcd checks flags before creating anything).
+#[test]
+fn bad_flags_are_refused_before_touching_the_data_dir() {
+    let cases: Vec<(&str, Vec<&str>, &str)> = vec![
+        ("https without TLS", vec!["--listen-client-urls", "https://127.0.0.1:0"], "TLS is not supported"),
+        ("unknown scheme", vec!["--listen-client-urls", "foo://127.0.0.1:0"], "URL scheme must be http"),
+        ("not a URL", vec!["--advertise-client-urls", "notaurl"], "--advertise-client-urls: invalid URL"),
+        ("bad cluster URL", vec!["--initial-cluster", "default=notaurl"], "--initial-cluster: invalid URL"),
+        ("this member missing", vec!["--initial-cluster", "other=http://127.0.0.1:9"], "no member named \"default\""),
+        (
+            "advertise not in cluster",
+            vec!["--initial-cluster", "default=http://127.0.0.1:9", "--initial-advertise-peer-urls", "http://127.0.0.1:1"],
+            "missing from --initial-advertise-peer-urls",
+        ),
+        ("existing with no data", vec!["--initial-cluster-state", "existing"], "not supported yet"),
+        ("bad log level", vec!["--log-level", "bogus["], "invalid --log-level"),
+        ("zero request size", vec!["--max-request-bytes", "0"], "--max-request-bytes"),
+    ];
+    for (name, args, want) in cases {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data");
+        let out = Command::new(raftstore_bin())
+            .arg("--data-dir")
+            .arg(&data)
+            .args(["--listen-peer-urls", "http://127.0.0.1:0"])
+            .args(&args)
+            .output()
+            .expect("run raftstore");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{name}: should fail: {stderr}");
+        assert!(stderr.contains(want), "{name}: want {want:?} in {stderr:?}");
+        assert!(!data.exists(), "{name}: left a data dir behind");
+    }
+}
+
+fn http_get(addr: &str, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").expect("write");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+/// etcd serves `/health` and `/version` on its client URLs, and listens on
+/// every `--listen-client-urls` entry.
+#[test]
+fn client_port_serves_health_version_and_every_listen_url() {
+    let (p1, p2) = (free_port(), free_port());
+    let opts = Options {
+        args: vec![format!("--listen-client-urls=http://127.0.0.1:{p1},http://127.0.0.1:{p2}")],
+        ..Default::default()
+    };
+    let s = Server::start_with(Kind::Raftstore, opts);
+    for port in [p1, p2] {
+        let addr = format!("127.0.0.1:{port}");
+        let health = http_get(&addr, "/health");
+        assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+        assert!(health.contains(r#""health":"true""#), "{health}");
+        let version = http_get(&addr, "/version");
+        assert!(version.contains(r#""etcdserver":"3.5."#), "{version}");
+        block_on(async {
+            let mut c = crate::common::connect(&addr).await;
+            c.put("k", port.to_string(), None).await.expect("put on every client URL");
+        });
+    }
+    drop(s);
+}
+
+/// A service raftstore does not serve answers like grpc-go does, with the
+/// service named (tonic leaves the message empty).
+#[test]
+fn unknown_service_is_named() {
+    let s = Server::start(Kind::Raftstore);
+    block_on(async {
+        let mut c = s.client().await;
+        let err = c.auth_client().role_delete("r").await.expect_err("auth is not served");
+        let (code, msg) = status_of(&err);
+        assert_eq!(code, tonic::Code::Unimplemented);
+        assert_eq!(msg, "unknown service etcdserverpb.Auth");
+    });
+}
