@@ -8,7 +8,7 @@
 use prost::Message;
 use proto::etcdserverpb::{
     CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse,
-    LeaseGrantRequest, LeaseGrantResponse, LeaseRevokeRequest, LeaseRevokeResponse, PutRequest,
+    LeaseGrantRequest, LeaseGrantResponse, LeaseRevokeRequest, LeaseRevokeResponse, Member, PutRequest,
     PutResponse, TxnRequest, TxnResponse,
 };
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -30,6 +30,9 @@ pub enum Command {
     LeaseGrant(LeaseGrantRequest),
     /// etcd `Lease.LeaseRevoke`, from a client or from lease expiry.
     LeaseRevoke(LeaseRevokeRequest),
+    /// A member publishes its name and client URLs at start (etcd publishes
+    /// its member attributes the same way). Takes no revision.
+    PublishMember(Member),
 }
 
 /// The result of applying a [`Command`].
@@ -60,6 +63,7 @@ const TAG_TXN: u8 = 3;
 const TAG_COMPACT: u8 = 4;
 const TAG_LEASE_GRANT: u8 = 5;
 const TAG_LEASE_REVOKE: u8 = 6;
+const TAG_PUBLISH_MEMBER: u8 = 7;
 const TAG_ERROR: u8 = 100;
 const TAG_EMPTY: u8 = 101;
 
@@ -89,6 +93,7 @@ impl Command {
             Command::Compact(r) => tagged(TAG_COMPACT, r),
             Command::LeaseGrant(r) => tagged(TAG_LEASE_GRANT, r),
             Command::LeaseRevoke(r) => tagged(TAG_LEASE_REVOKE, r),
+            Command::PublishMember(m) => tagged(TAG_PUBLISH_MEMBER, m),
         }
     }
 
@@ -105,6 +110,7 @@ impl Command {
             TAG_COMPACT => Command::Compact(CompactionRequest::decode(rest).map_err(decode_err)?),
             TAG_LEASE_GRANT => Command::LeaseGrant(LeaseGrantRequest::decode(rest).map_err(decode_err)?),
             TAG_LEASE_REVOKE => Command::LeaseRevoke(LeaseRevokeRequest::decode(rest).map_err(decode_err)?),
+            TAG_PUBLISH_MEMBER => Command::PublishMember(Member::decode(rest).map_err(decode_err)?),
             other => return Err(Error::internal(format!("unknown command tag {other}"))),
         })
     }

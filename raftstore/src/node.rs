@@ -303,6 +303,19 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
         data_dir: cfg.data_dir.clone(),
     });
     tokio::spawn(server::lease::expiry_loop(ctx.clone()));
+    // Publish this start's name and client URLs (etcd's publish step).
+    let publish = proto::etcdserverpb::Member { id, name: cfg.name.clone(), peer_ur_ls: Vec::new(), client_ur_ls: my_client_urls.clone(), is_learner: false };
+    let publisher = node.clone();
+    tokio::spawn(async move {
+        for _ in 0..60 {
+            match publisher.propose(crate::command::Command::PublishMember(publish.clone())).await {
+                Ok(_) => return,
+                Err(e) => tracing::debug!("publishing member attributes: {e}"),
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        tracing::warn!("could not publish member attributes");
+    });
     if let Some(ac) = cfg.auto_compaction.clone() {
         tokio::spawn(crate::compactor::run(ctx.clone(), ac));
     }

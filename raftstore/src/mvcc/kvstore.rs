@@ -156,6 +156,23 @@ impl MvccStore {
         self.state.read().leases.iter().map(|(id, l)| (*id, l.ttl)).collect()
     }
 
+    /// Name and client URLs each member last published, by member ID.
+    pub fn member_attrs(&self) -> BTreeMap<u64, proto::etcdserverpb::Member> {
+        let mut out = BTreeMap::new();
+        let Ok(meta) = cf(&self.db, keys::CF_META) else { return out };
+        let iter = self.db.iterator_cf(meta, IteratorMode::From(keys::MEMBER_ATTR_PREFIX, Direction::Forward));
+        for item in iter {
+            let Ok((k, v)) = item else { break };
+            if !k.starts_with(keys::MEMBER_ATTR_PREFIX) {
+                break;
+            }
+            if let Ok(m) = proto::etcdserverpb::Member::decode(v.as_ref()) {
+                out.insert(m.id, m);
+            }
+        }
+        out
+    }
+
     /// One lease: granted TTL in seconds and the attached keys, or `None`.
     pub fn lease(&self, id: i64) -> Option<LeaseRecord> {
         self.state.read().leases.get(&id).cloned()
@@ -547,6 +564,11 @@ impl<'a> WriteTxn<'a> {
             Command::Compact(r) => CommandResponse::Compact(self.compact(r)?),
             Command::LeaseGrant(r) => CommandResponse::LeaseGrant(self.lease_grant(r)?),
             Command::LeaseRevoke(r) => CommandResponse::LeaseRevoke(self.lease_revoke(r)?),
+            Command::PublishMember(m) => {
+                let meta = cf(self.db, keys::CF_META)?;
+                self.batch.put_cf(meta, keys::member_attr_key(m.id), m.encode_to_vec());
+                CommandResponse::Empty
+            }
         })
     }
 

@@ -44,6 +44,7 @@ impl fmt::Display for Command {
             Command::Compact(_) => "Compact",
             Command::LeaseGrant(_) => "LeaseGrant",
             Command::LeaseRevoke(_) => "LeaseRevoke",
+            Command::PublishMember(_) => "PublishMember",
         };
         f.write_str(name)
     }

@@ -23,11 +23,20 @@ impl ClusterService {
     }
 
     fn members(&self) -> Vec<Member> {
+        // Peer URLs come from Raft membership; name and client URLs from what
+        // each member published at its last start.
+        let attrs = self.ctx.store.member_attrs();
         self.ctx
             .node
             .members()
             .into_iter()
-            .map(|(id, (m, learner))| Member { id, name: m.name, peer_ur_ls: m.peer_urls, client_ur_ls: m.client_urls, is_learner: learner })
+            .map(|(id, (m, learner))| {
+                let (name, client_urls) = match attrs.get(&id) {
+                    Some(a) => (a.name.clone(), a.client_ur_ls.clone()),
+                    None => (m.name, m.client_urls),
+                };
+                Member { id, name, peer_ur_ls: m.peer_urls, client_ur_ls: client_urls, is_learner: learner }
+            })
             .collect()
     }
 }

@@ -112,6 +112,17 @@ impl MetaKey for MemberId {
     type Value = u64;
 }
 
+/// `meta`: prefix of published member attributes; key = prefix + member ID
+/// (8 B big-endian), value = protobuf `etcdserverpb.Member`.
+pub const MEMBER_ATTR_PREFIX: &[u8] = b"member/";
+
+/// `meta` key of one member's published attributes.
+pub fn member_attr_key(id: u64) -> Vec<u8> {
+    let mut k = MEMBER_ATTR_PREFIX.to_vec();
+    k.extend_from_slice(&id.to_be_bytes());
+    k
+}
+
 /// `raft_state`: the vote (postcard).
 pub struct Vote;
 impl MetaKey for Vote {

@@ -91,3 +91,30 @@ fn unknown_service_is_named() {
         assert_eq!(msg, "unknown service etcdserverpb.Auth");
     });
 }
+
+/// A member republishes its name and client URLs at every start, as etcd
+/// does, so clients discovering endpoints through MemberList find it.
+#[test]
+fn member_list_shows_this_starts_name_and_client_urls() {
+    let keep = tempfile::tempdir().expect("tempdir");
+    let data = keep.path().join("data");
+    let first = Server::start_with(Kind::Raftstore, Options { name: "first".into(), data_dir: Some(data.clone()), ..Default::default() });
+    let first_ep = first.endpoint().to_string();
+    drop(first);
+    let second = Server::start_with(Kind::Raftstore, Options { name: "second".into(), data_dir: Some(data), ..Default::default() });
+    assert_ne!(second.endpoint(), first_ep, "a fresh port 0 each start");
+    block_on(async {
+        let mut c = second.client().await;
+        let mut last = String::new();
+        for _ in 0..50 {
+            let list = c.member_list().await.expect("member list");
+            let m = &list.members()[0];
+            last = format!("{} {:?}", m.name(), m.client_urls());
+            if m.name() == "second" && m.client_urls() == [second.endpoint().to_string()] {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("member list still shows {last}");
+    });
+}
