@@ -201,16 +201,7 @@ impl MvccStore {
         if req.count_only {
             return Ok(resp);
         }
-        let needs_all = req.sort_order != sort_order::NONE
-            || req.min_mod_revision != 0
-            || req.max_mod_revision != 0
-            || req.min_create_revision != 0
-            || req.max_create_revision != 0;
-        let fetch = if needs_all || req.limit <= 0 {
-            found.len()
-        } else {
-            found.len().min(req.limit as usize + 1)
-        };
+        let fetch = fetch_count(req, found.len());
         let kv_cf = cf(&self.db, keys::CF_KV)?;
         let mut kvs = Vec::with_capacity(fetch);
         let keys_iter = found[..fetch].iter().map(|(_, at)| (kv_cf, keys::kv_key(at.modified, false)));
@@ -428,6 +419,22 @@ fn collect_range(index: &BTreeMap<Vec<u8>, KeyIndex>, key: &[u8], end: &[u8], re
         }
     }
     out
+}
+
+/// How many of the `found` keys a range must read: all of them when it
+/// sorts or filters (those happen after the read), else one more than the
+/// limit, to know whether there are `more` (etcd's v3 applier).
+fn fetch_count(req: &RangeRequest, found: usize) -> usize {
+    let needs_all = req.sort_order != sort_order::NONE
+        || req.min_mod_revision != 0
+        || req.max_mod_revision != 0
+        || req.min_create_revision != 0
+        || req.max_create_revision != 0;
+    if needs_all || req.limit <= 0 {
+        found
+    } else {
+        found.min(req.limit as usize + 1)
+    }
 }
 
 /// Filters, sorts, truncates and strips a range result as etcd's v3 applier
@@ -670,12 +677,7 @@ impl<'a> WriteTxn<'a> {
         if r.count_only {
             return Ok(resp);
         }
-        let needs_all = r.sort_order != sort_order::NONE
-            || r.min_mod_revision != 0
-            || r.max_mod_revision != 0
-            || r.min_create_revision != 0
-            || r.max_create_revision != 0;
-        let fetch = if needs_all || r.limit <= 0 { found.len() } else { found.len().min(r.limit as usize + 1) };
+        let fetch = fetch_count(r, found.len());
         let mut kvs = Vec::with_capacity(fetch);
         for (_, at) in &found[..fetch] {
             kvs.push(self.get_kv(at.modified)?);
