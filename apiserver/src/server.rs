@@ -114,7 +114,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     crate::pki::write_kubeconfig(&kubeconfig, &server_url, &generated.ca_cert, &generated.admin_cert, &generated.admin_key)?;
     let kubeconfig_abs = std::fs::canonicalize(&kubeconfig).unwrap_or(kubeconfig);
 
-    let state = Arc::new(ApiState { registry: Registry::builtin(), storage, advertise_address: host_port.clone() });
+    let state = Arc::new(ApiState { registry: Registry::builtin(), storage, advertise_address: host_port.clone(), openapi: Default::default() });
     let chain = build_handler_chain(state);
 
     println!("serving on {server_url}");

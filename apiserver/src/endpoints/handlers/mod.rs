@@ -6,6 +6,7 @@ pub mod delete;
 pub mod discovery;
 pub mod get;
 pub mod list;
+pub mod openapi;
 pub mod patch;
 pub mod rest;
 pub mod update;
