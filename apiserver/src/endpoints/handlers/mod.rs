@@ -48,6 +48,15 @@ impl Query {
         matches!(self.get(k), Some("1" | "t" | "T" | "true" | "TRUE" | "True"))
     }
 
+    /// `fieldValidation` (unset is `Warn`).
+    ///
+    /// # Errors
+    /// 400 for other values.
+    pub fn field_validation(&self) -> Result<crate::openapi::fields::FieldValidation, Status> {
+        crate::openapi::fields::FieldValidation::parse(self.get("fieldValidation"))
+            .map_err(|v| Status::bad_request(format!("fieldValidation: Unsupported value: {v:?}: supported values: \"Ignore\", \"Strict\", \"Warn\"")))
+    }
+
     /// `dryRun=All`.
     ///
     /// # Errors
@@ -80,6 +89,34 @@ pub struct Scope {
     pub include: IncludeObject,
     /// The request.
     pub req: Request,
+    /// Warnings for the client, sent as `Warning: 299 - "<text>"` headers.
+    pub warnings: Warnings,
+}
+
+/// Warnings collected while handling a request (shared with the router,
+/// which writes them as headers).
+#[derive(Debug, Clone, Default)]
+pub struct Warnings(Arc<parking_lot::Mutex<Vec<String>>>);
+
+impl Warnings {
+    /// Adds a warning, once.
+    pub fn add(&self, text: String) {
+        let mut w = self.0.lock();
+        if !w.contains(&text) {
+            w.push(text);
+        }
+    }
+
+    /// Writes the warnings as `Warning` headers (RFC 7234, code 299, agent
+    /// `-`, the text quoted with `"` and `\` escaped).
+    pub fn write(&self, resp: &mut Response) {
+        for text in self.0.lock().iter() {
+            let escaped = text.replace('\\', "\\\\").replace('"', "\\\"");
+            if let Ok(v) = http::HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
+                resp.headers_mut().append(http::header::WARNING, v);
+            }
+        }
+    }
 }
 
 impl Scope {
@@ -193,7 +230,8 @@ impl Router {
         let output = negotiation::output(accept);
         let include = IncludeObject::parse(query.get("includeObject"));
         let user = req.extensions().get::<UserInfo>().cloned().unwrap_or_default();
-        let scope = Scope { state: self.state.clone(), resource, info, user, query, output, include, req };
+        let warnings = Warnings::default();
+        let scope = Scope { state: self.state.clone(), resource, info, user, query, output, include, req, warnings: warnings.clone() };
         let r = match scope.info.verb.as_str() {
             "get" => get::handle(scope).await,
             "list" => list::handle(scope).await,
@@ -205,7 +243,9 @@ impl Router {
             "deletecollection" => delete::collection(scope).await,
             _ => Err(Status::method_not_allowed()),
         };
-        responses::from_result(r)
+        let mut resp = responses::from_result(r);
+        warnings.write(&mut resp);
+        resp
     }
 }
 

@@ -59,6 +59,34 @@ fn check_namespace(scope: &Scope, obj: &mut Value) -> Result<(), Status> {
     Ok(())
 }
 
+/// Drops the fields the type's schema does not declare, as kube's decoder
+/// does, and applies `fieldValidation`: Strict fails, Warn adds a warning per
+/// field, Ignore says nothing. Types without a schema keep every field.
+///
+/// # Errors
+/// 400 strict decoding error; 400 for a bad `fieldValidation` value.
+pub fn prune_unknown_fields(scope: &Scope, obj: &mut Value) -> Result<(), Status> {
+    use crate::openapi::fields::{prune_unknown, FieldValidation};
+    let directive = scope.query.field_validation()?;
+    let r = &scope.resource;
+    let defs = crate::openapi::definitions::builtin();
+    let Some(schema) = defs.of_kind(r.group, r.version, r.kind) else { return Ok(()) };
+    let unknown = prune_unknown(defs, schema, obj);
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    match directive {
+        FieldValidation::Strict => Err(Status::strict_decoding(r.kind, r.version, &unknown)),
+        FieldValidation::Warn => {
+            for p in unknown {
+                scope.warnings.add(format!("unknown field {p:?}"));
+            }
+            Ok(())
+        }
+        FieldValidation::Ignore => Ok(()),
+    }
+}
+
 fn validate(scope: &Scope, obj: &Value, old: Option<&Value>) -> Result<(), Status> {
     let r = &scope.resource;
     let mut causes = validation::object_meta(obj, r.strategy.name_rule(), r.namespaced);
@@ -81,6 +109,7 @@ fn validate(scope: &Scope, obj: &Value, old: Option<&Value>) -> Result<(), Statu
 /// resourceVersion is set (kube's wording).
 pub fn before_create(scope: &Scope, obj: &mut Value) -> Result<(), Status> {
     check_type_meta(scope, obj)?;
+    prune_unknown_fields(scope, obj)?;
     check_namespace(scope, obj)?;
     let strategy = &scope.resource.strategy;
     {
@@ -177,6 +206,7 @@ fn without_rv(v: &Value) -> Value {
 pub fn before_update(scope: &Scope, mut new: Value, old: &Value) -> Result<Update, Status> {
     let r = &scope.resource;
     check_type_meta(scope, &mut new)?;
+    prune_unknown_fields(scope, &mut new)?;
     check_namespace(scope, &mut new)?;
     let name = meta::name(old).to_string();
     let new_name = meta::name(&new).to_string();
