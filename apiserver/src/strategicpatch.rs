@@ -8,9 +8,10 @@
 //! by item, a primitive list with `merge` merges as a set (`finalizers`),
 //! and every other list is replaced. Directives:
 //! `$patch: replace|delete` on maps and list items, `$retainKeys`,
-//! `$deleteFromPrimitiveList/<field>`; `$setElementOrder/<field>` is
-//! accepted and ignored (items keep their original order, new ones are
-//! appended).
+//! `$deleteFromPrimitiveList/<field>`, and `$setElementOrder/<field>`:
+//! the items it names come first, in its order, then the rest in their
+//! previous order (kube interleaves server-only items by position; here
+//! they follow).
 //!
 //! Example: original `{"containers":[{"name":"a","image":"x"},{"name":"b"}]}`,
 //! patch `{"containers":[{"name":"a","image":"y"}]}` → `a` gets image `y`,
@@ -155,11 +156,33 @@ fn merge_map(orig: &mut Value, patch: &Value, meta: PatchMeta<'_>) -> Result<(),
             }
         }
     }
+    for (k, order) in pm {
+        let (Some(f), Some(order)) = (k.strip_prefix("$setElementOrder/"), order.as_array()) else { continue };
+        let (_, fm) = meta.field(f);
+        if let Some(list) = om.get_mut(f).and_then(Value::as_array_mut) {
+            set_element_order(list, order, fm.merge_key);
+        }
+    }
     if let Some(retain) = pm.get("$retainKeys").and_then(Value::as_array) {
         let keep: Vec<&str> = retain.iter().filter_map(Value::as_str).collect();
         om.retain(|k, _| keep.contains(&k.as_str()));
     }
     Ok(())
+}
+
+/// Puts the items named by `order` (by merge key, or by value for
+/// primitive lists) first, in that order; the others keep their order after.
+fn set_element_order(list: &mut Vec<Value>, order: &[Value], mk: Option<&str>) {
+    let key_of = |v: &Value| -> Value {
+        match mk {
+            Some(k) => v.get(k).cloned().unwrap_or(Value::Null),
+            None => v.clone(),
+        }
+    };
+    let wanted: Vec<Value> = order.iter().map(key_of).collect();
+    let pos = |v: &Value| wanted.iter().position(|w| *w == key_of(v)).unwrap_or(usize::MAX);
+    // A stable sort keeps the unnamed items (all usize::MAX) in their order.
+    list.sort_by_key(pos);
 }
 
 fn merge_keyed_list(list: &mut Vec<Value>, items: &[Value], mk: &str, meta: PatchMeta<'_>) -> Result<(), String> {
@@ -203,6 +226,18 @@ mod tests {
                 json!({"spec": {"containers": [{"name": "a"}, {"name": "b"}]}}),
                 json!({"spec": {"containers": [{"name": "b", "$patch": "delete"}]}}),
                 json!({"spec": {"containers": [{"name": "a"}]}}),
+                pod(),
+            ),
+            (
+                json!({"spec": {"containers": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}}),
+                json!({"spec": {"containers": [{"name": "d"}], "$setElementOrder/containers": [{"name": "d"}, {"name": "b"}, {"name": "a"}]}}),
+                json!({"spec": {"containers": [{"name": "d"}, {"name": "b"}, {"name": "a"}, {"name": "c"}]}}),
+                pod(),
+            ),
+            (
+                json!({"metadata": {"finalizers": ["a", "b"]}}),
+                json!({"metadata": {"finalizers": ["c"], "$setElementOrder/finalizers": ["c", "b", "a"]}}),
+                json!({"metadata": {"finalizers": ["c", "b", "a"]}}),
                 pod(),
             ),
             // Without a schema, lists are replaced.

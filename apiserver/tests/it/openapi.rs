@@ -124,6 +124,21 @@ fn apply_lifecycle(minor: u32) {
     assert_eq!(s.kubectl(minor, &["apply", "-f", changed]).ok().trim(), "deployment.apps/nginx unchanged");
     assert_eq!(s.kubectl(minor, &["diff", "-f", changed]).code, 0);
 
+    // Containers merge by name: add a sidecar in front, then drop it
+    // (kubectl sends `$setElementOrder/containers` and `$patch: delete`).
+    let sidecar = s.dir.path().join("nginx-sidecar.yaml");
+    let text = std::fs::read_to_string(changed).unwrap().replace("      containers:\n", "      containers:\n      - name: sidecar\n        image: busybox:1.36\n");
+    std::fs::write(&sidecar, text).unwrap();
+    assert_eq!(s.kubectl(minor, &["apply", "-f", sidecar.to_str().unwrap()]).ok().trim(), "deployment.apps/nginx configured");
+    let live = get_json(&s, minor, &["deploy", "nginx"]);
+    let names: Vec<&str> = live["spec"]["template"]["spec"]["containers"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["sidecar", "nginx"]);
+    assert_eq!(live["spec"]["template"]["spec"]["containers"][1]["image"], "nginx:1.27");
+    assert_eq!(s.kubectl(minor, &["apply", "-f", changed]).ok().trim(), "deployment.apps/nginx configured");
+    let live = get_json(&s, minor, &["deploy", "nginx"]);
+    let names: Vec<&str> = live["spec"]["template"]["spec"]["containers"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["nginx"]);
+
     // explain.
     let ex = s.kubectl(minor, &["explain", "deployment.spec.replicas"]);
     assert!(ex.ok().contains("replicas") && ex.stdout.contains("<integer>") && ex.stdout.contains("Number of desired pods"), "{ex:?}");
