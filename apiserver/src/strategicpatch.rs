@@ -172,7 +172,7 @@ fn merge_map(orig: &mut Value, patch: &Value, meta: PatchMeta<'_>) -> Result<(),
 
 /// Puts the items named by `order` (by merge key, or by value for
 /// primitive lists) first, in that order; the others keep their order after.
-fn set_element_order(list: &mut Vec<Value>, order: &[Value], mk: Option<&str>) {
+fn set_element_order(list: &mut [Value], order: &[Value], mk: Option<&str>) {
     let key_of = |v: &Value| -> Value {
         match mk {
             Some(k) => v.get(k).cloned().unwrap_or(Value::Null),
