@@ -237,12 +237,13 @@ impl Status {
         Self::failure(400, reason::BAD_REQUEST, message, None)
     }
 
-    /// 400 for unknown fields under `fieldValidation=Strict`:
+    /// 400 for unknown or duplicate fields under `fieldValidation=Strict`:
     /// `Deployment in version "v1" cannot be handled as a Deployment: strict
-    /// decoding error: unknown field "spec.foo", unknown field "bar"`.
-    pub fn strict_decoding(kind: &str, version: &str, unknown: &[String]) -> Self {
-        let errs: Vec<String> = unknown.iter().map(|p| format!("unknown field {p:?}")).collect();
-        Self::bad_request(format!("{kind} in version {version:?} cannot be handled as a {kind}: strict decoding error: {}", errs.join(", ")))
+    /// decoding error: unknown field "spec.foo", duplicate field "bar"`;
+    /// `errors` are the `unknown field "<path>"` / `duplicate field "<path>"`
+    /// parts.
+    pub fn strict_decoding(kind: &str, version: &str, errors: &[String]) -> Self {
+        Self::bad_request(format!("{kind} in version {version:?} cannot be handled as a {kind}: strict decoding error: {}", errors.join(", ")))
     }
 
     /// 401 `Unauthorized`.
@@ -341,7 +342,7 @@ mod tests {
             ),
         ];
         cases.push((
-            Status::strict_decoding("ConfigMap", "v1", &["x".into(), "metadata.y".into()]),
+            Status::strict_decoding("ConfigMap", "v1", &["unknown field \"x\"".into(), "unknown field \"metadata.y\"".into()]),
             400,
             "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: unknown field \"x\", unknown field \"metadata.y\"",
         ));

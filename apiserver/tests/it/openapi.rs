@@ -176,3 +176,22 @@ fn kubectl_apply_diff_explain_validation_133() {
 fn kubectl_apply_diff_explain_validation_127() {
     apply_lifecycle(27);
 }
+
+/// Duplicate keys (JSON bodies only: kubectl's YAML reader rejects them):
+/// Strict fails, the default (Warn) keeps the last value and warns.
+#[test]
+fn duplicate_fields_strict_and_warn() {
+    let s = Server::start();
+    let body = s.dir.path().join("dup.json");
+    std::fs::write(&body, r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"dup"},"data":{"a":"1","a":"2"},"x":1}"#).unwrap();
+    let body = body.to_str().unwrap();
+    let strict = s.kubectl(33, &["create", "--raw", "/api/v1/namespaces/default/configmaps?fieldValidation=Strict", "-f", body]);
+    assert_eq!(strict.code, 1);
+    assert!(strict.stderr.contains("ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: duplicate field \"data.a\""), "{strict:?}");
+    let warn = s.kubectl(33, &["create", "--raw", "/api/v1/namespaces/default/configmaps", "-f", body]);
+    warn.ok();
+    assert!(warn.stderr.contains("Warning: duplicate field \"data.a\"") && warn.stderr.contains("Warning: unknown field \"x\""), "{warn:?}");
+    let cm = get_json(&s, 33, &["cm", "dup"]);
+    assert_eq!(cm["data"], serde_json::json!({"a": "2"}));
+    assert!(cm.get("x").is_none());
+}

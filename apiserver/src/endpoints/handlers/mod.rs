@@ -166,7 +166,23 @@ impl Scope {
         if !(mime.is_empty() || mime == "application/json" || mime.ends_with("+json") || mime == "*/*") {
             return Err(Status::unsupported_media_type());
         }
-        serde_json::from_slice(&bytes).map_err(|e| Status::bad_request(format!("the body of the request could not be decoded as JSON: {e}")))
+        self.decode_json(&bytes)
+    }
+
+    /// Decodes a JSON body. Keys given twice in one object keep their last
+    /// value and are reported per `fieldValidation`, as kube's strict
+    /// decoder does (`duplicate field "<path>"`).
+    ///
+    /// # Errors
+    /// 400 for malformed JSON, and for duplicates under Strict.
+    pub fn decode_json(&self, bytes: &[u8]) -> Result<Value, Status> {
+        let v = serde_json::from_slice(bytes).map_err(|e| Status::bad_request(format!("the body of the request could not be decoded as JSON: {e}")))?;
+        let directive = self.query.field_validation()?;
+        if directive != crate::openapi::fields::FieldValidation::Ignore {
+            let dups = crate::openapi::fields::duplicate_fields(bytes).iter().map(|p| format!("duplicate field {p:?}")).collect();
+            rest::report_field_errors(self, directive, dups)?;
+        }
+        Ok(v)
     }
 
     /// Reads the raw request body.

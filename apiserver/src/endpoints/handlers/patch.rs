@@ -58,7 +58,7 @@ pub async fn handle(mut scope: Scope) -> Result<Response, Status> {
         }
     };
     let bytes = scope.body_bytes().await?;
-    let patch: Value = serde_json::from_slice(&bytes).map_err(|e| Status::bad_request(format!("the body of the request could not be decoded as JSON: {e}")))?;
+    let patch: Value = scope.decode_json(&bytes)?;
     if scope.info.subresource == "scale" {
         let (obj, _) = apply_update(&scope, None, &|old| {
             let patched = apply_patch(t, &to_scale(old), &patch, PatchMeta::of_kind("autoscaling", "v1", "Scale"))?;

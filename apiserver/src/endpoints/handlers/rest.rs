@@ -66,21 +66,30 @@ fn check_namespace(scope: &Scope, obj: &mut Value) -> Result<(), Status> {
 /// # Errors
 /// 400 strict decoding error; 400 for a bad `fieldValidation` value.
 pub fn prune_unknown_fields(scope: &Scope, obj: &mut Value) -> Result<(), Status> {
-    use crate::openapi::fields::{prune_unknown, FieldValidation};
+    use crate::openapi::fields::prune_unknown;
     let directive = scope.query.field_validation()?;
     let r = &scope.resource;
     let defs = crate::openapi::definitions::builtin();
     let Some(schema) = defs.of_kind(r.group, r.version, r.kind) else { return Ok(()) };
-    let unknown = prune_unknown(defs, schema, obj);
-    if unknown.is_empty() {
+    let unknown: Vec<String> = prune_unknown(defs, schema, obj).iter().map(|p| format!("unknown field {p:?}")).collect();
+    report_field_errors(scope, directive, unknown)
+}
+
+/// Applies `fieldValidation` to field errors (`unknown field "x"`,
+/// `duplicate field "y"`): Strict fails with all of them, Warn adds one
+/// warning each, Ignore drops them.
+///
+/// # Errors
+/// 400 strict decoding error.
+pub fn report_field_errors(scope: &Scope, directive: crate::openapi::fields::FieldValidation, errors: Vec<String>) -> Result<(), Status> {
+    use crate::openapi::fields::FieldValidation;
+    if errors.is_empty() {
         return Ok(());
     }
     match directive {
-        FieldValidation::Strict => Err(Status::strict_decoding(r.kind, r.version, &unknown)),
+        FieldValidation::Strict => Err(Status::strict_decoding(scope.resource.kind, scope.resource.version, &errors)),
         FieldValidation::Warn => {
-            for p in unknown {
-                scope.warnings.add(format!("unknown field {p:?}"));
-            }
+            errors.into_iter().for_each(|e| scope.warnings.add(e));
             Ok(())
         }
         FieldValidation::Ignore => Ok(()),
