@@ -115,6 +115,10 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let kubeconfig_abs = std::fs::canonicalize(&kubeconfig).unwrap_or(kubeconfig);
 
     let state = Arc::new(ApiState { registry: Registry::builtin(), storage, advertise_address: host_port.clone(), openapi: Default::default() });
+    // Parse the type schemas and build the OpenAPI documents off the request
+    // path, so the first kubectl apply does not wait for them.
+    let warm = state.clone();
+    tokio::task::spawn_blocking(move || warm.openapi.v3_root(&warm.registry));
     let chain = build_handler_chain(state);
 
     println!("serving on {server_url}");
