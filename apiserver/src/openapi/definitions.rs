@@ -7,8 +7,11 @@
 //! - `$ref: "#/$defs/X"` becomes `$ref: "#/components/schemas/X"`, and a
 //!   `$ref` with sibling keys (a field's description, patch markers) is
 //!   wrapped as `allOf: [{$ref}]` beside them, as kube's v3 spec does;
-//! - IntOrString becomes `type: string, format: int-or-string` and Quantity
-//!   `type: string`;
+//! - IntOrString and Quantity stay `oneOf` two scalar types with no `type`
+//!   of their own, so `kubectl explain` names them (`<IntOrString>`) as it
+//!   does against kube; IntOrString also gets `x-kubernetes-int-or-string`.
+//!   The v2 document turns them into `type: string` (`format:
+//!   int-or-string`), kube's v2 form;
 //! - the `enum` that the JSON Schema conversion put on `apiVersion` and
 //!   `kind` is dropped.
 //!
@@ -155,24 +158,6 @@ fn normalize(v: &Value) -> Value {
             other => other.clone(),
         };
     };
-    // IntOrString and Quantity: a oneOf of two scalar types.
-    if let Some(alts) = m.get("oneOf").and_then(Value::as_array) {
-        let types: Vec<String> = alts.iter().filter_map(|a| a.get("type").and_then(single_type)).filter_map(|t| t.as_str().map(str::to_string)).collect();
-        if types.len() == alts.len() && types.contains(&"string".to_string()) {
-            let mut out = Map::new();
-            for (k, x) in m {
-                if k != "oneOf" {
-                    out.insert(k.clone(), normalize(x));
-                }
-            }
-            out.insert("type".into(), json!("string"));
-            if types.contains(&"integer".to_string()) {
-                out.insert("format".into(), json!("int-or-string"));
-                out.insert("x-kubernetes-int-or-string".into(), json!(true));
-            }
-            return Value::Object(out);
-        }
-    }
     let mut out = Map::new();
     for (k, x) in m {
         match k.as_str() {
@@ -193,6 +178,12 @@ fn normalize(v: &Value) -> Value {
             _ => {
                 out.insert(k.clone(), normalize(x));
             }
+        }
+    }
+    if let Some(alts) = out.get("oneOf").and_then(Value::as_array) {
+        let int_or_string = alts.iter().any(|a| a["type"] == "integer") && alts.iter().any(|a| a["type"] == "string");
+        if int_or_string {
+            out.insert("x-kubernetes-int-or-string".into(), json!(true));
         }
     }
     if out.contains_key("$ref") && out.len() > 1 {
@@ -219,7 +210,8 @@ mod tests {
         let spec = d.resolve(&dep["properties"]["spec"]);
         assert_eq!(spec["properties"]["replicas"]["type"], "integer");
         let ios = d.get("io.k8s.apimachinery.pkg.util.intstr.IntOrString").cloned().unwrap_or_default();
-        assert_eq!(ios["format"], "int-or-string");
+        assert_eq!(ios["oneOf"], json!([{"type": "string"}, {"type": "integer"}]));
+        assert_eq!(ios["x-kubernetes-int-or-string"], true);
         let pod = d.of_kind("", "v1", "Pod").cloned().unwrap_or_default();
         let ps = d.resolve(&pod["properties"]["spec"]);
         assert_eq!(ps["properties"]["containers"]["x-kubernetes-patch-merge-key"], "name");

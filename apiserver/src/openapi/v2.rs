@@ -363,6 +363,13 @@ fn to_v2_schema(v: &Value) -> Value {
             let mut out = Map::new();
             for (k, x) in m {
                 match k.as_str() {
+                    // IntOrString and Quantity: Swagger 2.0 has no oneOf.
+                    "oneOf" => {
+                        out.insert("type".into(), json!("string"));
+                        if m.contains_key("x-kubernetes-int-or-string") {
+                            out.insert("format".into(), json!("int-or-string"));
+                        }
+                    }
                     "$ref" => {
                         let name = x.as_str().unwrap_or("").strip_prefix(REF_PREFIX).unwrap_or("");
                         out.insert(k.clone(), Value::String(format!("{V2_PREFIX}{name}")));
@@ -577,6 +584,9 @@ mod tests {
         let doc = document(defs, &gvs);
         let dep = &doc["definitions"]["io.k8s.api.apps.v1.DeploymentSpec"];
         assert_eq!(dep["properties"]["template"]["$ref"], "#/definitions/io.k8s.api.core.v1.PodTemplateSpec");
+        let ios = &doc["definitions"]["io.k8s.apimachinery.pkg.util.intstr.IntOrString"];
+        assert_eq!((&ios["type"], &ios["format"]), (&json!("string"), &json!("int-or-string")));
+        assert!(ios.get("oneOf").is_none());
         let patch = &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
         assert!(patch["parameters"].as_array().is_some_and(|ps| ps.iter().any(|p| p["name"] == "fieldValidation")), "{patch}");
         let bytes = encode(&doc);

@@ -142,6 +142,8 @@ fn apply_lifecycle(minor: u32) {
     // explain.
     let ex = s.kubectl(minor, &["explain", "deployment.spec.replicas"]);
     assert!(ex.ok().contains("replicas") && ex.stdout.contains("<integer>") && ex.stdout.contains("Number of desired pods"), "{ex:?}");
+    let rec = s.kubectl(minor, &["explain", "deployment.spec.strategy", "--recursive"]);
+    assert!(rec.ok().contains("rollingUpdate\t<RollingUpdateDeployment>") && rec.stdout.contains("maxSurge\t<IntOrString>"), "{rec:?}");
 
     // Unknown fields: strict fails, warn warns and drops, false drops silently.
     let name = format!("unknown-{minor}");
