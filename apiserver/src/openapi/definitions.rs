@@ -93,20 +93,30 @@ impl Definitions {
 
     /// Follows `$ref` and a one-element `allOf` to the schema they name.
     /// Unknown names resolve to the schema itself.
-    pub fn resolve<'a>(&'a self, mut s: &'a Value) -> &'a Value {
+    pub fn resolve<'a>(&'a self, s: &'a Value) -> &'a Value {
+        self.resolve_named(s).1
+    }
+
+    /// [`Definitions::resolve`], also giving the name of the last definition
+    /// followed (`io.k8s.api.apps.v1.DeploymentSpec`), if any.
+    pub fn resolve_named<'a>(&'a self, mut s: &'a Value) -> (Option<&'a str>, &'a Value) {
+        let mut name = None;
         for _ in 0..8 {
-            if let Some(name) = s.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix(REF_PREFIX)) {
-                match self.defs.get(name) {
-                    Some(t) => s = t,
-                    None => return s,
+            if let Some(n) = s.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix(REF_PREFIX)) {
+                match self.defs.get_key_value(n) {
+                    Some((k, t)) => {
+                        name = Some(k.as_str());
+                        s = t;
+                    }
+                    None => return (name, s),
                 }
             } else if let Some([only]) = s.get("allOf").and_then(Value::as_array).map(Vec::as_slice) {
                 s = only;
             } else {
-                return s;
+                return (name, s);
             }
         }
-        s
+        (name, s)
     }
 
     /// The names of `roots` and of every definition they reach through

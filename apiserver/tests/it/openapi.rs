@@ -165,6 +165,13 @@ fn apply_lifecycle(minor: u32) {
     let ignored = s.kubectl_stdin(minor, &["apply", "--validate=false", "-f", "-"], Some(DEPLOY_UNKNOWN));
     assert_eq!(ignored.ok().trim(), "deployment.apps/typo created");
     assert!(!ignored.stderr.contains("Warning"), "{ignored:?}");
+    // A value of the wrong type is a 400 whatever fieldValidation says.
+    let wrong = s.kubectl_stdin(minor, &["apply", "--validate=false", "-f", "-"], Some(&DEPLOY_UNKNOWN.replace("name: typo", "name: wrong").replace("spec:\n  selector", "spec:\n  replicas: \"2\"\n  selector")));
+    assert_eq!(wrong.code, 1, "{wrong:?}");
+    assert!(
+        wrong.stderr.contains("Deployment in version \"v1\" cannot be handled as a Deployment: json: cannot unmarshal string into Go struct field DeploymentSpec.spec.replicas of type int32"),
+        "{wrong:?}"
+    );
     let typo = get_json(&s, minor, &["deploy", "typo"]);
     assert!(typo["spec"]["template"]["spec"]["containers"][0].get("imagePullPolcy").is_none());
 }

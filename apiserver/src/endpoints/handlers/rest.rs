@@ -59,18 +59,24 @@ fn check_namespace(scope: &Scope, obj: &mut Value) -> Result<(), Status> {
     Ok(())
 }
 
-/// Drops the fields the type's schema does not declare, as kube's decoder
-/// does, and applies `fieldValidation`: Strict fails, Warn adds a warning per
-/// field, Ignore says nothing. Types without a schema keep every field.
+/// Checks value types and drops the fields the type's schema does not
+/// declare, as kube's decoder does, and applies `fieldValidation` to the
+/// dropped ones: Strict fails, Warn adds a warning per field, Ignore says
+/// nothing. Types without a schema keep every field.
 ///
 /// # Errors
-/// 400 strict decoding error; 400 for a bad `fieldValidation` value.
+/// 400 for a value of the wrong JSON type (always); 400 strict decoding
+/// error; 400 for a bad `fieldValidation` value.
 pub fn prune_unknown_fields(scope: &Scope, obj: &mut Value) -> Result<(), Status> {
     use crate::openapi::fields::prune_unknown;
     let directive = scope.query.field_validation()?;
     let r = &scope.resource;
     let defs = crate::openapi::definitions::builtin();
-    let Some(schema) = defs.of_kind(r.group, r.version, r.kind) else { return Ok(()) };
+    let Some(root) = defs.name_of(r.group, r.version, r.kind) else { return Ok(()) };
+    let Some(schema) = defs.get(root) else { return Ok(()) };
+    if let Some(e) = crate::openapi::fields::type_error(defs, root, schema, obj) {
+        return Err(Status::bad_request(format!("{} in version {:?} cannot be handled as a {}: {e}", r.kind, r.version, r.kind)));
+    }
     let unknown: Vec<String> = prune_unknown(defs, schema, obj).iter().map(|p| format!("unknown field {p:?}")).collect();
     report_field_errors(scope, directive, unknown)
 }
