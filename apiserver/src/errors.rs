@@ -237,6 +237,15 @@ impl Status {
         Self::failure(400, reason::BAD_REQUEST, message, None)
     }
 
+    /// 400 for unknown or duplicate fields under `fieldValidation=Strict`:
+    /// `Deployment in version "v1" cannot be handled as a Deployment: strict
+    /// decoding error: unknown field "spec.foo", duplicate field "bar"`;
+    /// `errors` are the `unknown field "<path>"` / `duplicate field "<path>"`
+    /// parts.
+    pub fn strict_decoding(kind: &str, version: &str, errors: &[String]) -> Self {
+        Self::bad_request(format!("{kind} in version {version:?} cannot be handled as a {kind}: strict decoding error: {}", errors.join(", ")))
+    }
+
     /// 401 `Unauthorized`.
     pub fn unauthorized() -> Self {
         Self::failure(401, reason::UNAUTHORIZED, "Unauthorized", None)
@@ -316,7 +325,7 @@ mod tests {
 
     #[test]
     fn messages_match_kube() {
-        let cases = [
+        let mut cases = vec![
             (Status::not_found("", "configmaps", "x"), 404, "configmaps \"x\" not found"),
             (Status::not_found("apps", "deployments", "x"), 404, "deployments.apps \"x\" not found"),
             (Status::already_exists("", "configmaps", "x"), 409, "configmaps \"x\" already exists"),
@@ -332,6 +341,11 @@ mod tests {
                 "ConfigMap \"X\" is invalid: metadata.name: Invalid value: \"X\": a lowercase RFC 1123 subdomain",
             ),
         ];
+        cases.push((
+            Status::strict_decoding("ConfigMap", "v1", &["unknown field \"x\"".into(), "unknown field \"metadata.y\"".into()]),
+            400,
+            "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: unknown field \"x\", unknown field \"metadata.y\"",
+        ));
         for (s, code, msg) in cases {
             assert_eq!(s.code, code);
             assert_eq!(s.message, msg);

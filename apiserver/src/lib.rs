@@ -7,6 +7,8 @@
 //! - [`storage`]: the storage interface and its embedded and remote etcd
 //!   backends;
 //! - [`errors`]: every `Status` a client can see;
+//! - [`openapi`]: the built-in type schemas, the OpenAPI v2/v3 documents
+//!   and unknown-field detection;
 //! - [`server`], [`options`], [`pki`]: flags, certificates and serving.
 
 // `Status` is the wire error type (~280 bytes); errors are the cold path.
@@ -16,6 +18,7 @@ pub mod controllers;
 pub mod endpoints;
 pub mod errors;
 pub mod meta;
+pub mod openapi;
 pub mod options;
 pub mod protobuf;
 pub mod pki;

@@ -114,7 +114,11 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     crate::pki::write_kubeconfig(&kubeconfig, &server_url, &generated.ca_cert, &generated.admin_cert, &generated.admin_key)?;
     let kubeconfig_abs = std::fs::canonicalize(&kubeconfig).unwrap_or(kubeconfig);
 
-    let state = Arc::new(ApiState { registry: Registry::builtin(), storage, advertise_address: host_port.clone() });
+    let state = Arc::new(ApiState { registry: Registry::builtin(), storage, advertise_address: host_port.clone(), openapi: Default::default() });
+    // Parse the type schemas and build the OpenAPI documents off the request
+    // path, so the first kubectl apply does not wait for them.
+    let warm = state.clone();
+    tokio::task::spawn_blocking(move || warm.openapi.v3_root(&warm.registry));
     let chain = build_handler_chain(state);
 
     println!("serving on {server_url}");

@@ -38,6 +38,8 @@ pub struct ApiState {
     pub storage: Arc<dyn Storage>,
     /// `host:port` advertised in `/api` discovery.
     pub advertise_address: String,
+    /// OpenAPI documents of the registry.
+    pub openapi: crate::openapi::Service,
 }
 
 /// Builds the handler chain. A request passes the stages in this order:

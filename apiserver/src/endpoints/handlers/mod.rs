@@ -6,6 +6,7 @@ pub mod delete;
 pub mod discovery;
 pub mod get;
 pub mod list;
+pub mod openapi;
 pub mod patch;
 pub mod rest;
 pub mod update;
@@ -47,6 +48,15 @@ impl Query {
         matches!(self.get(k), Some("1" | "t" | "T" | "true" | "TRUE" | "True"))
     }
 
+    /// `fieldValidation` (unset is `Warn`).
+    ///
+    /// # Errors
+    /// 400 for other values.
+    pub fn field_validation(&self) -> Result<crate::openapi::fields::FieldValidation, Status> {
+        crate::openapi::fields::FieldValidation::parse(self.get("fieldValidation"))
+            .map_err(|v| Status::bad_request(format!("fieldValidation: Unsupported value: {v:?}: supported values: \"Ignore\", \"Strict\", \"Warn\"")))
+    }
+
     /// `dryRun=All`.
     ///
     /// # Errors
@@ -83,6 +93,34 @@ pub struct Scope {
     pub include: IncludeObject,
     /// The request.
     pub req: Request,
+    /// Warnings for the client, sent as `Warning: 299 - "<text>"` headers.
+    pub warnings: Warnings,
+}
+
+/// Warnings collected while handling a request (shared with the router,
+/// which writes them as headers).
+#[derive(Debug, Clone, Default)]
+pub struct Warnings(Arc<parking_lot::Mutex<Vec<String>>>);
+
+impl Warnings {
+    /// Adds a warning, once.
+    pub fn add(&self, text: String) {
+        let mut w = self.0.lock();
+        if !w.contains(&text) {
+            w.push(text);
+        }
+    }
+
+    /// Writes the warnings as `Warning` headers (RFC 7234, code 299, agent
+    /// `-`, the text quoted with `"` and `\` escaped).
+    pub fn write(&self, resp: &mut Response) {
+        for text in self.0.lock().iter() {
+            let escaped = text.replace('\\', "\\\\").replace('"', "\\\"");
+            if let Ok(v) = http::HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
+                resp.headers_mut().append(http::header::WARNING, v);
+            }
+        }
+    }
 }
 
 impl Scope {
@@ -135,7 +173,23 @@ impl Scope {
         if !(mime.is_empty() || mime == "application/json" || mime.ends_with("+json") || mime == "*/*") {
             return Err(Status::unsupported_media_type());
         }
-        serde_json::from_slice(&bytes).map_err(|e| Status::bad_request(format!("the body of the request could not be decoded as JSON: {e}")))
+        self.decode_json(&bytes)
+    }
+
+    /// Decodes a JSON body. Keys given twice in one object keep their last
+    /// value and are reported per `fieldValidation`, as kube's strict
+    /// decoder does (`duplicate field "<path>"`).
+    ///
+    /// # Errors
+    /// 400 for malformed JSON, and for duplicates under Strict.
+    pub fn decode_json(&self, bytes: &[u8]) -> Result<Value, Status> {
+        let v = serde_json::from_slice(bytes).map_err(|e| Status::bad_request(format!("the body of the request could not be decoded as JSON: {e}")))?;
+        let directive = self.query.field_validation()?;
+        if directive != crate::openapi::fields::FieldValidation::Ignore {
+            let dups = crate::openapi::fields::duplicate_fields(bytes).iter().map(|p| format!("duplicate field {p:?}")).collect();
+            rest::report_field_errors(self, directive, dups)?;
+        }
+        Ok(v)
     }
 
     /// Reads the raw request body.
@@ -200,7 +254,8 @@ impl Router {
         let include = IncludeObject::parse(query.get("includeObject"));
         let user = req.extensions().get::<UserInfo>().cloned().unwrap_or_default();
         let storage = self.state.registry.storage_for(&resource, self.state.storage.clone());
-        let scope = Scope { state: self.state.clone(), storage, resource, info, user, query, output, include, req };
+        let warnings = Warnings::default();
+        let scope = Scope { state: self.state.clone(), storage, resource, info, user, query, output, include, req, warnings: warnings.clone() };
         let r = match scope.info.verb.as_str() {
             "get" => get::handle(scope).await,
             "list" => list::handle(scope).await,
@@ -212,7 +267,9 @@ impl Router {
             "deletecollection" => delete::collection(scope).await,
             _ => Err(Status::method_not_allowed()),
         };
-        responses::from_result(r)
+        let mut resp = responses::from_result(r);
+        warnings.write(&mut resp);
+        resp
     }
 }
 

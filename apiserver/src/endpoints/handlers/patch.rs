@@ -9,6 +9,7 @@ use super::update::{apply_update, from_scale, to_scale};
 use super::Scope;
 use crate::endpoints::{responses, Response};
 use crate::errors::{Cause, Status};
+use crate::strategicpatch::PatchMeta;
 
 /// The patch types kube accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,7 +19,7 @@ enum PatchType {
     Strategic,
 }
 
-fn apply_patch(t: PatchType, doc: &Value, patch: &Value) -> Result<Value, Status> {
+fn apply_patch(t: PatchType, doc: &Value, patch: &Value, meta: PatchMeta<'_>) -> Result<Value, Status> {
     let invalid = |msg: String| Status::invalid("", "", "", vec![Cause::invalid("patch", &Value::String(patch.to_string()), &msg)]);
     match t {
         PatchType::Json => {
@@ -35,7 +36,7 @@ fn apply_patch(t: PatchType, doc: &Value, patch: &Value) -> Result<Value, Status
             json_patch::merge(&mut out, patch);
             Ok(out)
         }
-        PatchType::Strategic => crate::strategicpatch::apply(doc, patch).map_err(invalid),
+        PatchType::Strategic => crate::strategicpatch::apply(doc, patch, meta).map_err(invalid),
     }
 }
 
@@ -57,15 +58,17 @@ pub async fn handle(mut scope: Scope) -> Result<Response, Status> {
         }
     };
     let bytes = scope.body_bytes().await?;
-    let patch: Value = serde_json::from_slice(&bytes).map_err(|e| Status::bad_request(format!("the body of the request could not be decoded as JSON: {e}")))?;
+    let patch: Value = scope.decode_json(&bytes)?;
     if scope.info.subresource == "scale" {
         let (obj, _) = apply_update(&scope, None, &|old| {
-            let patched = apply_patch(t, &to_scale(old), &patch)?;
+            let patched = apply_patch(t, &to_scale(old), &patch, PatchMeta::of_kind("autoscaling", "v1", "Scale"))?;
             from_scale(&patched, old)
         })
         .await?;
         return Ok(responses::json(200, &to_scale(&obj)));
     }
-    let (obj, _) = apply_update(&scope, None, &|old| apply_patch(t, old, &patch)).await?;
+    let r = &scope.resource;
+    let meta = PatchMeta::of_kind(r.group, r.version, r.kind);
+    let (obj, _) = apply_update(&scope, None, &|old| apply_patch(t, old, &patch, meta)).await?;
     Ok(scope.respond_object(200, obj))
 }

@@ -59,6 +59,49 @@ fn check_namespace(scope: &Scope, obj: &mut Value) -> Result<(), Status> {
     Ok(())
 }
 
+/// Checks value types and drops the fields the type's schema does not
+/// declare, as kube's decoder does, and applies `fieldValidation` to the
+/// dropped ones: Strict fails, Warn adds a warning per field, Ignore says
+/// nothing. Types without a schema keep every field.
+///
+/// # Errors
+/// 400 for a value of the wrong JSON type (always); 400 strict decoding
+/// error; 400 for a bad `fieldValidation` value.
+pub fn prune_unknown_fields(scope: &Scope, obj: &mut Value) -> Result<(), Status> {
+    use crate::openapi::fields::prune_unknown;
+    let directive = scope.query.field_validation()?;
+    let r = &scope.resource;
+    let defs = crate::openapi::definitions::builtin();
+    let Some(root) = defs.name_of(r.group, r.version, r.kind) else { return Ok(()) };
+    let Some(schema) = defs.get(root) else { return Ok(()) };
+    if let Some(e) = crate::openapi::fields::type_error(defs, root, schema, obj) {
+        return Err(Status::bad_request(format!("{} in version {:?} cannot be handled as a {}: {e}", r.kind, r.version, r.kind)));
+    }
+    let unknown: Vec<String> = prune_unknown(defs, schema, obj).iter().map(|p| format!("unknown field {p:?}")).collect();
+    report_field_errors(scope, directive, unknown)
+}
+
+/// Applies `fieldValidation` to field errors (`unknown field "x"`,
+/// `duplicate field "y"`): Strict fails with all of them, Warn adds one
+/// warning each, Ignore drops them.
+///
+/// # Errors
+/// 400 strict decoding error.
+pub fn report_field_errors(scope: &Scope, directive: crate::openapi::fields::FieldValidation, errors: Vec<String>) -> Result<(), Status> {
+    use crate::openapi::fields::FieldValidation;
+    if errors.is_empty() {
+        return Ok(());
+    }
+    match directive {
+        FieldValidation::Strict => Err(Status::strict_decoding(scope.resource.kind, scope.resource.version, &errors)),
+        FieldValidation::Warn => {
+            errors.into_iter().for_each(|e| scope.warnings.add(e));
+            Ok(())
+        }
+        FieldValidation::Ignore => Ok(()),
+    }
+}
+
 fn validate(scope: &Scope, obj: &Value, old: Option<&Value>) -> Result<(), Status> {
     let r = &scope.resource;
     let mut causes = validation::object_meta(obj, r.strategy.name_rule(), r.namespaced);
@@ -81,6 +124,7 @@ fn validate(scope: &Scope, obj: &Value, old: Option<&Value>) -> Result<(), Statu
 /// resourceVersion is set (kube's wording).
 pub fn before_create(scope: &Scope, obj: &mut Value) -> Result<(), Status> {
     check_type_meta(scope, obj)?;
+    prune_unknown_fields(scope, obj)?;
     check_namespace(scope, obj)?;
     let strategy = &scope.resource.strategy;
     {
@@ -177,6 +221,7 @@ fn without_rv(v: &Value) -> Value {
 pub fn before_update(scope: &Scope, mut new: Value, old: &Value) -> Result<Update, Status> {
     let r = &scope.resource;
     check_type_meta(scope, &mut new)?;
+    prune_unknown_fields(scope, &mut new)?;
     check_namespace(scope, &mut new)?;
     let name = meta::name(old).to_string();
     let new_name = meta::name(&new).to_string();

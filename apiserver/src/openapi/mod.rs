@@ -1,0 +1,107 @@
+//! OpenAPI: the schemas of the built-in types and what is built on them.
+//!
+//! - [`definitions`]: the Kubernetes v1.33 type schemas, loaded once;
+//! - [`v3`]: `/openapi/v3` and `/openapi/v3/<api|apis>/<g>/<v>`;
+//! - [`v2`]: `/openapi/v2`, as JSON or gnostic protobuf;
+//! - [`fields`]: unknown-field detection for `fieldValidation`.
+//!
+//! Strategic merge patch ([`crate::strategicpatch`]) takes its list merge
+//! keys and strategies from the same schemas.
+//!
+//! Documents are built on first request and kept: the registry is fixed
+//! at start. When resources can be added at run time (CRDs), [`Service`]
+//! needs invalidating.
+
+pub mod definitions;
+pub mod fields;
+pub mod v2;
+pub mod v3;
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+use sha2::{Digest, Sha512};
+
+use crate::registry::Registry;
+
+/// Built documents.
+#[derive(Debug)]
+struct Built {
+    /// `/openapi/v3`.
+    root: Bytes,
+    /// `api/v1`, `apis/apps/v1` → (hash, document).
+    group_versions: BTreeMap<String, (String, Bytes)>,
+    /// `/openapi/v2` as JSON.
+    v2_json: Bytes,
+    /// `/openapi/v2` as protobuf.
+    v2_protobuf: Bytes,
+}
+
+/// The OpenAPI documents of a registry, built once.
+#[derive(Debug, Default)]
+pub struct Service {
+    built: OnceLock<Built>,
+}
+
+/// A served document: its bytes, content type and ETag.
+#[derive(Debug, Clone)]
+pub struct Document {
+    /// The body.
+    pub body: Bytes,
+    /// Its media type.
+    pub content_type: &'static str,
+    /// Its hash (quoted as an ETag).
+    pub etag: String,
+}
+
+fn hash(b: &[u8]) -> String {
+    // kube-openapi: uppercase hex of the SHA-512 of the document.
+    Sha512::digest(b).iter().map(|x| format!("{x:02X}")).collect()
+}
+
+impl Service {
+    fn built(&self, registry: &Registry) -> &Built {
+        self.built.get_or_init(|| {
+            let defs = definitions::builtin();
+            let mut gvs = BTreeMap::new();
+            let mut all = Vec::new();
+            for (g, v) in registry.group_versions() {
+                let resources = registry.of_group_version(g, v);
+                let doc = v3::group_version_document(defs, &resources);
+                let body = serde_json::to_vec(&doc).unwrap_or_default();
+                let path = if g.is_empty() { format!("api/{v}") } else { format!("apis/{g}/{v}") };
+                gvs.insert(path, (hash(&body), Bytes::from(body)));
+                all.push((g.to_string(), v.to_string(), resources));
+            }
+            let entries: Vec<(String, String)> = gvs.iter().map(|(p, (h, _))| (p.clone(), h.clone())).collect();
+            let root = serde_json::to_vec(&v3::root_document(&entries)).unwrap_or_default();
+            let v2doc = v2::document(defs, &all);
+            let v2_protobuf = v2::encode(&v2doc);
+            let v2_json = serde_json::to_vec(&v2doc).unwrap_or_default();
+            Built { root: Bytes::from(root), group_versions: gvs, v2_json: Bytes::from(v2_json), v2_protobuf: Bytes::from(v2_protobuf) }
+        })
+    }
+
+    /// `/openapi/v3`: the group-version list with hashed URLs.
+    pub fn v3_root(&self, registry: &Registry) -> Document {
+        let b = self.built(registry);
+        Document { body: b.root.clone(), content_type: "application/json", etag: hash(&b.root) }
+    }
+
+    /// `/openapi/v3/<path>` (`api/v1`, `apis/apps/v1`), if served.
+    pub fn v3_group_version(&self, registry: &Registry, path: &str) -> Option<Document> {
+        let (h, body) = self.built(registry).group_versions.get(path)?;
+        Some(Document { body: body.clone(), content_type: "application/json", etag: h.clone() })
+    }
+
+    /// `/openapi/v2`, as protobuf when `protobuf`, else JSON.
+    pub fn v2(&self, registry: &Registry, protobuf: bool) -> Document {
+        let b = self.built(registry);
+        if protobuf {
+            Document { body: b.v2_protobuf.clone(), content_type: v2::PROTOBUF_CONTENT_TYPE, etag: hash(&b.v2_protobuf) }
+        } else {
+            Document { body: b.v2_json.clone(), content_type: "application/json", etag: hash(&b.v2_json) }
+        }
+    }
+}
