@@ -25,13 +25,16 @@ use crate::storage::Db;
 pub struct LogStore {
     db: Db,
     flusher: std::sync::mpsc::Sender<IOFlushed<TypeConfig>>,
+    /// Held while a WAL sync is in progress (by the flusher thread or
+    /// inline in `append`).
+    syncing: std::sync::Arc<parking_lot::Mutex<()>>,
 }
 
 /// Group commit: appends are written to RocksDB at once (so they are
 /// readable, as openraft requires) without waiting for the disk; this thread
 /// then syncs the write-ahead log once for every append queued meanwhile and
 /// reports them all durable. One fsync covers many appends under load.
-fn spawn_flusher(db: Db) -> std::sync::mpsc::Sender<IOFlushed<TypeConfig>> {
+fn spawn_flusher(db: Db, syncing: std::sync::Arc<parking_lot::Mutex<()>>) -> std::sync::mpsc::Sender<IOFlushed<TypeConfig>> {
     let (tx, rx) = std::sync::mpsc::channel::<IOFlushed<TypeConfig>>();
     let spawned = std::thread::Builder::new().name("raft-log-fsync".into()).spawn(move || {
         while let Ok(first) = rx.recv() {
@@ -39,7 +42,9 @@ fn spawn_flusher(db: Db) -> std::sync::mpsc::Sender<IOFlushed<TypeConfig>> {
             while let Ok(more) = rx.try_recv() {
                 waiting.push(more);
             }
+            let guard = syncing.lock();
             let res = db.flush_wal(true).map_err(io_err);
+            drop(guard);
             for cb in waiting {
                 cb.io_completed(match &res {
                     Ok(()) => Ok(()),
@@ -61,8 +66,9 @@ fn io_err(e: impl std::fmt::Display) -> io::Error {
 impl LogStore {
     /// A log store on `db`.
     pub fn new(db: Db) -> Self {
-        let flusher = spawn_flusher(db.clone());
-        LogStore { db, flusher }
+        let syncing = std::sync::Arc::new(parking_lot::Mutex::new(()));
+        let flusher = spawn_flusher(db.clone(), syncing.clone());
+        LogStore { db, flusher, syncing }
     }
 
     fn cf_log(&self) -> io::Result<&rocksdb::ColumnFamily> {
@@ -162,8 +168,25 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         for e in entries {
             batch.put_cf(cf, keys::log_key(e.log_id.index()), encode(&e)?);
         }
-        // Readable now; durable once the flusher has synced the WAL.
+        // Readable now; durable once the WAL is synced.
         self.db.write(batch).map_err(io_err)?;
+        // Nobody syncing: sync here and now, which saves the hand-off to the
+        // flusher thread and back when there is one writer. Under load a
+        // sync is usually in progress, and the flusher batches the rest.
+        if let Some(guard) = self.syncing.try_lock() {
+            let res = self.db.flush_wal(true).map_err(io_err);
+            drop(guard);
+            return match res {
+                Ok(()) => {
+                    callback.io_completed(Ok(()));
+                    Ok(())
+                }
+                Err(e) => {
+                    callback.io_completed(Err(io::Error::new(e.kind(), e.to_string())));
+                    Err(e)
+                }
+            };
+        }
         if let Err(std::sync::mpsc::SendError(cb)) = self.flusher.send(callback) {
             let e = io_err("log flusher stopped");
             cb.io_completed(Err(io::Error::new(e.kind(), e.to_string())));
