@@ -197,10 +197,21 @@ impl RaftNode {
     /// # Errors
     /// [`Error::Internal`] if openraft rejects the initial membership.
     pub async fn bootstrap(&self, members: BTreeMap<u64, Member>) -> Result<()> {
-        if !self.raft.is_initialized().await.map_err(Error::internal)? {
-            self.raft.initialize(members).await.map_err(Error::internal)?;
+        use openraft::error::{InitializeError, RaftError};
+        if self.raft.is_initialized().await.map_err(Error::internal)? {
+            return Ok(());
         }
-        Ok(())
+        match self.raft.initialize(members).await {
+            Ok(()) => Ok(()),
+            // Every member of a new cluster initializes with the same
+            // membership; one that has already heard from a member that
+            // went first (a vote or log) is joining that cluster: fine.
+            Err(RaftError::APIError(InitializeError::NotAllowed(e))) => {
+                tracing::info!("cluster already forming: {e}");
+                Ok(())
+            }
+            Err(e) => Err(Error::internal(e)),
+        }
     }
 
     /// Waits until a leader is known.
