@@ -15,6 +15,7 @@
 
 mod common;
 
+mod cluster;
 mod crash;
 mod differential;
 mod errors;
