@@ -129,6 +129,9 @@ pub fn from_grpc(s: &tonic::Status) -> super::Error {
         super::Error::Compacted { compact_revision: 0 }
     } else if msg.contains("required revision is a future revision") {
         super::Error::FutureRevision
+    } else if msg == "etcdserver: request is too large" || msg.starts_with("grpc: received message larger than max") {
+        // kube-apiserver matches etcd's exact string and answers 413.
+        super::Error::TooLarge(msg.to_string())
     } else {
         match s.code() {
             tonic::Code::Unavailable | tonic::Code::DeadlineExceeded => super::Error::Unavailable(msg.to_string()),

@@ -55,6 +55,10 @@ pub enum Error {
     /// A malformed continue token; the message is kube's.
     #[error("continue key is not valid: {0}")]
     InvalidContinue(String),
+    /// The store refused the write as too large (etcd's
+    /// `etcdserver: request is too large`, or the gRPC size limit).
+    #[error("{0}")]
+    TooLarge(String),
     /// The store cannot be reached or has no leader.
     #[error("storage unavailable: {0}")]
     Unavailable(String),

@@ -169,3 +169,18 @@ fn requests_without_credentials_get_401() {
     assert!(out.stderr.contains("Error from server (BadRequest)"), "{out:?}");
     assert!(s.kubectl(33, &["get", "--raw", "/readyz"]).ok().contains("ok"));
 }
+
+/// An object the store refuses as too large (etcd's 1.5 MiB request limit)
+/// is a 413 RequestEntityTooLarge Status, as kube-apiserver answers, not a
+/// 500.
+#[test]
+fn object_over_the_store_limit_is_413() {
+    let s = Server::start();
+    let big = s.dir.path().join("big.json");
+    let value = "x".repeat(2 * 1024 * 1024);
+    std::fs::write(&big, format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"big"}},"data":{{"a":"{value}"}}}}"#)).unwrap();
+    let out = s.kubectl(33, &["create", "--raw", "/api/v1/namespaces/default/configmaps", "-f", big.to_str().unwrap()]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("RequestEntityTooLarge") || out.stderr.contains("Request entity too large"), "{out:?}");
+    assert!(!out.stderr.contains("InternalError"), "{out:?}");
+}

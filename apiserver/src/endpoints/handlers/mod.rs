@@ -154,6 +154,7 @@ impl Scope {
             }
             storage::Error::InvalidContinue(m) => Status::bad_request(format!("continue key is not valid: {m}")),
             storage::Error::Aborted(s) => *s,
+            storage::Error::TooLarge(m) => Status::failure(413, crate::errors::reason::REQUEST_ENTITY_TOO_LARGE, format!("Request entity too large: {m}"), None),
             other => Status::internal(other),
         }
     }
