@@ -51,6 +51,26 @@ fn valid_key(k: &str) -> bool {
     !k.is_empty() && k.len() <= 316 && k.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
 }
 
+/// A label value as Kubernetes validates it: empty, or at most 63
+/// characters of alphanumerics, `-`, `_`, `.`, starting and ending with an
+/// alphanumeric.
+fn valid_value(v: &str) -> bool {
+    if v.is_empty() {
+        return true;
+    }
+    let b = v.as_bytes();
+    v.len() <= 63
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && v.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+}
+
+fn invalid_value(key: &str, i: usize, v: &str) -> String {
+    format!(
+        "unable to parse requirement: values[{i}][{key}]: Invalid value: {v:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+    )
+}
+
 impl LabelSelector {
     /// Parses a `labelSelector` query value.
     ///
@@ -103,6 +123,14 @@ impl LabelSelector {
             };
             if !valid_key(key) {
                 return Err(bad());
+            }
+            let values: Vec<&String> = match &req {
+                LabelRequirement::Equals(_, v, _) => vec![v],
+                LabelRequirement::In(_, vs, _) => vs.iter().collect(),
+                _ => Vec::new(),
+            };
+            if let Some((i, v)) = values.iter().enumerate().find(|(_, v)| !valid_value(v)) {
+                return Err(invalid_value(key, i, v));
             }
             reqs.push(req);
         }
@@ -257,6 +285,21 @@ impl FieldSelector {
     /// Whether the selector is empty.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod value_tests {
+    use super::*;
+
+    #[test]
+    fn invalid_label_values_are_rejected() {
+        for bad in ["a=(b", "a===b", "a in (x,(y)", "a!=b c", "a=-x"] {
+            assert!(LabelSelector::parse(bad).is_err(), "{bad} should be rejected");
+        }
+        for good in ["a=b", "a==b", "a!=b", "a in (x,y)", "a=", "app.kubernetes.io/name=web", "!a", "a"] {
+            assert!(LabelSelector::parse(good).is_ok(), "{good} should parse");
+        }
     }
 }
 
