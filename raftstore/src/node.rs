@@ -270,7 +270,32 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
 
     let peers = Arc::new(PeerClients::new(urls));
     let timing = crate::raft::Timing { heartbeat: cfg.heartbeat, election: cfg.election };
-    let raft = crate::raft::create(id, token, timing, cfg.snapshot_count, NetworkFactory::new(peers.clone()), log, sm).await?;
+    // The Raft core and the state machine run on their own single-threaded
+    // runtime: their many small hand-offs (API channel, log flush
+    // notification, apply, responder) stay on one OS thread instead of
+    // waking threads of the shared pool.
+    let raft = {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (net, name, count) = (NetworkFactory::new(peers.clone()), token.clone(), cfg.snapshot_count);
+        std::thread::Builder::new()
+            .name("raft".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = tx.send(Err(Error::internal(e)));
+                        return;
+                    }
+                };
+                rt.block_on(async move {
+                    let r = crate::raft::create(id, &name, timing, count, net, log, sm).await;
+                    let _ = tx.send(r);
+                    std::future::pending::<()>().await;
+                });
+            })
+            .map_err(Error::internal)?;
+        rx.await.map_err(|_| Error::internal("raft thread exited"))??
+    };
     let node = RaftNode { raft: raft.clone(), id, request_timeout: Duration::from_secs(5) + cfg.election * 2, peers };
 
     // Peer transport first, so that members can reach each other during
