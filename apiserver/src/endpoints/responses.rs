@@ -38,3 +38,41 @@ pub fn text(code: u16, s: &str) -> Response {
 pub fn from_result(r: Result<Response, Status>) -> Response {
     r.unwrap_or_else(|s| status(&s))
 }
+
+/// Whether the client prefers YAML: the first media type of `Accept` that
+/// the server can produce is `application/yaml`.
+pub fn wants_yaml(accept: Option<&str>) -> bool {
+    let Some(accept) = accept else { return false };
+    for clause in accept.split(',') {
+        let mime = clause.split(';').next().unwrap_or("").trim();
+        match mime {
+            "application/yaml" => return true,
+            "application/json" | "*/*" | "application/*" => return false,
+            _ => continue,
+        }
+    }
+    false
+}
+
+/// Re-encodes a JSON response as YAML (kube serves both). Responses that
+/// are not JSON, or whose body cannot be read, are returned as they were.
+pub async fn to_yaml(resp: Response) -> Response {
+    let is_json = resp.headers().get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|ct| ct.starts_with("application/json"));
+    if !is_json {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let Ok(collected) = body.collect().await else {
+        return status(&Status::internal("cannot read the response body"));
+    };
+    let bytes = collected.to_bytes();
+    let yaml = serde_json::from_slice::<Value>(&bytes).ok().and_then(|v| serde_saphyr::to_string(&v).ok());
+    match yaml {
+        Some(y) => {
+            parts.headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/yaml"));
+            parts.headers.remove(http::header::CONTENT_LENGTH);
+            http::Response::from_parts(parts, full(y))
+        }
+        None => http::Response::from_parts(parts, full(bytes)),
+    }
+}

@@ -184,3 +184,32 @@ fn object_over_the_store_limit_is_413() {
     assert!(out.stderr.contains("RequestEntityTooLarge") || out.stderr.contains("Request entity too large"), "{out:?}");
     assert!(!out.stderr.contains("InternalError"), "{out:?}");
 }
+
+/// `Accept: application/yaml` gets the object as YAML (kube serves JSON and
+/// YAML); JSON stays the default.
+#[test]
+fn yaml_responses_on_request() {
+    let s = Server::start();
+    let pki = s.ca().parent().expect("pki dir").to_path_buf();
+    let url = format!("https://{}/api/v1/namespaces/default", s.host_port());
+    let curl = |accept: &str| {
+        let out = std::process::Command::new("curl")
+            .args(["-s", "-i", "--cacert"])
+            .arg(s.ca())
+            .arg("--cert")
+            .arg(pki.join("admin.crt"))
+            .arg("--key")
+            .arg(pki.join("admin.key"))
+            .args(["-H", &format!("Accept: {accept}"), &url])
+            .output()
+            .expect("run curl");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let yaml = curl("application/yaml");
+    assert!(yaml.to_ascii_lowercase().contains("content-type: application/yaml"), "{yaml}");
+    assert!(yaml.contains("kind: Namespace"), "{yaml}");
+    assert!(yaml.contains("name: default"), "{yaml}");
+    let json = curl("application/json");
+    assert!(json.to_ascii_lowercase().contains("content-type: application/json"), "{json}");
+    assert!(json.contains(r#""kind":"Namespace""#), "{json}");
+}

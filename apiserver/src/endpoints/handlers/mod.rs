@@ -276,6 +276,17 @@ impl Router {
 
 impl Handler for Router {
     fn call(&self, req: Request) -> BoxFuture<'_, Response> {
-        Box::pin(self.route(req))
+        let accept = req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let watch = req.extensions().get::<RequestInfo>().is_some_and(|i| i.verb == "watch");
+        Box::pin(async move {
+            let resp = self.route(req).await;
+            // Watch streams stay JSON (kube streams YAML watches as JSON too
+            // for kubectl); everything else is re-encoded when YAML is asked.
+            if !watch && responses::wants_yaml(accept.as_deref()) {
+                responses::to_yaml(resp).await
+            } else {
+                resp
+            }
+        })
     }
 }
