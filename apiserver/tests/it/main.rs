@@ -213,3 +213,30 @@ fn yaml_responses_on_request() {
     assert!(json.to_ascii_lowercase().contains("content-type: application/json"), "{json}");
     assert!(json.contains(r#""kind":"Namespace""#), "{json}");
 }
+
+/// A YAML request body is accepted like JSON; malformed YAML is a 400.
+#[test]
+fn yaml_request_bodies() {
+    let s = Server::start();
+    let pki = s.ca().parent().expect("pki dir").to_path_buf();
+    let url = format!("https://{}/api/v1/namespaces/default/configmaps", s.host_port());
+    let post = |body: &str| {
+        let out = std::process::Command::new("curl")
+            .args(["-s", "-i", "--cacert"])
+            .arg(s.ca())
+            .arg("--cert")
+            .arg(pki.join("admin.crt"))
+            .arg("--key")
+            .arg(pki.join("admin.key"))
+            .args(["-H", "Content-Type: application/yaml", "--data-binary", body, &url])
+            .output()
+            .expect("run curl");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let created = post("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-yaml\ndata:\n  a: \"1\"\n");
+    assert!(created.starts_with("HTTP/2 201") || created.starts_with("HTTP/1.1 201"), "{created}");
+    let got = s.kubectl(33, &["get", "cm", "from-yaml", "-o", "jsonpath={.data.a}"]);
+    assert_eq!(got.ok(), "1");
+    let bad = post("apiVersion: v1\nkind: [unclosed\n");
+    assert!(bad.starts_with("HTTP/2 400") || bad.starts_with("HTTP/1.1 400"), "{bad}");
+}

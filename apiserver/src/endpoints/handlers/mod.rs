@@ -162,14 +162,21 @@ impl Scope {
     /// Reads the request body as a JSON value.
     ///
     /// # Errors
-    /// 413 for bodies over 3 MiB, 415 for encodings other than JSON and the
-    /// protobuf kinds of [`crate::protobuf`], 400 for malformed bodies.
+    /// 413 for bodies over 3 MiB, 415 for encodings other than JSON, YAML and
+    /// the protobuf kinds of [`crate::protobuf`], 400 for malformed bodies.
     pub async fn body_json(&mut self) -> Result<Value, Status> {
         let ct = self.req.headers().get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_string();
         let mime = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
         let bytes = self.body_bytes().await?;
         if mime == crate::protobuf::MEDIA_TYPE {
             return crate::protobuf::decode(&bytes);
+        }
+        if mime == "application/yaml" {
+            // YAML is converted once to JSON and then decoded like a JSON
+            // body, so field validation sees the same input either way.
+            let v: Value = serde_saphyr::from_slice(&bytes).map_err(|e| Status::bad_request(format!("error converting YAML to JSON: {e}")))?;
+            let json = serde_json::to_vec(&v).map_err(|e| Status::bad_request(format!("error converting YAML to JSON: {e}")))?;
+            return self.decode_json(&json);
         }
         if !(mime.is_empty() || mime == "application/json" || mime.ends_with("+json") || mime == "*/*") {
             return Err(Status::unsupported_media_type());
