@@ -190,21 +190,8 @@ fn object_over_the_store_limit_is_413() {
 #[test]
 fn yaml_responses_on_request() {
     let s = Server::start();
-    let pki = s.ca().parent().expect("pki dir").to_path_buf();
-    let url = format!("https://{}/api/v1/namespaces/default", s.host_port());
-    let curl = |accept: &str| {
-        let out = std::process::Command::new("curl")
-            .args(["-s", "-i", "--cacert"])
-            .arg(s.ca())
-            .arg("--cert")
-            .arg(pki.join("admin.crt"))
-            .arg("--key")
-            .arg(pki.join("admin.key"))
-            .args(["-H", &format!("Accept: {accept}"), &url])
-            .output()
-            .expect("run curl");
-        String::from_utf8_lossy(&out.stdout).to_string()
-    };
+    let path = "/api/v1/namespaces/default";
+    let curl = |accept: &str| curl_admin(&s, path, &["-H", &format!("Accept: {accept}")]);
     let yaml = curl("application/yaml");
     assert!(yaml.to_ascii_lowercase().contains("content-type: application/yaml"), "{yaml}");
     assert!(yaml.contains("kind: Namespace"), "{yaml}");
@@ -218,25 +205,30 @@ fn yaml_responses_on_request() {
 #[test]
 fn yaml_request_bodies() {
     let s = Server::start();
-    let pki = s.ca().parent().expect("pki dir").to_path_buf();
-    let url = format!("https://{}/api/v1/namespaces/default/configmaps", s.host_port());
-    let post = |body: &str| {
-        let out = std::process::Command::new("curl")
-            .args(["-s", "-i", "--cacert"])
-            .arg(s.ca())
-            .arg("--cert")
-            .arg(pki.join("admin.crt"))
-            .arg("--key")
-            .arg(pki.join("admin.key"))
-            .args(["-H", "Content-Type: application/yaml", "--data-binary", body, &url])
-            .output()
-            .expect("run curl");
-        String::from_utf8_lossy(&out.stdout).to_string()
-    };
+    let path = "/api/v1/namespaces/default/configmaps";
+    let post = |body: &str| curl_admin(&s, path, &["-H", "Content-Type: application/yaml", "--data-binary", body]);
     let created = post("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-yaml\ndata:\n  a: \"1\"\n");
     assert!(created.starts_with("HTTP/2 201") || created.starts_with("HTTP/1.1 201"), "{created}");
     let got = s.kubectl(33, &["get", "cm", "from-yaml", "-o", "jsonpath={.data.a}"]);
     assert_eq!(got.ok(), "1");
     let bad = post("apiVersion: v1\nkind: [unclosed\n");
     assert!(bad.starts_with("HTTP/2 400") || bad.starts_with("HTTP/1.1 400"), "{bad}");
+}
+
+/// `curl -i` to `path` as the admin user (client certificate), with extra
+/// curl arguments; returns status line, headers and body.
+fn curl_admin(s: &Server, path: &str, extra: &[&str]) -> String {
+    let pki = s.ca().parent().expect("pki dir").to_path_buf();
+    let out = std::process::Command::new("curl")
+        .args(["-s", "-i", "--cacert"])
+        .arg(s.ca())
+        .arg("--cert")
+        .arg(pki.join("admin.crt"))
+        .arg("--key")
+        .arg(pki.join("admin.key"))
+        .args(extra)
+        .arg(format!("https://{}{path}", s.host_port()))
+        .output()
+        .expect("run curl");
+    String::from_utf8_lossy(&out.stdout).to_string()
 }
