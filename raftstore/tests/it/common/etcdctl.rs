@@ -100,20 +100,11 @@ pub fn etcdctl_with_timeout(
     }
     let stdout = read_all(child.stdout.take().expect("piped stdout"));
     let stderr = read_all(child.stderr.take().expect("piped stderr"));
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait etcdctl") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "`{line}` hung for more than {timeout:?}; stdout so far: {}",
-                stdout.join().unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(5));
+    let Some(status) = wait_or_kill(&mut child, timeout) else {
+        panic!(
+            "`{line}` hung for more than {timeout:?}; stdout so far: {}",
+            stdout.join().unwrap_or_default()
+        );
     };
     Output {
         cmd: line,
@@ -202,21 +193,12 @@ impl Background {
     #[track_caller]
     pub fn wait_exit(mut self, timeout: Duration) -> Output {
         let mut child = self.child.take().expect("child");
-        let deadline = Instant::now() + timeout;
-        let status = loop {
-            if let Some(status) = child.try_wait().expect("wait etcdctl") {
-                break status;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!(
-                    "`{}` should have exited by itself within {timeout:?}; stderr: {}",
-                    self.line,
-                    self.stderr.lock().unwrap()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        let Some(status) = wait_or_kill(&mut child, timeout) else {
+            panic!(
+                "`{}` should have exited by itself within {timeout:?}; stderr: {}",
+                self.line,
+                self.stderr.lock().unwrap()
+            );
         };
         // Let the reader threads reach EOF.
         std::thread::sleep(Duration::from_millis(50));
@@ -237,5 +219,22 @@ impl Drop for Background {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+/// Waits up to `timeout` for `child` to exit; kills it and returns `None`
+/// if it does not.
+fn wait_or_kill(child: &mut std::process::Child, timeout: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait etcdctl") {
+            return Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
