@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Runs the same loadgen rows against a single-node Debian etcd and a single
-# raftstore, and prints a markdown table (ops/s and p99 of each, and the
-# ratio raftstore/etcd of ops/s).
+# Runs the same loadgen rows against a Debian etcd and a raftstore of the
+# same size (one member, or three with MEMBERS=3), and prints a markdown
+# table (ops/s and p99 of each, and the ratio raftstore/etcd of ops/s).
+# With three members the loadgen spreads its connections over all three
+# client endpoints in the same order for both servers.
 #
 # Environment:
 #   RAFTSTORE_BIN  raftstore binary      [/var/tmp/kubers-target/debug/raftstore]
@@ -9,6 +11,7 @@
 #   ETCDCTL_BIN    etcdctl binary        [etcdctl]
 #   LOADGEN        loadgen binary        [built with cargo from this checkout]
 #   DURATION       seconds per row       [10]
+#   MEMBERS        cluster size, 1 or 3  [1]
 #   LOADGEN_EXTRA  extra loadgen flags for every row, e.g. "--val-size 1024"
 #   RAFTSTORE_ARGS extra raftstore flags
 #   RESULTS        also append every JSON result line to this file
@@ -26,11 +29,17 @@ DURATION="${DURATION:-10}"
 LOADGEN_EXTRA="${LOADGEN_EXTRA:-}"
 RAFTSTORE_ARGS="${RAFTSTORE_ARGS:-}"
 RESULTS="${RESULTS:-}"
+MEMBERS="${MEMBERS:-1}"
+[[ "$MEMBERS" == 1 || "$MEMBERS" == 3 ]] || { echo "compare.sh: MEMBERS must be 1 or 3" >&2; exit 2; }
 
 # Every row runs with the same parameters against both servers.
 ROWS=(
   "put 1 client|put --clients 1"
   "put 64 clients|put --clients 64"
+)
+# Three members add the heavier write row the HA comparison asks for.
+[[ "$MEMBERS" == 1 ]] || ROWS+=("put 256 clients|put --clients 256")
+ROWS+=(
   "range linearizable|range --clients 64 --consistency l"
   "range serializable|range --clients 64 --consistency s"
   "txn-cas|txn-cas --clients 16"
@@ -95,59 +104,99 @@ wait_healthy() {
   return 1
 }
 
-# etcd
-etcd_port=$(free_port)
-etcd_peer=$(free_port)
-etcd_ep="127.0.0.1:$etcd_port"
-"$ETCD_BIN" --name compare --data-dir "$work/etcd" \
-  --listen-client-urls "http://$etcd_ep" --advertise-client-urls "http://$etcd_ep" \
-  --listen-peer-urls "http://127.0.0.1:$etcd_peer" \
-  --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
-  --initial-cluster "compare=http://127.0.0.1:$etcd_peer" \
-  >"$work/etcd.log" 2>&1 &
-etcd_pid=$!
-pids+=("$etcd_pid")
+# start_members KIND: starts MEMBERS members of etcd or raftstore on free
+# loopback ports; sets members_eps (comma-separated client endpoints) and
+# members_pids (space-separated).
+start_members() {
+  local kind=$1 i name peers=() clients=() pports=() cluster=""
+  for ((i = 0; i < MEMBERS; i++)); do
+    clients+=("127.0.0.1:$(free_port)")
+    pports+=("$(free_port)")
+  done
+  for ((i = 0; i < MEMBERS; i++)); do
+    peers+=("$kind$i=http://127.0.0.1:${pports[$i]}")
+  done
+  cluster=$(IFS=,; echo "${peers[*]}")
+  members_pids=""
+  for ((i = 0; i < MEMBERS; i++)); do
+    name="$kind$i"
+    if [[ "$kind" == etcd ]]; then
+      "$ETCD_BIN" --name "$name" --data-dir "$work/$name" \
+        --listen-client-urls "http://${clients[$i]}" --advertise-client-urls "http://${clients[$i]}" \
+        --listen-peer-urls "http://127.0.0.1:${pports[$i]}" \
+        --initial-advertise-peer-urls "http://127.0.0.1:${pports[$i]}" \
+        --initial-cluster "$cluster" --initial-cluster-state new \
+        >"$work/$name.log" 2>&1 &
+    else
+      # shellcheck disable=SC2086 # RAFTSTORE_ARGS is a list of flags
+      "$RAFTSTORE_BIN" --name "$name" --data-dir "$work/$name" \
+        --listen-client-urls "http://${clients[$i]}" --advertise-client-urls "http://${clients[$i]}" \
+        --listen-peer-urls "http://127.0.0.1:${pports[$i]}" \
+        --initial-advertise-peer-urls "http://127.0.0.1:${pports[$i]}" \
+        --initial-cluster "$cluster" --initial-cluster-state new $RAFTSTORE_ARGS \
+        >"$work/$name.log" 2>&1 &
+    fi
+    pids+=("$!")
+    members_pids+="${members_pids:+ }$!"
+  done
+  members_eps=$(IFS=,; echo "${clients[*]}")
+}
+
+# wait_members KIND: every member healthy.
+wait_members() {
+  local kind=$1 i=0 pid ep
+  local -a eps pidl
+  IFS=, read -r -a eps <<<"$members_eps_of"
+  read -r -a pidl <<<"$members_pids_of"
+  for pid in "${pidl[@]}"; do
+    ep=${eps[$i]}
+    wait_healthy "$kind$i" "$pid" "$ep" "$work/$kind$i.log" || return 1
+    i=$((i + 1))
+  done
+}
+
+start_members etcd
+etcd_ep=$members_eps
+etcd_pid=$members_pids
 
 # raftstore
 raft_pid=""
 raft_ep=""
 raft_note=""
 if [[ -x "$RAFTSTORE_BIN" ]]; then
-  raft_port=$(free_port)
-  raft_peer=$(free_port)
-  raft_ep="127.0.0.1:$raft_port"
-  # shellcheck disable=SC2086 # RAFTSTORE_ARGS is a list of flags
-  "$RAFTSTORE_BIN" --data-dir "$work/raftstore" \
-    --listen-client-urls "http://$raft_ep" --advertise-client-urls "http://$raft_ep" \
-    --listen-peer-urls "http://127.0.0.1:$raft_peer" $RAFTSTORE_ARGS \
-    >"$work/raftstore.log" 2>&1 &
-  raft_pid=$!
-  pids+=("$raft_pid")
+  start_members raftstore
+  raft_ep=$members_eps
+  raft_pid=$members_pids
 else
   raft_note="raftstore binary not found at $RAFTSTORE_BIN; raftstore columns are empty."
   log "$raft_note"
 fi
 
-wait_healthy etcd "$etcd_pid" "$etcd_ep" "$work/etcd.log" || die "etcd did not start"
-if [[ -n "$raft_pid" ]] && ! wait_healthy raftstore "$raft_pid" "$raft_ep" "$work/raftstore.log"; then
+members_eps_of=$etcd_ep members_pids_of=$etcd_pid wait_members etcd || die "etcd did not start"
+if [[ -n "$raft_pid" ]] && ! members_eps_of=$raft_ep members_pids_of=$raft_pid wait_members raftstore; then
   raft_note="raftstore ($RAFTSTORE_BIN) did not become healthy; raftstore columns are empty."
   log "$raft_note"
   raft_pid=""
 fi
 
-# alive SERVER PID LOG: 0 while the server runs; the first time it is found
+# alive SERVER PIDS: 0 while every member runs; the first time one is found
 # dead, says so with the tail of its log and records a note.
 alive() {
-  local server=$1 pid=$2 logf=$3
-  [[ -n "$pid" ]] || return 1
-  kill -0 "$pid" 2>/dev/null && return 0
-  if [[ ! -e "$work/$server.dead" ]]; then
-    touch "$work/$server.dead"
-    notes+=("$server exited during the run (before row '$name'); later rows are empty.")
-    log "$server (pid $pid) is no longer running; last log lines:"
-    tail -n 20 "$logf" >&2 || true
-  fi
-  return 1
+  local server=$1 pids_of=$2 pid i=0
+  [[ -n "$pids_of" ]] || return 1
+  for pid in $pids_of; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      if [[ ! -e "$work/$server.dead" ]]; then
+        touch "$work/$server.dead"
+        notes+=("$server member $i exited during the run (before row '$name'); later rows are empty.")
+        log "$server member $i (pid $pid) is no longer running; last log lines:"
+        tail -n 20 "$work/$server$i.log" >&2 || true
+      fi
+      return 1
+    fi
+    i=$((i + 1))
+  done
+  return 0
 }
 
 # run_row SERVER ENDPOINT ARGS...: prints the JSON line, or nothing.
@@ -192,11 +241,11 @@ for row in "${ROWS[@]}"; do
   read -r -a args <<<"${row#*|}"
   e=""
   r=""
-  if alive etcd "$etcd_pid" "$work/etcd.log"; then
+  if alive etcd "$etcd_pid"; then
     log "row '$name': etcd"
     e=$(run_row etcd "$etcd_ep" "${args[@]}")
   fi
-  if alive raftstore "$raft_pid" "$work/raftstore.log"; then
+  if alive raftstore "$raft_pid"; then
     log "row '$name': raftstore"
     r=$(run_row raftstore "$raft_ep" "${args[@]}")
   fi
@@ -205,7 +254,7 @@ done
 
 echo "$table"
 echo
-echo "${DURATION} s per row; etcd $("$ETCD_BIN" --version | head -n 1 | awk '{print $3}'); $(nproc) CPUs; loadgen on the same machine."
+echo "${DURATION} s per row; $MEMBERS member(s) each; etcd $("$ETCD_BIN" --version | head -n 1 | awk '{print $3}'); $(nproc) CPUs; loadgen on the same machine."
 for note in "${notes[@]}"; do
   echo "Note: $note"
 done
