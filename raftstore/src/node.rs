@@ -235,6 +235,7 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
     let snap_root = dir.join("snapshots");
     let sm = StateMachine::open(store.clone(), hub.clone(), snap_root.clone()).map_err(Error::internal)?;
     let log = LogStore::new(db.clone());
+    let inline_sync = log.inline_sync_switch();
 
     let my_peer_url = cfg.initial_advertise_peer_urls.first().map(|u| with_bound_port(u, peer_addr)).unwrap_or_else(|| format!("http://{peer_addr}"));
     let my_client_urls = if cfg.advertise_client_urls.is_empty() {
@@ -297,6 +298,7 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
         rx.await.map_err(|_| Error::internal("raft thread exited"))??
     };
     let node = RaftNode { raft: raft.clone(), id, request_timeout: Duration::from_secs(5) + cfg.election * 2, peers };
+    tokio::spawn(node.clone().drive_inline_sync(inline_sync));
 
     // Peer transport first, so that members can reach each other during
     // the first election.
