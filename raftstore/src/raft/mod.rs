@@ -156,6 +156,16 @@ impl RaftNode {
     async fn propose_inner(&self, cmd: Command) -> Result<CommandResponse> {
         use openraft::error::{ClientWriteError, RaftError};
         loop {
+            // A follower that knows the leader forwards at once, skipping a
+            // round trip through its own Raft core just to learn that.
+            let remote_leader = {
+                let m = self.raft.metrics();
+                let m = m.borrow_watched();
+                m.current_leader.filter(|l| *l != self.id).map(|l| (l, m.membership_config.membership().get_node(&l).cloned()))
+            };
+            if let Some((leader, node)) = remote_leader {
+                return self.peers.forward(leader, node.as_ref(), &cmd).await;
+            }
             match self.raft.client_write(cmd.clone()).await {
                 Ok(resp) => {
                     return match resp.data {
