@@ -79,9 +79,9 @@ pub fn decode(body: &[u8]) -> Result<Value, Status> {
         ("authorization.k8s.io", "v1", "SelfSubjectRulesReview") => to_json::<t::SelfSubjectRulesReview>(raw)?,
         ("authentication.k8s.io", "v1" | "v1beta1" | "v1alpha1", "SelfSubjectReview") => to_json::<t::SelfSubjectReview>(raw)?,
         _ => {
-            let mut s = Status::unsupported_media_type();
-            s.message = format!("the body of the request was in an unknown format - {MEDIA_TYPE} is accepted for a few kinds only, not {:?} {:?}; send application/json", tm.api_version, tm.kind);
-            return Err(s);
+            // kube's answer for a resource that has no protobuf form (as
+            // custom resources): 415 listing the types it does take.
+            return Err(Status::unsupported_media_type(&["application/json", "application/yaml"]));
         }
     };
     if let Some(o) = obj.as_object_mut() {

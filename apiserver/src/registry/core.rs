@@ -123,8 +123,31 @@ impl Strategy for ConfigMaps {
                 }
             }
         }
+        let size = payload_size(&o["data"], false) + payload_size(&o["binaryData"], true);
+        if size > MAX_PAYLOAD_BYTES {
+            // kube reports the whole object (an empty field path, `[]`).
+            causes.push(Cause::too_long("[]", MAX_PAYLOAD_BYTES));
+        }
         causes
     }
+}
+
+/// The most a ConfigMap's or Secret's keys and values may add up to, in
+/// bytes (kube `core.MaxSecretSize`, 1 MiB). It is checked apart from the
+/// request-size and store limits, and gives 422 Invalid.
+pub const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
+
+/// The bytes of a `data`/`binaryData` map as kube counts them: each key
+/// plus its value, base64-decoded when `base64` (undecodable values count
+/// as written; they fail elsewhere).
+fn payload_size(map: &Value, base64: bool) -> usize {
+    use base64::Engine as _;
+    let size = |(k, v): (&String, &Value)| {
+        let s = v.as_str().unwrap_or("");
+        let n = if base64 { base64::engine::general_purpose::STANDARD.decode(s).map_or(s.len(), |b| b.len()) } else { s.len() };
+        k.len() + n
+    };
+    map.as_object().into_iter().flatten().map(size).sum()
 }
 
 struct Secrets;
@@ -142,6 +165,14 @@ impl Strategy for Secrets {
     }
     fn cells(&self, o: &Value) -> Vec<Value> {
         vec![name_cell(o), json!(o["type"].as_str().unwrap_or("")), json!(count(&o["data"])), json!(age(o))]
+    }
+    fn validate(&self, o: &Value) -> Vec<Cause> {
+        // `stringData` is folded into `data` by kube's conversion before
+        // validation; count both.
+        if payload_size(&o["data"], true) + payload_size(&o["stringData"], false) > MAX_PAYLOAD_BYTES {
+            return vec![Cause::too_long("data", MAX_PAYLOAD_BYTES)];
+        }
+        Vec::new()
     }
 }
 

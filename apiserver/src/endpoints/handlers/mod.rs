@@ -179,7 +179,7 @@ impl Scope {
             return self.decode_json(&json);
         }
         if !(mime.is_empty() || mime == "application/json" || mime.ends_with("+json") || mime == "*/*") {
-            return Err(Status::unsupported_media_type());
+            return Err(Status::unsupported_media_type(negotiation::MEDIA_TYPES));
         }
         self.decode_json(&bytes)
     }
@@ -253,11 +253,17 @@ impl Router {
             return responses::status(&Status::resource_not_found());
         }
         let verb_ok = if info.subresource.is_empty() { resource.verbs.contains(&info.verb.as_str()) } else { matches!(info.verb.as_str(), "get" | "update" | "patch") };
-        if !verb_ok || (info.verb == "create" && !info.name.is_empty()) {
+        // POST names no object; PUT and PATCH always do (kube registers no
+        // collection route for them, so its router answers 405).
+        let on_collection = info.name.is_empty() && matches!(info.verb.as_str(), "update" | "patch");
+        if !verb_ok || (info.verb == "create" && !info.name.is_empty()) || on_collection {
             return responses::status(&Status::method_not_allowed());
         }
         let query = Query::parse(req.uri().query());
         let accept = req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok());
+        if let Err(s) = negotiation::check_accept(accept) {
+            return responses::status(&s);
+        }
         let output = negotiation::output(accept);
         let include = IncludeObject::parse(query.get("includeObject"));
         let user = req.extensions().get::<UserInfo>().cloned().unwrap_or_default();

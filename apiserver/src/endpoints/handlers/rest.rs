@@ -152,7 +152,30 @@ pub fn before_create(scope: &Scope, obj: &mut Value) -> Result<(), Status> {
     }
     strategy.default(obj);
     strategy.prepare_for_create(obj);
-    validate(scope, obj, None)
+    validate(scope, obj, None)?;
+    track_managed_fields(scope, None, obj);
+    Ok(())
+}
+
+/// Records the request's manager in `metadata.managedFields` (operation
+/// `Update`; see [`crate::fieldmanager`]).
+fn track_managed_fields(scope: &Scope, old: Option<&Value>, new: &mut Value) {
+    use crate::fieldmanager::{self, Scope as Part};
+    let r = &scope.resource;
+    let schema = crate::openapi::definitions::builtin().name_of(r.group, r.version, r.kind);
+    let user_agent = scope.req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok());
+    let manager = fieldmanager::manager_name(scope.query.get("fieldManager"), user_agent);
+    let subresource = scope.info.subresource.as_str();
+    let part = if subresource == "status" {
+        Part::StatusOnly
+    } else if r.subresources.contains(&"status") {
+        Part::NoStatus
+    } else {
+        Part::All
+    };
+    let api_version = r.api_version();
+    let now = meta::now();
+    fieldmanager::update(schema, old, new, &fieldmanager::Request { manager: &manager, api_version: &api_version, subresource, scope: part, now: &now });
 }
 
 /// Checks that `namespace` exists and is not terminating, before creating
@@ -270,6 +293,7 @@ pub fn before_update(scope: &Scope, mut new: Value, old: &Value) -> Result<Updat
         m.insert("resourceVersion".into(), Value::String(old_rv));
     }
     validate(scope, &new, Some(old))?;
+    track_managed_fields(scope, Some(old), &mut new);
     if without_rv(&new) == without_rv(old) {
         return Ok(Update::Unchanged);
     }
