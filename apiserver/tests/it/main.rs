@@ -9,6 +9,7 @@ mod openapi;
 mod python;
 mod resources;
 mod storage;
+mod writes;
 
 use std::io::Read;
 use std::time::Duration;

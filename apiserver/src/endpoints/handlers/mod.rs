@@ -223,6 +223,15 @@ impl Scope {
     }
 }
 
+/// Answers `status` to a request refused before its handler ran, first
+/// reading (up to [`MAX_BODY_BYTES`] of) its body: an HTTP/2 stream whose
+/// body the server never read is reset, and clients such as curl then
+/// report a framing error instead of the Status.
+async fn reject(req: Request, status: Status) -> Response {
+    let _ = http_body_util::Limited::new(req.into_body(), MAX_BODY_BYTES).collect().await;
+    responses::status(&status)
+}
+
 /// The final handler: routes by request info.
 pub struct Router {
     state: Arc<ApiState>,
@@ -240,33 +249,33 @@ impl Router {
             return discovery::non_resource(&self.state, &req, &info).await;
         }
         let Some(resource) = self.state.registry.get(&info.api_group, &info.api_version, &info.resource) else {
-            return responses::status(&Status::resource_not_found());
+            return reject(req, Status::resource_not_found()).await;
         };
         // Scope checks: a namespaced resource is addressed within a namespace
         // (except list/watch across all namespaces), a cluster-scoped one never.
         if resource.resource != "namespaces" {
             let cross_namespace = matches!(info.verb.as_str(), "list" | "watch");
             if resource.namespaced && info.namespace.is_empty() && !cross_namespace {
-                return responses::status(&Status::resource_not_found());
+                return reject(req, Status::resource_not_found()).await;
             }
             if !resource.namespaced && !info.namespace.is_empty() {
-                return responses::status(&Status::resource_not_found());
+                return reject(req, Status::resource_not_found()).await;
             }
         }
         if !info.subresource.is_empty() && !resource.subresources.contains(&info.subresource.as_str()) {
-            return responses::status(&Status::resource_not_found());
+            return reject(req, Status::resource_not_found()).await;
         }
         let verb_ok = if info.subresource.is_empty() { resource.verbs.contains(&info.verb.as_str()) } else { matches!(info.verb.as_str(), "get" | "update" | "patch") };
         // POST names no object; PUT and PATCH always do (kube registers no
         // collection route for them, so its router answers 405).
         let on_collection = info.name.is_empty() && matches!(info.verb.as_str(), "update" | "patch");
         if !verb_ok || (info.verb == "create" && !info.name.is_empty()) || on_collection {
-            return responses::status(&Status::method_not_allowed());
+            return reject(req, Status::method_not_allowed()).await;
         }
         let query = Query::parse(req.uri().query());
         let accept = req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok());
         if let Err(s) = negotiation::check_accept(accept) {
-            return responses::status(&s);
+            return reject(req, s).await;
         }
         let output = negotiation::output(accept);
         let include = IncludeObject::parse(query.get("includeObject"));
