@@ -156,6 +156,18 @@ impl Strategy for Secrets {
         if o["type"].as_str().is_none_or(str::is_empty) {
             o["type"] = json!("Opaque");
         }
+        // kube's v1 conversion folds the write-only `stringData` into `data`
+        // (base64), its keys winning, and never stores it.
+        if let Some(Value::Object(strings)) = o.as_object_mut().and_then(|m| m.remove("stringData")) {
+            use base64::Engine as _;
+            if !o["data"].is_object() {
+                o["data"] = json!({});
+            }
+            for (k, v) in strings {
+                let text = v.as_str().unwrap_or("");
+                o["data"][k] = json!(base64::engine::general_purpose::STANDARD.encode(text));
+            }
+        }
     }
     fn selectable_fields(&self) -> &'static [&'static str] {
         &["type"]
@@ -167,9 +179,8 @@ impl Strategy for Secrets {
         vec![name_cell(o), json!(o["type"].as_str().unwrap_or("")), json!(count(&o["data"])), json!(age(o))]
     }
     fn validate(&self, o: &Value) -> Vec<Cause> {
-        // `stringData` is folded into `data` by kube's conversion before
-        // validation; count both.
-        if payload_size(&o["data"], true) + payload_size(&o["stringData"], false) > MAX_PAYLOAD_BYTES {
+        // `stringData` is already folded into `data` (see `default`).
+        if payload_size(&o["data"], true) > MAX_PAYLOAD_BYTES {
             return vec![Cause::too_long("data", MAX_PAYLOAD_BYTES)];
         }
         Vec::new()

@@ -172,6 +172,10 @@ fn kube_errors_for_refused_requests() {
     let r = curl(&s, "POST", "/api/v1/namespaces/default/secrets", &[json_ct], Some(secret.to_string().as_bytes()));
     status(&r, 422, "Invalid", "Secret \"big\" is invalid: data: Too long: may not be more than 1048576 bytes");
     assert_eq!(r.body["details"]["causes"], json!([{"reason": "FieldValueTooLong", "message": "Too long: may not be more than 1048576 bytes", "field": "data"}]));
+    // stringData is folded into data (base64) and not stored.
+    let sd = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sd"}, "data": {"a": "eA=="}, "stringData": {"b": "hi"}});
+    let r = curl(&s, "POST", "/api/v1/namespaces/default/secrets", &[json_ct], Some(sd.to_string().as_bytes()));
+    assert_eq!((r.code, &r.body["data"], r.body.get("stringData")), (201, &json!({"a": "eA==", "b": "aGk="}), None), "{r:?}");
     let fits = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fits"}, "data": {"a": "x".repeat(1000 * 1024)}});
     assert_eq!(curl(&s, "POST", "/api/v1/namespaces/default/configmaps", &[json_ct], Some(fits.to_string().as_bytes())).code, 201);
 }
