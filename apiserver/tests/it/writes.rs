@@ -172,6 +172,11 @@ fn kube_errors_for_refused_requests() {
     let r = curl(&s, "POST", "/api/v1/namespaces/default/secrets", &[json_ct], Some(secret.to_string().as_bytes()));
     status(&r, 422, "Invalid", "Secret \"big\" is invalid: data: Too long: may not be more than 1048576 bytes");
     assert_eq!(r.body["details"]["causes"], json!([{"reason": "FieldValueTooLong", "message": "Too long: may not be more than 1048576 bytes", "field": "data"}]));
+    // fieldManager is checked as kube checks it.
+    let long = "m".repeat(129);
+    let r = curl(&s, "POST", &format!("/api/v1/namespaces/default/configmaps?fieldManager={long}"), &[json_ct], Some(br#"{"metadata":{"name":"fm"}}"#));
+    status(&r, 422, "Invalid", "CreateOptions.meta.k8s.io \"\" is invalid: fieldManager: Too long: may not be more than 128 bytes");
+
     // stringData is folded into data (base64) and not stored.
     let sd = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sd"}, "data": {"a": "eA=="}, "stringData": {"b": "hi"}});
     let r = curl(&s, "POST", "/api/v1/namespaces/default/secrets", &[json_ct], Some(sd.to_string().as_bytes()));

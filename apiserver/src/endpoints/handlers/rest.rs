@@ -123,6 +123,7 @@ fn validate(scope: &Scope, obj: &Value, old: Option<&Value>) -> Result<(), Statu
 /// 400 for mismatched type or namespace, 422 Invalid, 500 when a
 /// resourceVersion is set (kube's wording).
 pub fn before_create(scope: &Scope, obj: &mut Value) -> Result<(), Status> {
+    validate_field_manager(scope)?;
     check_type_meta(scope, obj)?;
     prune_unknown_fields(scope, obj)?;
     check_namespace(scope, obj)?;
@@ -155,6 +156,29 @@ pub fn before_create(scope: &Scope, obj: &mut Value) -> Result<(), Status> {
     validate(scope, obj, None)?;
     track_managed_fields(scope, None, obj);
     Ok(())
+}
+
+/// Checks the `fieldManager` query parameter as kube does
+/// (`ValidateFieldManager`): at most 128 bytes, printable characters only.
+///
+/// # Errors
+/// 422 Invalid on `CreateOptions`, `UpdateOptions` or `PatchOptions` of
+/// group `meta.k8s.io`, per the request's verb.
+pub fn validate_field_manager(scope: &Scope) -> Result<(), Status> {
+    let Some(m) = scope.query.get("fieldManager") else { return Ok(()) };
+    let cause = if m.len() > 128 {
+        Cause::too_long("fieldManager", 128)
+    } else if m.chars().any(char::is_control) {
+        Cause::invalid("fieldManager", &Value::String(m.to_string()), "must only contain printable characters")
+    } else {
+        return Ok(());
+    };
+    let kind = match scope.info.verb.as_str() {
+        "create" => "CreateOptions",
+        "patch" => "PatchOptions",
+        _ => "UpdateOptions",
+    };
+    Err(Status::invalid("meta.k8s.io", kind, "", vec![cause]))
 }
 
 /// Records the request's manager in `metadata.managedFields` (operation
@@ -243,6 +267,7 @@ fn without_rv(v: &Value) -> Value {
 /// 409 Conflict for a stale resourceVersion, 400 and 422 as for create.
 pub fn before_update(scope: &Scope, mut new: Value, old: &Value) -> Result<Update, Status> {
     let r = &scope.resource;
+    validate_field_manager(scope)?;
     check_type_meta(scope, &mut new)?;
     prune_unknown_fields(scope, &mut new)?;
     check_namespace(scope, &mut new)?;
