@@ -149,6 +149,12 @@ fn kube_errors_for_refused_requests() {
         "UnsupportedMediaType",
         "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf",
     );
+    status(
+        &curl(&s, "PATCH", "/api/v1/namespaces/default/configmaps/x", &["Content-Type: text/plain"], Some(b"{}")),
+        415,
+        "UnsupportedMediaType",
+        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json",
+    );
     // A protobuf body of a kind this server does not decode: `k8s\0` +
     // Unknown{typeMeta{apiVersion: v1, kind: Pod}}.
     let pod = b"k8s\x00\x0a\x09\x0a\x02v1\x12\x03Pod";
