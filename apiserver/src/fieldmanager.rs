@@ -494,19 +494,22 @@ pub struct Request<'a> {
 /// turned `old` (`None` for a create) into `new`; `schema` is the kind's
 /// definition name in the built-in OpenAPI definitions, if it has one.
 ///
-/// The starting entries are `new`'s own when the client sent a different,
-/// well-formed list (kube lets a client overwrite them; an empty list
-/// resets them), else `old`'s.
+/// The starting entries are, as kube's field manager picks them: the
+/// client's own when it sent a non-empty, well-formed list on the main
+/// resource (clients may rewrite them), else `old`'s (so a client unaware
+/// of the field cannot drop it by sending `[]` or leaving it out). The
+/// list `[{}]` strips them: the object is written with none at all.
 pub fn update(schema: Option<&str>, old: Option<&Value>, new: &mut Value, req: &Request<'_>) {
     let defs = builtin();
     let root = schema.and_then(|n| defs.get(n));
-    let old_mf = managed_fields(old).cloned();
-    let new_mf = managed_fields(Some(new)).cloned();
-    let base_value = match (&new_mf, &old_mf) {
-        (Some(n), o) if Some(n) != o.as_ref() => Some(n.clone()),
-        (_, o) => o.clone(),
-    };
-    let mut entries = parse_entries(base_value.as_ref());
+    if managed_fields(Some(new)) == Some(&json!([{}])) {
+        if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("managedFields");
+        }
+        return;
+    }
+    let sent = parse_entries(managed_fields(Some(new)));
+    let mut entries = if sent.is_empty() || !req.subresource.is_empty() { parse_entries(managed_fields(old)) } else { sent };
 
     let lhs = old.map(without_managed_fields);
     let rhs = without_managed_fields(new);
