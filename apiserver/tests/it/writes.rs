@@ -103,6 +103,9 @@ fn managed_fields_per_manager() {
         // A patch that changes nothing leaves them alone, times included.
         assert_eq!(s.kubectl(minor, &["patch", "cm", "c", "-n", &ns, "--type", "merge", "-p", r#"{"data":{"a":"2"}}"#]).ok().trim(), "configmap/c patched (no change)");
         assert_eq!(get_json(&s, minor, &["cm", "c", "-n", &ns, "--show-managed-fields"])["metadata"]["managedFields"], live["metadata"]["managedFields"]);
+        // `managedFields: [{}]` strips them (kube's documented reset).
+        k_patch_strip(&s, minor, &ns);
+        assert!(get_json(&s, minor, &["cm", "c", "-n", &ns, "--show-managed-fields"])["metadata"].get("managedFields").is_none());
     }
     // Without fieldManager, the User-Agent's program name is the manager.
     let body = br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"ua"},"data":{"k":"v"}}"#;
@@ -111,6 +114,11 @@ fn managed_fields_per_manager() {
     assert_eq!(r.body["metadata"]["managedFields"][0]["manager"], "my-tool");
     let r = curl(&s, "POST", "/api/v1/namespaces/default/configmaps?fieldManager=named", &["Content-Type: application/json"], Some(&body.replace_bytes("\"ua\"", "\"fm\"")));
     assert_eq!(r.body["metadata"]["managedFields"][0]["manager"], "named", "{r:?}");
+}
+
+fn k_patch_strip(s: &Server, minor: u32, ns: &str) {
+    let out = s.kubectl(minor, &["patch", "cm", "c", "-n", ns, "--type", "merge", "-p", r#"{"metadata":{"managedFields":[{}]}}"#]);
+    assert_eq!(out.ok().trim(), "configmap/c patched");
 }
 
 trait ReplaceBytes {
