@@ -34,9 +34,10 @@
 //! out, as kube strips them; so is `status` on the main resource of types
 //! with a status subresource, and everything but `status` on `/status`.
 //!
-//! Known difference: kube compares a create against the Go zero value of
-//! the type, where non-pointer structs already exist (`spec.strategy: {}`),
-//! so those never get a `.` of their own; here the base is an empty object.
+//! A create is compared against the type's Go zero value, in which by-value
+//! structs (`spec.template`, `spec.strategy`) already exist and required
+//! lists are null, so only what the client added gets a `.` of its own
+//! ([`BY_VALUE`] names the by-value structs, which the schema cannot tell).
 //! Server-side apply (operation `Apply`) is not handled here.
 
 use std::collections::BTreeMap;
@@ -254,6 +255,9 @@ fn compare(
     path: &mut Vec<String>,
     out: &mut Comparison,
 ) {
+    // A null on the left is a field the old object had without a value (a
+    // Go zero value): a value there is a change to it, not an addition.
+    let lhs_null = lhs.is_some_and(Value::is_null);
     let lhs = lhs.filter(|v| !v.is_null());
     let rhs = rhs.filter(|v| !v.is_null());
     let (probe, other) = match (lhs, rhs) {
@@ -270,6 +274,11 @@ fn compare(
         Shape::Leaf
     };
     match (lhs, rhs) {
+        (None, Some(_)) if lhs_null => {
+            if matches!(sh, Shape::Leaf) {
+                out.modified.insert(path);
+            }
+        }
         (None, Some(_)) => out.added.insert(path),
         (Some(_), None) => out.removed.insert(path),
         (Some(l), Some(r)) => {
@@ -339,6 +348,49 @@ fn compare(
             }
         }
     }
+}
+
+/// Struct-typed fields that Go declares by value, not by pointer, so that
+/// they exist (as `{}`) in a type's zero value: besides every `metadata`,
+/// `spec` and `status`, these (definition short name, field).
+const BY_VALUE: &[(&str, &str)] = &[
+    ("DeploymentSpec", "template"),
+    ("DeploymentSpec", "strategy"),
+    ("StatefulSetSpec", "template"),
+    ("StatefulSetSpec", "updateStrategy"),
+    ("DaemonSetSpec", "template"),
+    ("DaemonSetSpec", "updateStrategy"),
+    ("ReplicaSetSpec", "template"),
+    ("JobSpec", "template"),
+    ("CronJobSpec", "jobTemplate"),
+    ("Container", "resources"),
+    ("EphemeralContainer", "resources"),
+    ("PersistentVolumeClaimSpec", "resources"),
+    ("HorizontalPodAutoscalerSpec", "scaleTargetRef"),
+];
+
+/// The JSON of a type's Go zero value, as far as field tracking needs it:
+/// by-value structs as objects ([`BY_VALUE`]) and the other fields Go
+/// always writes (the schema's `required` ones that are not scalars) as
+/// null. kube compares a create against this, so a struct that exists in
+/// it gets no `.` of its own.
+fn zero_value(defs: &Definitions, schema: &Value, depth: usize) -> Value {
+    let (name, s) = defs.resolve_named(schema);
+    let short = name.and_then(|n| n.rsplit('.').next()).unwrap_or("");
+    let mut out = Map::new();
+    let Some(props) = s.get("properties").and_then(Value::as_object) else { return Value::Object(out) };
+    let required: Vec<&str> = s.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+    for (k, ps) in props {
+        let p = defs.resolve(ps);
+        let is_struct = p.get("properties").is_some_and(Value::is_object);
+        let by_value = matches!(k.as_str(), "metadata" | "spec" | "status") || BY_VALUE.contains(&(short, k.as_str()));
+        if is_struct && by_value && depth < 8 {
+            out.insert(k.clone(), zero_value(defs, ps, depth + 1));
+        } else if required.contains(&k.as_str()) && (is_struct || p.get("items").is_some() || p.get("additionalProperties").is_some()) {
+            out.insert(k.clone(), Value::Null);
+        }
+    }
+    Value::Object(out)
 }
 
 /// Fields kube never records (`fieldmanager` stripmeta), as paths whose
@@ -514,14 +566,8 @@ pub fn update(schema: Option<&str>, old: Option<&Value>, new: &mut Value, req: &
     let lhs = old.map(without_managed_fields);
     let rhs = without_managed_fields(new);
     let mut cmp = Comparison::default();
-    compare(
-        defs,
-        root,
-        Some(lhs.as_ref().unwrap_or(&json!({}))),
-        Some(&rhs),
-        &mut Vec::new(),
-        &mut cmp,
-    );
+    let zero = root.map_or_else(|| json!({}), |r| zero_value(defs, r, 0));
+    compare(defs, root, Some(lhs.as_ref().unwrap_or(&zero)), Some(&rhs), &mut Vec::new(), &mut cmp);
     for s in [&mut cmp.added, &mut cmp.modified, &mut cmp.removed] {
         restrict(s, req.scope);
     }
@@ -693,6 +739,12 @@ mod tests {
             json!({})
         );
         assert!(f.get("f:status").is_none(), "{f}");
+        // By-value structs and required lists exist in the zero value: no `.`.
+        let spec = &f["f:spec"];
+        assert!(spec.get(".").is_none() && spec["f:template"].get(".").is_none() && spec["f:template"]["f:spec"].get(".").is_none(), "{f}");
+        assert!(spec["f:template"]["f:spec"]["f:containers"].get(".").is_none(), "{f}");
+        assert_eq!(c["."], json!({}));
+        assert_eq!(c["f:ports"]["."], json!({}), "ports are optional, so added: {f}");
         assert_eq!(FieldSet::from_fields_v1(f).unwrap().to_fields_v1(), *f);
     }
 

@@ -103,6 +103,20 @@ fn managed_fields_per_manager() {
         // A patch that changes nothing leaves them alone, times included.
         assert_eq!(s.kubectl(minor, &["patch", "cm", "c", "-n", &ns, "--type", "merge", "-p", r#"{"data":{"a":"2"}}"#]).ok().trim(), "configmap/c patched (no change)");
         assert_eq!(get_json(&s, minor, &["cm", "c", "-n", &ns, "--show-managed-fields"])["metadata"]["managedFields"], live["metadata"]["managedFields"]);
+        // A Deployment from the generator: the fields kubectl sent plus the
+        // defaults, compared against the type's zero value as kube does.
+        s.kubectl(minor, &["create", "deployment", "web", "-n", &ns, "--image=nginx"]).ok();
+        let d = get_json(&s, minor, &["deploy", "web", "-n", &ns, "--show-managed-fields"]);
+        let f = &managers(&d)[0]["fieldsV1"];
+        assert_eq!(managers(&d)[0]["manager"], "kubectl-create");
+        let spec = &f["f:spec"];
+        assert_eq!(spec["f:selector"], json!({}), "{f}");
+        assert_eq!(spec["f:strategy"], json!({"f:rollingUpdate": {".": {}, "f:maxSurge": {}, "f:maxUnavailable": {}}, "f:type": {}}), "{f}");
+        let pod = &spec["f:template"]["f:spec"];
+        assert!(spec.get(".").is_none() && pod.get(".").is_none() && pod["f:containers"].get(".").is_none(), "{f}");
+        assert_eq!(pod["f:containers"]["k:{\"name\":\"nginx\"}"]["f:image"], json!({}), "{f}");
+        assert!(f.get("f:status").is_none(), "{f}");
+
         // `managedFields: [{}]` strips them (kube's documented reset).
         k_patch_strip(&s, minor, &ns);
         assert!(get_json(&s, minor, &["cm", "c", "-n", &ns, "--show-managed-fields"])["metadata"].get("managedFields").is_none());

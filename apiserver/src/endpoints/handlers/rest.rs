@@ -152,10 +152,12 @@ pub fn before_create(scope: &Scope, obj: &mut Value) -> Result<(), Status> {
         }
     }
     strategy.default(obj);
-    strategy.prepare_for_create(obj);
-    validate(scope, obj, None)?;
+    // Fields are tracked after defaulting and before the strategy, as kube's
+    // create handler does: defaults count as the request's, fields the
+    // server generates (a Job's selector) do not.
     track_managed_fields(scope, None, obj);
-    Ok(())
+    strategy.prepare_for_create(obj);
+    validate(scope, obj, None)
 }
 
 /// Checks the `fieldManager` query parameter as kube does
@@ -302,9 +304,11 @@ pub fn before_update(scope: &Scope, mut new: Value, old: &Value) -> Result<Updat
             }
         }
         new = merged;
+        track_managed_fields(scope, Some(old), &mut new);
     } else {
         carry_system_meta(&mut new, old)?;
         r.strategy.default(&mut new);
+        track_managed_fields(scope, Some(old), &mut new);
         r.strategy.prepare_for_update(&mut new, old);
         if r.strategy.has_generation() {
             let gen = old["metadata"]["generation"].as_i64().unwrap_or(1);
@@ -318,7 +322,6 @@ pub fn before_update(scope: &Scope, mut new: Value, old: &Value) -> Result<Updat
         m.insert("resourceVersion".into(), Value::String(old_rv));
     }
     validate(scope, &new, Some(old))?;
-    track_managed_fields(scope, Some(old), &mut new);
     if without_rv(&new) == without_rv(old) {
         return Ok(Update::Unchanged);
     }
