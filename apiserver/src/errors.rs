@@ -76,6 +76,12 @@ impl Cause {
         Cause { reason: "FieldValueRequired".into(), message, field: field.into() }
     }
 
+    /// `field: Too long: may not be more than <max> bytes` (`field.TooLong`
+    /// as of Kubernetes 1.32).
+    pub fn too_long(field: &str, max_bytes: usize) -> Self {
+        Cause { reason: "FieldValueTooLong".into(), message: format!("Too long: may not be more than {max_bytes} bytes"), field: field.into() }
+    }
+
     /// `field: Forbidden: <detail>` (`field.Forbidden`).
     pub fn forbidden(field: &str, detail: &str) -> Self {
         Cause { reason: "FieldValueForbidden".into(), message: format!("Forbidden: {detail}"), field: field.into() }
@@ -263,14 +269,18 @@ impl Status {
         s
     }
 
-    /// 415 for a body encoding we cannot decode.
-    pub fn unsupported_media_type() -> Self {
-        Self::failure(
-            415,
-            reason::UNSUPPORTED_MEDIA_TYPE,
-            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
-            None,
-        )
+    /// 415 for a body encoding we cannot decode, naming the media types
+    /// the resource accepts (kube `negotiation.NewUnsupportedMediaTypeError`):
+    /// `the body of the request was in an unknown format - accepted media
+    /// types include: application/json, application/yaml`.
+    pub fn unsupported_media_type(accepted: &[&str]) -> Self {
+        Self::failure(415, reason::UNSUPPORTED_MEDIA_TYPE, format!("the body of the request was in an unknown format - accepted media types include: {}", accepted.join(", ")), None)
+    }
+
+    /// 406 for an `Accept` header naming nothing the server can produce
+    /// (kube `negotiation.NewNotAcceptableError`).
+    pub fn not_acceptable(accepted: &[&str]) -> Self {
+        Self::failure(406, reason::NOT_ACCEPTABLE, format!("only the following media types are accepted: {}", accepted.join(", ")), None)
     }
 
     /// 413.
@@ -346,6 +356,13 @@ mod tests {
             400,
             "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: unknown field \"x\", unknown field \"metadata.y\"",
         ));
+        cases.push((Status::not_acceptable(&["application/json", "application/yaml"]), 406, "only the following media types are accepted: application/json, application/yaml"));
+        cases.push((
+            Status::unsupported_media_type(&["application/json", "application/yaml"]),
+            415,
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
+        ));
+        cases.push((Status::invalid("", "Secret", "s", vec![Cause::too_long("data", 1048576)]), 422, "Secret \"s\" is invalid: data: Too long: may not be more than 1048576 bytes"));
         for (s, code, msg) in cases {
             assert_eq!(s.code, code);
             assert_eq!(s.message, msg);

@@ -17,6 +17,7 @@
 pub mod controllers;
 pub mod endpoints;
 pub mod errors;
+pub mod fieldmanager;
 pub mod meta;
 pub mod openapi;
 pub mod options;

@@ -17,6 +17,31 @@ pub enum Output {
     Metadata,
 }
 
+/// The media types resources are served in and accept bodies in, in
+/// kube's order (`application/vnd.kubernetes.protobuf` bodies are decoded
+/// for the kinds of [`crate::protobuf`]; responses to it are JSON, which
+/// client-go accepts because it always offers JSON too).
+pub const MEDIA_TYPES: &[&str] = &["application/json", "application/yaml", crate::protobuf::MEDIA_TYPE];
+
+/// Whether some media range of `accept` names a type of [`MEDIA_TYPES`]
+/// (parameters such as `as=Table` or `stream=watch` are allowed), or is a
+/// wildcard. A missing or empty header accepts anything.
+///
+/// # Errors
+/// 406 NotAcceptable with kube's message when nothing matches.
+pub fn check_accept(accept: Option<&str>) -> Result<(), crate::errors::Status> {
+    let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else { return Ok(()) };
+    let ok = accept.split(',').any(|clause| {
+        let mime = clause.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        mime == "*/*" || mime == "application/*" || MEDIA_TYPES.contains(&mime.as_str())
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(crate::errors::Status::not_acceptable(MEDIA_TYPES))
+    }
+}
+
 /// Picks the first acceptable form of the Accept header, in order.
 pub fn output(accept: Option<&str>) -> Output {
     let Some(accept) = accept else { return Output::Object };
@@ -149,6 +174,10 @@ mod tests {
         ];
         for (a, want) in cases {
             assert_eq!(output(a), want, "{a:?}");
+            assert!(check_accept(a).is_ok(), "{a:?}");
+        }
+        for bad in ["text/plain", "application/xml, text/html", "image/png;q=0.9"] {
+            assert_eq!(check_accept(Some(bad)).map_err(|s| s.code), Err(406), "{bad}");
         }
     }
 }

@@ -1,8 +1,10 @@
 //! Protobuf request bodies (`Content-Type: application/vnd.kubernetes.protobuf`).
 //!
-//! kubectl's typed clients (`create namespace`, `create configmap`,
-//! `create deployment`, `auth can-i`, `auth whoami`...) send objects this
-//! way and do not fall back to JSON on 415. The body is the 4-byte magic
+//! kubectl's typed clients (`create namespace|configmap|secret|service|
+//! serviceaccount|deployment|job|cronjob|ingress|poddisruptionbudget|quota|
+//! role|rolebinding|clusterrole|clusterrolebinding|priorityclass`,
+//! `autoscale`, `auth can-i`, `auth whoami`) send objects this way and do
+//! not fall back to JSON on 415. The body is the 4-byte magic
 //! `k8s\0` followed by a `runtime.Unknown` whose `typeMeta` names the
 //! apiVersion and kind and whose `raw` holds the object's own message
 //! (<https://kubernetes.io/docs/reference/using-api/api-concepts/#protobuf-encoding>):
@@ -51,7 +53,8 @@ fn to_json<M: Message + Default + Serialize>(raw: &[u8]) -> Result<Value, Status
 /// # Errors
 /// 400 BadRequest for a missing magic, a malformed envelope or message, or
 /// a content encoding; 415 UnsupportedMediaType for a kind this server does
-/// not decode from protobuf.
+/// not decode from protobuf (kube's wording for a resource without a
+/// protobuf form, listing JSON and YAML).
 pub fn decode(body: &[u8]) -> Result<Value, Status> {
     let rest = body.strip_prefix(MAGIC).ok_or_else(|| bad("missing the k8s\\0 prefix"))?;
     let unknown = types::Unknown::decode(rest).map_err(bad)?;
@@ -71,7 +74,14 @@ pub fn decode(body: &[u8]) -> Result<Value, Status> {
         ("", "v1", "Secret") => to_json::<t::Secret>(raw)?,
         ("", "v1", "ServiceAccount") => to_json::<t::ServiceAccount>(raw)?,
         ("", "v1", "Service") => to_json::<t::Service>(raw)?,
+        ("", "v1", "ResourceQuota") => to_json::<t::ResourceQuota>(raw)?,
         ("apps", "v1", "Deployment") => to_json::<t::Deployment>(raw)?,
+        ("batch", "v1", "Job") => to_json::<t::Job>(raw)?,
+        ("batch", "v1", "CronJob") => to_json::<t::CronJob>(raw)?,
+        ("networking.k8s.io", "v1", "Ingress") => to_json::<t::Ingress>(raw)?,
+        ("policy", "v1", "PodDisruptionBudget") => to_json::<t::PodDisruptionBudget>(raw)?,
+        ("autoscaling", "v1", "HorizontalPodAutoscaler") => to_json::<t::HorizontalPodAutoscalerV1>(raw)?,
+        ("autoscaling", "v2", "HorizontalPodAutoscaler") => to_json::<t::HorizontalPodAutoscalerV2>(raw)?,
         ("rbac.authorization.k8s.io", "v1", "Role" | "ClusterRole") => to_json::<t::Role>(raw)?,
         ("rbac.authorization.k8s.io", "v1", "RoleBinding" | "ClusterRoleBinding") => to_json::<t::RoleBinding>(raw)?,
         ("scheduling.k8s.io", "v1", "PriorityClass") => to_json::<t::PriorityClass>(raw)?,
@@ -79,9 +89,9 @@ pub fn decode(body: &[u8]) -> Result<Value, Status> {
         ("authorization.k8s.io", "v1", "SelfSubjectRulesReview") => to_json::<t::SelfSubjectRulesReview>(raw)?,
         ("authentication.k8s.io", "v1" | "v1beta1" | "v1alpha1", "SelfSubjectReview") => to_json::<t::SelfSubjectReview>(raw)?,
         _ => {
-            let mut s = Status::unsupported_media_type();
-            s.message = format!("the body of the request was in an unknown format - {MEDIA_TYPE} is accepted for a few kinds only, not {:?} {:?}; send application/json", tm.api_version, tm.kind);
-            return Err(s);
+            // kube's answer for a resource that has no protobuf form (as
+            // custom resources): 415 listing the types it does take.
+            return Err(Status::unsupported_media_type(&["application/json", "application/yaml"]));
         }
     };
     if let Some(o) = obj.as_object_mut() {
@@ -140,6 +150,26 @@ mod tests {
         assert_eq!(v["spec"]["replicas"], 0);
         assert_eq!(v["spec"]["template"]["spec"]["containers"], json!([{"name": "nginx", "image": "nginx", "resources": {}}]));
         assert_eq!(v["spec"]["strategy"]["rollingUpdate"], json!({"maxUnavailable": 1, "maxSurge": "25%"}));
+    }
+
+    #[test]
+    fn ingress_rules_inline_their_value_and_quota_quantities_are_strings() {
+        let path = types::HttpIngressPath {
+            path: "/bar".into(),
+            path_type: Some("Exact".into()),
+            backend: Some(types::IngressBackend { service: Some(types::IngressServiceBackend { name: "svc".into(), port: Some(types::ServiceBackendPort { name: String::new(), number: 8080 }) }), resource: None }),
+        };
+        let rule = types::IngressRule { host: "foo.com".into(), value: Some(types::IngressRuleValue { http: Some(types::HttpIngressRuleValue { paths: vec![path] }) }) };
+        let ing = types::Ingress { metadata: None, spec: Some(types::IngressSpec { rules: vec![rule], ..Default::default() }) };
+        let v = decode(&envelope("networking.k8s.io/v1", "Ingress", ing.encode_to_vec())).unwrap();
+        assert_eq!(v["spec"]["rules"], json!([{"host": "foo.com", "http": {"paths": [{"path": "/bar", "pathType": "Exact", "backend": {"service": {"name": "svc", "port": {"number": 8080}}}}]}}]));
+
+        let mut q = types::ResourceQuota { metadata: None, spec: Some(Default::default()) };
+        if let Some(spec) = q.spec.as_mut() {
+            spec.hard.insert("pods".into(), types::Quantity { string: "2".into() });
+        }
+        let v = decode(&envelope("v1", "ResourceQuota", q.encode_to_vec())).unwrap();
+        assert_eq!(v["spec"], json!({"hard": {"pods": "2"}}));
     }
 
     #[test]

@@ -714,3 +714,391 @@ pub struct PriorityClass {
     #[serde(skip_serializing_if = "is_default")]
     pub preemption_policy: Option<String>,
 }
+
+/// batch/v1 `JobSpec` (the fields `kubectl create job` and `create
+/// cronjob` set, and the common knobs).
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobSpec {
+    #[prost(int32, optional, tag = "1")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parallelism: Option<i32>,
+    #[prost(int32, optional, tag = "2")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completions: Option<i32>,
+    #[prost(int64, optional, tag = "3")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub active_deadline_seconds: Option<i64>,
+    #[prost(message, optional, tag = "4")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+    #[prost(bool, optional, tag = "5")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub manual_selector: Option<bool>,
+    #[prost(message, optional, tag = "6")]
+    pub template: Option<PodTemplateSpec>,
+    #[prost(int32, optional, tag = "7")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backoff_limit: Option<i32>,
+    #[prost(int32, optional, tag = "8")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttl_seconds_after_finished: Option<i32>,
+    #[prost(string, optional, tag = "9")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completion_mode: Option<String>,
+    #[prost(bool, optional, tag = "10")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
+}
+
+/// batch/v1 `Job`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+pub struct Job {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: Option<ObjectMeta>,
+    #[prost(message, optional, tag = "2")]
+    pub spec: Option<JobSpec>,
+}
+
+/// batch/v1 `JobTemplateSpec`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+pub struct JobTemplateSpec {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: Option<ObjectMeta>,
+    #[prost(message, optional, tag = "2")]
+    pub spec: Option<JobSpec>,
+}
+
+/// batch/v1 `CronJobSpec`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CronJobSpec {
+    #[prost(string, tag = "1")]
+    pub schedule: String,
+    #[prost(int64, optional, tag = "2")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub starting_deadline_seconds: Option<i64>,
+    #[prost(string, tag = "3")]
+    #[serde(skip_serializing_if = "is_default")]
+    pub concurrency_policy: String,
+    #[prost(bool, optional, tag = "4")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
+    #[prost(message, optional, tag = "5")]
+    pub job_template: Option<JobTemplateSpec>,
+    #[prost(int32, optional, tag = "6")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub successful_jobs_history_limit: Option<i32>,
+    #[prost(int32, optional, tag = "7")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed_jobs_history_limit: Option<i32>,
+    #[prost(string, optional, tag = "8")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
+}
+
+/// batch/v1 `CronJob`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+pub struct CronJob {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: Option<ObjectMeta>,
+    #[prost(message, optional, tag = "2")]
+    pub spec: Option<CronJobSpec>,
+}
+
+/// networking/v1 `ServiceBackendPort`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+pub struct ServiceBackendPort {
+    #[prost(string, tag = "1")]
+    #[serde(skip_serializing_if = "is_default")]
+    pub name: String,
+    #[prost(int32, tag = "2")]
+    #[serde(skip_serializing_if = "is_default")]
+    pub number: i32,
+}
+
+/// networking/v1 `IngressServiceBackend`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+pub struct IngressServiceBackend {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(message, optional, tag = "2")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<ServiceBackendPort>,
+}
+
+/// core/v1 `TypedLocalObjectReference`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TypedLocalObjectReference {
+    #[prost(string, optional, tag = "1")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_group: Option<String>,
+    #[prost(string, tag = "2")]
+    pub kind: String,
+    #[prost(string, tag = "3")]
+    pub name: String,
+}
+
+/// networking/v1 `IngressBackend`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+pub struct IngressBackend {
+    #[prost(message, optional, tag = "4")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service: Option<IngressServiceBackend>,
+    #[prost(message, optional, tag = "3")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource: Option<TypedLocalObjectReference>,
+}
+
+/// networking/v1 `HTTPIngressPath`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpIngressPath {
+    #[prost(string, tag = "1")]
+    #[serde(skip_serializing_if = "is_default")]
+    pub path: String,
+    #[prost(message, optional, tag = "2")]
+    pub backend: Option<IngressBackend>,
+    #[prost(string, optional, tag = "3")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path_type: Option<String>,
+}
+
+/// networking/v1 `HTTPIngressRuleValue`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+pub struct HttpIngressRuleValue {
+    #[prost(message, repeated, tag = "1")]
+    pub paths: Vec<HttpIngressPath>,
+}
+
+/// networking/v1 `IngressRuleValue` (inlined into the rule in JSON).
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+pub struct IngressRuleValue {
+    #[prost(message, optional, tag = "1")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpIngressRuleValue>,
+}
+
+/// networking/v1 `IngressRule`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+pub struct IngressRule {
+    #[prost(string, tag = "1")]
+    #[serde(skip_serializing_if = "is_default")]
+    pub host: String,
+    #[prost(message, optional, tag = "2")]
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub value: Option<IngressRuleValue>,
+}
+
+/// networking/v1 `IngressTLS`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IngressTls {
+    #[prost(string, repeated, tag = "1")]
+    #[serde(skip_serializing_if = "is_default")]
+    pub hosts: Vec<String>,
+    #[prost(string, tag = "2")]
+    #[serde(skip_serializing_if = "is_default")]
+    pub secret_name: String,
+}
+
+/// networking/v1 `IngressSpec`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IngressSpec {
+    #[prost(message, optional, tag = "1")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_backend: Option<IngressBackend>,
+    #[prost(message, repeated, tag = "2")]
+    #[serde(skip_serializing_if = "is_default")]
+    pub tls: Vec<IngressTls>,
+    #[prost(message, repeated, tag = "3")]
+    #[serde(skip_serializing_if = "is_default")]
+    pub rules: Vec<IngressRule>,
+    #[prost(string, optional, tag = "4")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ingress_class_name: Option<String>,
+}
+
+/// networking/v1 `Ingress`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+pub struct Ingress {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: Option<ObjectMeta>,
+    #[prost(message, optional, tag = "2")]
+    pub spec: Option<IngressSpec>,
+}
+
+/// policy/v1 `PodDisruptionBudgetSpec`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodDisruptionBudgetSpec {
+    #[prost(message, optional, tag = "1")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_available: Option<IntOrString>,
+    #[prost(message, optional, tag = "2")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+    #[prost(message, optional, tag = "3")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_unavailable: Option<IntOrString>,
+    #[prost(string, optional, tag = "4")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unhealthy_pod_eviction_policy: Option<String>,
+}
+
+/// policy/v1 `PodDisruptionBudget`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+pub struct PodDisruptionBudget {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: Option<ObjectMeta>,
+    #[prost(message, optional, tag = "2")]
+    pub spec: Option<PodDisruptionBudgetSpec>,
+}
+
+/// core/v1 `ScopedResourceSelectorRequirement`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScopedResourceSelectorRequirement {
+    #[prost(string, tag = "1")]
+    pub scope_name: String,
+    #[prost(string, tag = "2")]
+    pub operator: String,
+    #[prost(string, repeated, tag = "3")]
+    #[serde(skip_serializing_if = "is_default")]
+    pub values: Vec<String>,
+}
+
+/// core/v1 `ScopeSelector`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScopeSelector {
+    #[prost(message, repeated, tag = "1")]
+    #[serde(skip_serializing_if = "is_default")]
+    pub match_expressions: Vec<ScopedResourceSelectorRequirement>,
+}
+
+/// core/v1 `ResourceQuotaSpec`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceQuotaSpec {
+    #[prost(btree_map = "string, message", tag = "1")]
+    #[serde(skip_serializing_if = "is_default")]
+    pub hard: BTreeMap<String, Quantity>,
+    #[prost(string, repeated, tag = "2")]
+    #[serde(skip_serializing_if = "is_default")]
+    pub scopes: Vec<String>,
+    #[prost(message, optional, tag = "3")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope_selector: Option<ScopeSelector>,
+}
+
+/// core/v1 `ResourceQuota`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+pub struct ResourceQuota {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: Option<ObjectMeta>,
+    #[prost(message, optional, tag = "2")]
+    pub spec: Option<ResourceQuotaSpec>,
+}
+
+/// autoscaling `CrossVersionObjectReference` (v1 and v2).
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CrossVersionObjectReference {
+    #[prost(string, tag = "1")]
+    pub kind: String,
+    #[prost(string, tag = "2")]
+    pub name: String,
+    #[prost(string, tag = "3")]
+    #[serde(skip_serializing_if = "is_default")]
+    pub api_version: String,
+}
+
+/// autoscaling/v1 `HorizontalPodAutoscalerSpec`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HorizontalPodAutoscalerSpecV1 {
+    #[prost(message, optional, tag = "1")]
+    pub scale_target_ref: Option<CrossVersionObjectReference>,
+    #[prost(int32, optional, tag = "2")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_replicas: Option<i32>,
+    #[prost(int32, tag = "3")]
+    pub max_replicas: i32,
+    #[prost(int32, optional, tag = "4")]
+    #[serde(rename = "targetCPUUtilizationPercentage", skip_serializing_if = "Option::is_none")]
+    pub target_cpu_utilization_percentage: Option<i32>,
+}
+
+/// autoscaling/v1 `HorizontalPodAutoscaler`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+pub struct HorizontalPodAutoscalerV1 {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: Option<ObjectMeta>,
+    #[prost(message, optional, tag = "2")]
+    pub spec: Option<HorizontalPodAutoscalerSpecV1>,
+}
+
+/// autoscaling/v2 `MetricTarget`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricTarget {
+    #[prost(string, tag = "1")]
+    pub r#type: String,
+    #[prost(message, optional, tag = "2")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<Quantity>,
+    #[prost(message, optional, tag = "3")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub average_value: Option<Quantity>,
+    #[prost(int32, optional, tag = "4")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub average_utilization: Option<i32>,
+}
+
+/// autoscaling/v2 `ResourceMetricSource`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+pub struct ResourceMetricSource {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(message, optional, tag = "2")]
+    pub target: Option<MetricTarget>,
+}
+
+/// autoscaling/v2 `MetricSpec` (resource metrics, the ones `kubectl
+/// autoscale` writes).
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+pub struct MetricSpec {
+    #[prost(string, tag = "1")]
+    pub r#type: String,
+    #[prost(message, optional, tag = "4")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource: Option<ResourceMetricSource>,
+}
+
+/// autoscaling/v2 `HorizontalPodAutoscalerSpec`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HorizontalPodAutoscalerSpecV2 {
+    #[prost(message, optional, tag = "1")]
+    pub scale_target_ref: Option<CrossVersionObjectReference>,
+    #[prost(int32, optional, tag = "2")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_replicas: Option<i32>,
+    #[prost(int32, tag = "3")]
+    pub max_replicas: i32,
+    #[prost(message, repeated, tag = "4")]
+    #[serde(skip_serializing_if = "is_default")]
+    pub metrics: Vec<MetricSpec>,
+}
+
+/// autoscaling/v2 `HorizontalPodAutoscaler`.
+#[derive(Clone, PartialEq, prost::Message, Serialize)]
+pub struct HorizontalPodAutoscalerV2 {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: Option<ObjectMeta>,
+    #[prost(message, optional, tag = "2")]
+    pub spec: Option<HorizontalPodAutoscalerSpecV2>,
+}

@@ -82,6 +82,30 @@ fn vap_defaults(o: &mut Value) {
     }
 }
 
+fn map_columns() -> Vec<Column> {
+    vec![
+        NAME_COLUMN,
+        Column::new("Mutations", "integer", "Mutation indicates the number of mutations rules defined in this configuration"),
+        Column::new("ParamKind", "string", "ParamKind specifies the kind of resources used to parameterize this policy"),
+        AGE_COLUMN,
+    ]
+}
+
+fn map_cells(o: &Value) -> Vec<Value> {
+    let mut cells = vap_cells(o);
+    cells[1] = json!(o["spec"]["mutations"].as_array().map_or(0, Vec::len));
+    cells
+}
+
+/// MutatingAdmissionPolicy defaults (as ValidatingAdmissionPolicy's, plus
+/// `reinvocationPolicy: Never`).
+fn map_defaults(o: &mut Value) {
+    vap_defaults(o);
+    if let Some(s) = o.get_mut("spec").and_then(Value::as_object_mut) {
+        s.entry("reinvocationPolicy").or_insert_with(|| json!("Never"));
+    }
+}
+
 fn vapb_columns() -> Vec<Column> {
     vec![
         NAME_COLUMN,
@@ -160,6 +184,12 @@ pub fn resources() -> Vec<Resource> {
         def("validatingadmissionpolicies", "validatingadmissionpolicy", "ValidatingAdmissionPolicy", false, &[], &["api-extensions"])
             .build(GROUP, "v1", Box::new(Simple::new().with_status().with_defaults(vap_defaults).with_table(vap_columns, vap_cells))),
         def("validatingadmissionpolicybindings", "validatingadmissionpolicybinding", "ValidatingAdmissionPolicyBinding", false, &[], &["api-extensions"])
+            .build(GROUP, "v1", Box::new(Simple::new().with_generation().with_table(vapb_columns, vapb_cells))),
+        // The fixture's version: MutatingAdmissionPolicy is alpha/beta in
+        // kube 1.33 and v1 later; served as v1 only, as it is used here.
+        def("mutatingadmissionpolicies", "mutatingadmissionpolicy", "MutatingAdmissionPolicy", false, &[], &["api-extensions"])
+            .build(GROUP, "v1", Box::new(Simple::new().with_generation().with_defaults(map_defaults).with_table(map_columns, map_cells))),
+        def("mutatingadmissionpolicybindings", "mutatingadmissionpolicybinding", "MutatingAdmissionPolicyBinding", false, &[], &["api-extensions"])
             .build(GROUP, "v1", Box::new(Simple::new().with_generation().with_table(vapb_columns, vapb_cells))),
         def("validatingwebhookconfigurations", "validatingwebhookconfiguration", "ValidatingWebhookConfiguration", false, &[], &["api-extensions"])
             .build(GROUP, "v1", Box::new(Simple::new().with_defaults(|o| webhook_defaults(o, false)).with_validation(webhook_validate).with_table(webhook_columns, webhook_cells))),

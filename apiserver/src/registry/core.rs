@@ -123,8 +123,31 @@ impl Strategy for ConfigMaps {
                 }
             }
         }
+        let size = payload_size(&o["data"], false) + payload_size(&o["binaryData"], true);
+        if size > MAX_PAYLOAD_BYTES {
+            // kube reports the whole object (an empty field path, `[]`).
+            causes.push(Cause::too_long("[]", MAX_PAYLOAD_BYTES));
+        }
         causes
     }
+}
+
+/// The most a ConfigMap's or Secret's keys and values may add up to, in
+/// bytes (kube `core.MaxSecretSize`, 1 MiB). It is checked apart from the
+/// request-size and store limits, and gives 422 Invalid.
+pub const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
+
+/// The bytes of a `data`/`binaryData` map as kube counts them: each key
+/// plus its value, base64-decoded when `base64` (undecodable values count
+/// as written; they fail elsewhere).
+fn payload_size(map: &Value, base64: bool) -> usize {
+    use base64::Engine as _;
+    let size = |(k, v): (&String, &Value)| {
+        let s = v.as_str().unwrap_or("");
+        let n = if base64 { base64::engine::general_purpose::STANDARD.decode(s).map_or(s.len(), |b| b.len()) } else { s.len() };
+        k.len() + n
+    };
+    map.as_object().into_iter().flatten().map(size).sum()
 }
 
 struct Secrets;
@@ -132,6 +155,18 @@ impl Strategy for Secrets {
     fn default(&self, o: &mut Value) {
         if o["type"].as_str().is_none_or(str::is_empty) {
             o["type"] = json!("Opaque");
+        }
+        // kube's v1 conversion folds the write-only `stringData` into `data`
+        // (base64), its keys winning, and never stores it.
+        if let Some(Value::Object(strings)) = o.as_object_mut().and_then(|m| m.remove("stringData")) {
+            use base64::Engine as _;
+            if !o["data"].is_object() {
+                o["data"] = json!({});
+            }
+            for (k, v) in strings {
+                let text = v.as_str().unwrap_or("");
+                o["data"][k] = json!(base64::engine::general_purpose::STANDARD.encode(text));
+            }
         }
     }
     fn selectable_fields(&self) -> &'static [&'static str] {
@@ -142,6 +177,13 @@ impl Strategy for Secrets {
     }
     fn cells(&self, o: &Value) -> Vec<Value> {
         vec![name_cell(o), json!(o["type"].as_str().unwrap_or("")), json!(count(&o["data"])), json!(age(o))]
+    }
+    fn validate(&self, o: &Value) -> Vec<Cause> {
+        // `stringData` is already folded into `data` (see `default`).
+        if payload_size(&o["data"], true) > MAX_PAYLOAD_BYTES {
+            return vec![Cause::too_long("data", MAX_PAYLOAD_BYTES)];
+        }
+        Vec::new()
     }
 }
 

@@ -12,8 +12,10 @@ use crate::meta;
 /// 400 for malformed bodies, 404 for a missing namespace, 409 AlreadyExists,
 /// 422 Invalid.
 pub async fn handle(mut scope: Scope) -> Result<Response, Status> {
-    let dry_run = scope.query.dry_run()?;
+    // The body is read before any check can fail, so an HTTP/2 client
+    // gets the Status rather than a reset stream.
     let mut obj = scope.body_json().await?;
+    let dry_run = scope.query.dry_run()?;
     if let Some(mut review) = scope.resource.strategy.review(&obj, &scope.user) {
         review["kind"] = scope.resource.kind.into();
         review["apiVersion"] = scope.resource.api_version().into();

@@ -26,8 +26,8 @@ struct DeleteOptions {
 }
 
 async fn delete_options(scope: &mut Scope) -> Result<DeleteOptions, Status> {
-    let mut opts = DeleteOptions { dry_run: scope.query.dry_run()?, ..Default::default() };
     let bytes = scope.body_bytes().await?;
+    let mut opts = DeleteOptions { dry_run: scope.query.dry_run()?, ..Default::default() };
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(opts);
     }

@@ -174,12 +174,16 @@ impl Scope {
         if mime == "application/yaml" {
             // YAML is converted once to JSON and then decoded like a JSON
             // body, so field validation sees the same input either way.
-            let v: Value = serde_saphyr::from_slice(&bytes).map_err(|e| Status::bad_request(format!("error converting YAML to JSON: {e}")))?;
+            // kube-apiserver converts with sigs.k8s.io/yaml (go-yaml v2, YAML
+            // 1.1 scalars): plain `yes`/`on`/`off`/`y`/`n` are booleans
+            // (serde-saphyr's default too) and `010` is octal 8.
+            let options = serde_saphyr::options! { legacy_octal_numbers: true };
+            let v: Value = serde_saphyr::from_slice_with_options(&bytes, options).map_err(|e| Status::bad_request(format!("error converting YAML to JSON: {e}")))?;
             let json = serde_json::to_vec(&v).map_err(|e| Status::bad_request(format!("error converting YAML to JSON: {e}")))?;
             return self.decode_json(&json);
         }
         if !(mime.is_empty() || mime == "application/json" || mime.ends_with("+json") || mime == "*/*") {
-            return Err(Status::unsupported_media_type());
+            return Err(Status::unsupported_media_type(negotiation::MEDIA_TYPES));
         }
         self.decode_json(&bytes)
     }
@@ -219,6 +223,15 @@ impl Scope {
     }
 }
 
+/// Answers `status` to a request refused before its handler ran, first
+/// reading (up to [`MAX_BODY_BYTES`] of) its body: an HTTP/2 stream whose
+/// body the server never read is reset, and clients such as curl then
+/// report a framing error instead of the Status.
+async fn reject(req: Request, status: Status) -> Response {
+    let _ = http_body_util::Limited::new(req.into_body(), MAX_BODY_BYTES).collect().await;
+    responses::status(&status)
+}
+
 /// The final handler: routes by request info.
 pub struct Router {
     state: Arc<ApiState>,
@@ -236,28 +249,34 @@ impl Router {
             return discovery::non_resource(&self.state, &req, &info).await;
         }
         let Some(resource) = self.state.registry.get(&info.api_group, &info.api_version, &info.resource) else {
-            return responses::status(&Status::resource_not_found());
+            return reject(req, Status::resource_not_found()).await;
         };
         // Scope checks: a namespaced resource is addressed within a namespace
         // (except list/watch across all namespaces), a cluster-scoped one never.
         if resource.resource != "namespaces" {
             let cross_namespace = matches!(info.verb.as_str(), "list" | "watch");
             if resource.namespaced && info.namespace.is_empty() && !cross_namespace {
-                return responses::status(&Status::resource_not_found());
+                return reject(req, Status::resource_not_found()).await;
             }
             if !resource.namespaced && !info.namespace.is_empty() {
-                return responses::status(&Status::resource_not_found());
+                return reject(req, Status::resource_not_found()).await;
             }
         }
         if !info.subresource.is_empty() && !resource.subresources.contains(&info.subresource.as_str()) {
-            return responses::status(&Status::resource_not_found());
+            return reject(req, Status::resource_not_found()).await;
         }
         let verb_ok = if info.subresource.is_empty() { resource.verbs.contains(&info.verb.as_str()) } else { matches!(info.verb.as_str(), "get" | "update" | "patch") };
-        if !verb_ok || (info.verb == "create" && !info.name.is_empty()) {
-            return responses::status(&Status::method_not_allowed());
+        // POST names no object; PUT and PATCH always do (kube registers no
+        // collection route for them, so its router answers 405).
+        let on_collection = info.name.is_empty() && matches!(info.verb.as_str(), "update" | "patch");
+        if !verb_ok || (info.verb == "create" && !info.name.is_empty()) || on_collection {
+            return reject(req, Status::method_not_allowed()).await;
         }
         let query = Query::parse(req.uri().query());
         let accept = req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok());
+        if let Err(s) = negotiation::check_accept(accept) {
+            return reject(req, s).await;
+        }
         let output = negotiation::output(accept);
         let include = IncludeObject::parse(query.get("includeObject"));
         let user = req.extensions().get::<UserInfo>().cloned().unwrap_or_default();

@@ -46,18 +46,20 @@ fn apply_patch(t: PatchType, doc: &Value, patch: &Value, meta: PatchMeta<'_>) ->
 /// 415 for unsupported patch types (server-side apply comes later), 400 for
 /// malformed patches, 404, 409, 422.
 pub async fn handle(mut scope: Scope) -> Result<Response, Status> {
+    // Read first: an HTTP/2 stream answered before its body was read is
+    // reset, and some clients then lose the Status.
+    let bytes = scope.body_bytes().await?;
     let ct = scope.req.headers().get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").split(';').next().unwrap_or("").trim().to_string();
     let t = match ct.as_str() {
         "application/json-patch+json" => PatchType::Json,
         "application/merge-patch+json" => PatchType::Merge,
         "application/strategic-merge-patch+json" => PatchType::Strategic,
         _ => {
-            let mut s = Status::unsupported_media_type();
-            s.message = format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {ct:?})");
-            return Err(s);
+            // Server-side apply (application/apply-patch+yaml) is not served
+            // yet, so it is not listed.
+            return Err(Status::unsupported_media_type(&["application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json"]));
         }
     };
-    let bytes = scope.body_bytes().await?;
     let patch: Value = scope.decode_json(&bytes)?;
     if scope.info.subresource == "scale" {
         let (obj, _) = apply_update(&scope, None, &|old| {

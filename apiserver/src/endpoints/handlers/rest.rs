@@ -123,6 +123,7 @@ fn validate(scope: &Scope, obj: &Value, old: Option<&Value>) -> Result<(), Statu
 /// 400 for mismatched type or namespace, 422 Invalid, 500 when a
 /// resourceVersion is set (kube's wording).
 pub fn before_create(scope: &Scope, obj: &mut Value) -> Result<(), Status> {
+    validate_field_manager(scope)?;
     check_type_meta(scope, obj)?;
     prune_unknown_fields(scope, obj)?;
     check_namespace(scope, obj)?;
@@ -151,8 +152,56 @@ pub fn before_create(scope: &Scope, obj: &mut Value) -> Result<(), Status> {
         }
     }
     strategy.default(obj);
+    // Fields are tracked after defaulting and before the strategy, as kube's
+    // create handler does: defaults count as the request's, fields the
+    // server generates (a Job's selector) do not.
+    track_managed_fields(scope, None, obj);
     strategy.prepare_for_create(obj);
     validate(scope, obj, None)
+}
+
+/// Checks the `fieldManager` query parameter as kube does
+/// (`ValidateFieldManager`): at most 128 bytes, printable characters only.
+///
+/// # Errors
+/// 422 Invalid on `CreateOptions`, `UpdateOptions` or `PatchOptions` of
+/// group `meta.k8s.io`, per the request's verb.
+pub fn validate_field_manager(scope: &Scope) -> Result<(), Status> {
+    let Some(m) = scope.query.get("fieldManager") else { return Ok(()) };
+    let cause = if m.len() > 128 {
+        Cause::too_long("fieldManager", 128)
+    } else if m.chars().any(char::is_control) {
+        Cause::invalid("fieldManager", &Value::String(m.to_string()), "must only contain printable characters")
+    } else {
+        return Ok(());
+    };
+    let kind = match scope.info.verb.as_str() {
+        "create" => "CreateOptions",
+        "patch" => "PatchOptions",
+        _ => "UpdateOptions",
+    };
+    Err(Status::invalid("meta.k8s.io", kind, "", vec![cause]))
+}
+
+/// Records the request's manager in `metadata.managedFields` (operation
+/// `Update`; see [`crate::fieldmanager`]).
+fn track_managed_fields(scope: &Scope, old: Option<&Value>, new: &mut Value) {
+    use crate::fieldmanager::{self, Scope as Part};
+    let r = &scope.resource;
+    let schema = crate::openapi::definitions::builtin().name_of(r.group, r.version, r.kind);
+    let user_agent = scope.req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok());
+    let manager = fieldmanager::manager_name(scope.query.get("fieldManager"), user_agent);
+    let subresource = scope.info.subresource.as_str();
+    let part = if subresource == "status" {
+        Part::StatusOnly
+    } else if r.subresources.contains(&"status") {
+        Part::NoStatus
+    } else {
+        Part::All
+    };
+    let api_version = r.api_version();
+    let now = meta::now();
+    fieldmanager::update(schema, old, new, &fieldmanager::Request { manager: &manager, api_version: &api_version, subresource, scope: part, now: &now });
 }
 
 /// Checks that `namespace` exists and is not terminating, before creating
@@ -220,6 +269,7 @@ fn without_rv(v: &Value) -> Value {
 /// 409 Conflict for a stale resourceVersion, 400 and 422 as for create.
 pub fn before_update(scope: &Scope, mut new: Value, old: &Value) -> Result<Update, Status> {
     let r = &scope.resource;
+    validate_field_manager(scope)?;
     check_type_meta(scope, &mut new)?;
     prune_unknown_fields(scope, &mut new)?;
     check_namespace(scope, &mut new)?;
@@ -254,9 +304,11 @@ pub fn before_update(scope: &Scope, mut new: Value, old: &Value) -> Result<Updat
             }
         }
         new = merged;
+        track_managed_fields(scope, Some(old), &mut new);
     } else {
         carry_system_meta(&mut new, old)?;
         r.strategy.default(&mut new);
+        track_managed_fields(scope, Some(old), &mut new);
         r.strategy.prepare_for_update(&mut new, old);
         if r.strategy.has_generation() {
             let gen = old["metadata"]["generation"].as_i64().unwrap_or(1);

@@ -1,0 +1,770 @@
+//! `metadata.managedFields` for Update operations (kube
+//! `apiserver/pkg/endpoints/handlers/fieldmanager` over
+//! structured-merge-diff): which manager set which fields.
+//!
+//! Every create, update and patch compares the object before and after the
+//! request, field by field along the type's OpenAPI schema, and gives the
+//! request's manager the fields it added or changed:
+//!
+//! ```text
+//! mine   = (mine ∪ added ∪ modified) − removed
+//! others = others − (added ∪ modified ∪ removed)     (dropped when empty)
+//! ```
+//!
+//! A manager is the `fieldManager` query parameter, or else the program
+//! name of the `User-Agent` (the part before the first `/`). Entries are
+//! keyed by manager, operation (`Update`), apiVersion and subresource, and
+//! written in kube's order: by operation, then time, manager, apiVersion,
+//! subresource. A request that changes nothing leaves them untouched.
+//!
+//! Field sets are written as `FieldsV1`: a tree whose keys are `f:<field>`
+//! for struct fields and map keys, `k:<json of the key fields>` for items of
+//! `x-kubernetes-list-type: map` lists, `v:<json value>` for set items, and
+//! `.` when a node that has children is itself in the set. A ConfigMap
+//! created with `data: {a: "1"}` and later given label `x` by `kubectl
+//! label` carries:
+//!
+//! ```text
+//! - manager: kubectl-create        fieldsV1: {"f:data": {".": {}, "f:a": {}}}
+//! - manager: kubectl-label         fieldsV1: {"f:metadata": {"f:labels": {".": {}, "f:x": {}}}}
+//! ```
+//!
+//! The fields every object has (apiVersion, kind, name, namespace, uid,
+//! resourceVersion, generation, creationTimestamp, managedFields) are left
+//! out, as kube strips them; so is `status` on the main resource of types
+//! with a status subresource, and everything but `status` on `/status`.
+//!
+//! A create is compared against the type's Go zero value, in which by-value
+//! structs (`spec.template`, `spec.strategy`) already exist and required
+//! lists are null, so only what the client added gets a `.` of its own
+//! ([`BY_VALUE`] names the by-value structs, which the schema cannot tell).
+//! Server-side apply (operation `Apply`) is not handled here.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Map, Value};
+
+use crate::openapi::definitions::{builtin, Definitions};
+
+/// A set of field paths, as a tree of path elements (`f:name`, `k:{..}`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FieldSet {
+    member: bool,
+    children: BTreeMap<String, FieldSet>,
+}
+
+impl FieldSet {
+    /// Whether no path is in the set.
+    pub fn is_empty(&self) -> bool {
+        !self.member && self.children.values().all(FieldSet::is_empty)
+    }
+
+    fn insert(&mut self, path: &[String]) {
+        match path.split_first() {
+            None => self.member = true,
+            Some((first, rest)) => self.children.entry(first.clone()).or_default().insert(rest),
+        }
+    }
+
+    fn union(&mut self, other: &FieldSet) {
+        self.member |= other.member;
+        for (k, v) in &other.children {
+            self.children.entry(k.clone()).or_default().union(v);
+        }
+    }
+
+    /// Removes the members of `other` (each path exactly, not what is below it).
+    fn difference(&mut self, other: &FieldSet) {
+        if other.member {
+            self.member = false;
+        }
+        for (k, v) in &other.children {
+            if let Some(c) = self.children.get_mut(k) {
+                c.difference(v);
+            }
+        }
+        self.children.retain(|_, c| !c.is_empty());
+    }
+
+    /// Removes a path and everything below it.
+    fn remove_tree(&mut self, path: &[&str]) {
+        match path.split_first() {
+            None => *self = FieldSet::default(),
+            Some((first, [])) => {
+                self.children.remove(*first);
+            }
+            Some((first, rest)) => {
+                if let Some(c) = self.children.get_mut(*first) {
+                    c.remove_tree(rest);
+                }
+            }
+        }
+        self.children.retain(|_, c| !c.is_empty());
+    }
+
+    /// Removes one path's membership, keeping what is below it.
+    fn remove_member(&mut self, path: &[&str]) {
+        match path.split_first() {
+            None => self.member = false,
+            Some((first, rest)) => {
+                if let Some(c) = self.children.get_mut(*first) {
+                    c.remove_member(rest);
+                }
+            }
+        }
+        self.children.retain(|_, c| !c.is_empty());
+    }
+
+    /// Keeps only the subtree at `key` (a top-level `f:` element).
+    fn only(&self, key: &str) -> FieldSet {
+        let mut out = FieldSet::default();
+        if let Some(c) = self.children.get(key) {
+            out.children.insert(key.to_string(), c.clone());
+        }
+        out
+    }
+
+    /// The `FieldsV1` JSON form.
+    pub fn to_fields_v1(&self) -> Value {
+        let mut m = Map::new();
+        if self.member && !self.children.is_empty() {
+            m.insert(".".into(), json!({}));
+        }
+        for (k, c) in &self.children {
+            m.insert(k.clone(), c.to_fields_v1());
+        }
+        Value::Object(m)
+    }
+
+    /// Parses the `FieldsV1` JSON form; `None` if it is not one.
+    pub fn from_fields_v1(v: &Value) -> Option<FieldSet> {
+        let m = v.as_object()?;
+        let mut s = FieldSet {
+            member: m.is_empty(),
+            children: BTreeMap::new(),
+        };
+        for (k, c) in m {
+            if k == "." {
+                s.member = true;
+            } else {
+                s.children.insert(k.clone(), FieldSet::from_fields_v1(c)?);
+            }
+        }
+        Some(s)
+    }
+}
+
+/// How a node is compared, from its schema (or, without one, its value).
+enum Shape<'a> {
+    /// Compared as a whole: scalars, atomic maps and lists.
+    Leaf,
+    /// Struct fields or map entries, each its own `f:` element; the schema
+    /// of a named field, or of every entry.
+    Fields(FieldSchemas<'a>),
+    /// `x-kubernetes-list-type: set`: items are `v:` elements.
+    Set,
+    /// `x-kubernetes-list-type: map`: items are `k:` elements with their own
+    /// fields.
+    KeyedList(&'a [Value], Option<&'a Value>),
+}
+
+enum FieldSchemas<'a> {
+    Props(&'a Map<String, Value>),
+    Each(Option<&'a Value>),
+}
+
+impl<'a> FieldSchemas<'a> {
+    fn get(&self, k: &str) -> Option<&'a Value> {
+        match self {
+            FieldSchemas::Props(p) => p.get(k),
+            FieldSchemas::Each(s) => *s,
+        }
+    }
+}
+
+fn shape<'a>(defs: &'a Definitions, schema: Option<&'a Value>, value: &Value) -> Shape<'a> {
+    let s = schema.map(|s| defs.resolve(s));
+    let atomic =
+        |s: &Value| s.get("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic");
+    match value {
+        Value::Object(_) => {
+            let Some(s) = s else {
+                return Shape::Fields(FieldSchemas::Each(None));
+            };
+            if atomic(s) {
+                return Shape::Leaf;
+            }
+            if let Some(p) = s.get("properties").and_then(Value::as_object) {
+                return Shape::Fields(FieldSchemas::Props(p));
+            }
+            if let Some(ap) = s.get("additionalProperties").filter(|a| a.is_object()) {
+                return Shape::Fields(FieldSchemas::Each(Some(ap)));
+            }
+            // RawExtension, FieldsV1 and the like: opaque.
+            if s.get("type").and_then(Value::as_str) == Some("object")
+                && s.get("x-kubernetes-preserve-unknown-fields").is_none()
+            {
+                return Shape::Leaf;
+            }
+            Shape::Fields(FieldSchemas::Each(None))
+        }
+        Value::Array(_) => {
+            let Some(s) = s else { return Shape::Leaf };
+            let items = s.get("items");
+            match s.get("x-kubernetes-list-type").and_then(Value::as_str) {
+                Some("set") => Shape::Set,
+                Some("map") => match s
+                    .get("x-kubernetes-list-map-keys")
+                    .and_then(Value::as_array)
+                {
+                    Some(keys) if !keys.is_empty() => Shape::KeyedList(keys.as_slice(), items),
+                    _ => Shape::Leaf,
+                },
+                _ => Shape::Leaf,
+            }
+        }
+        _ => Shape::Leaf,
+    }
+}
+
+/// What a request did to an object, as field sets.
+#[derive(Debug, Default)]
+struct Comparison {
+    added: FieldSet,
+    modified: FieldSet,
+    removed: FieldSet,
+}
+
+/// `k:{"name":"x"}` for a keyed list item (key fields in name order), or
+/// `None` when a key field is missing.
+fn item_key(keys: &[Value], item: &Value) -> Option<String> {
+    let mut m = Map::new();
+    for k in keys {
+        let k = k.as_str()?;
+        let v = item.get(k).filter(|v| !v.is_null())?;
+        m.insert(k.to_string(), v.clone());
+    }
+    Some(format!("k:{}", Value::Object(m)))
+}
+
+fn compare(
+    defs: &Definitions,
+    schema: Option<&Value>,
+    lhs: Option<&Value>,
+    rhs: Option<&Value>,
+    path: &mut Vec<String>,
+    out: &mut Comparison,
+) {
+    // A null on the left is a field the old object had without a value (a
+    // Go zero value): a value there is a change to it, not an addition.
+    let lhs_null = lhs.is_some_and(Value::is_null);
+    let lhs = lhs.filter(|v| !v.is_null());
+    let rhs = rhs.filter(|v| !v.is_null());
+    let (probe, other) = match (lhs, rhs) {
+        (None, None) => return,
+        (Some(l), r) => (l, r),
+        (None, Some(r)) => (r, None),
+    };
+    // Values of different JSON types are compared whole.
+    let same_type =
+        other.is_none_or(|o| std::mem::discriminant(o) == std::mem::discriminant(probe));
+    let sh = if same_type {
+        shape(defs, schema, probe)
+    } else {
+        Shape::Leaf
+    };
+    match (lhs, rhs) {
+        (None, Some(_)) if lhs_null => {
+            if matches!(sh, Shape::Leaf) {
+                out.modified.insert(path);
+            }
+        }
+        (None, Some(_)) => out.added.insert(path),
+        (Some(_), None) => out.removed.insert(path),
+        (Some(l), Some(r)) => {
+            if matches!(sh, Shape::Leaf) && l != r {
+                out.modified.insert(path);
+            }
+        }
+        (None, None) => {}
+    }
+    let empty = Map::new();
+    match sh {
+        Shape::Leaf => {}
+        Shape::Fields(fields) => {
+            let lm = lhs.and_then(Value::as_object).unwrap_or(&empty);
+            let rm = rhs.and_then(Value::as_object).unwrap_or(&empty);
+            let keys: std::collections::BTreeSet<&String> = lm.keys().chain(rm.keys()).collect();
+            for k in keys {
+                path.push(format!("f:{k}"));
+                compare(defs, fields.get(k), lm.get(k), rm.get(k), path, out);
+                path.pop();
+            }
+        }
+        Shape::Set => {
+            let items = |v: Option<&Value>| -> Vec<String> {
+                v.and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .map(|i| format!("v:{i}"))
+                    .collect()
+            };
+            let (li, ri) = (items(lhs), items(rhs));
+            for i in ri.iter().filter(|i| !li.contains(i)) {
+                path.push(i.clone());
+                out.added.insert(path);
+                path.pop();
+            }
+            for i in li.iter().filter(|i| !ri.contains(i)) {
+                path.push(i.clone());
+                out.removed.insert(path);
+                path.pop();
+            }
+        }
+        Shape::KeyedList(keys, item_schema) => {
+            let keyed = |v: Option<&Value>| -> Option<BTreeMap<String, Value>> {
+                v.and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .map(|i| item_key(keys, i).map(|k| (k, i.clone())))
+                    .collect()
+            };
+            match (keyed(lhs), keyed(rhs)) {
+                (Some(lk), Some(rk)) => {
+                    let all: std::collections::BTreeSet<&String> =
+                        lk.keys().chain(rk.keys()).collect();
+                    for k in all {
+                        path.push(k.clone());
+                        compare(defs, item_schema, lk.get(k), rk.get(k), path, out);
+                        path.pop();
+                    }
+                }
+                // Items without their keys: compared whole.
+                _ => {
+                    if lhs.is_some() && rhs.is_some() && lhs != rhs {
+                        out.modified.insert(path);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Struct-typed fields that Go declares by value, not by pointer, so that
+/// they exist (as `{}`) in a type's zero value: besides every `metadata`,
+/// `spec` and `status`, these (definition short name, field).
+const BY_VALUE: &[(&str, &str)] = &[
+    ("DeploymentSpec", "template"),
+    ("DeploymentSpec", "strategy"),
+    ("StatefulSetSpec", "template"),
+    ("StatefulSetSpec", "updateStrategy"),
+    ("DaemonSetSpec", "template"),
+    ("DaemonSetSpec", "updateStrategy"),
+    ("ReplicaSetSpec", "template"),
+    ("JobSpec", "template"),
+    ("CronJobSpec", "jobTemplate"),
+    ("Container", "resources"),
+    ("EphemeralContainer", "resources"),
+    ("PersistentVolumeClaimSpec", "resources"),
+    ("HorizontalPodAutoscalerSpec", "scaleTargetRef"),
+];
+
+/// The JSON of a type's Go zero value, as far as field tracking needs it:
+/// by-value structs as objects ([`BY_VALUE`]) and the other fields Go
+/// always writes (the schema's `required` ones that are not scalars) as
+/// null. kube compares a create against this, so a struct that exists in
+/// it gets no `.` of its own.
+fn zero_value(defs: &Definitions, schema: &Value, depth: usize) -> Value {
+    let (name, s) = defs.resolve_named(schema);
+    let short = name.and_then(|n| n.rsplit('.').next()).unwrap_or("");
+    let mut out = Map::new();
+    let Some(props) = s.get("properties").and_then(Value::as_object) else { return Value::Object(out) };
+    let required: Vec<&str> = s.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+    for (k, ps) in props {
+        let p = defs.resolve(ps);
+        let is_struct = p.get("properties").is_some_and(Value::is_object);
+        let by_value = matches!(k.as_str(), "metadata" | "spec" | "status") || BY_VALUE.contains(&(short, k.as_str()));
+        if is_struct && by_value && depth < 8 {
+            out.insert(k.clone(), zero_value(defs, ps, depth + 1));
+        } else if required.contains(&k.as_str()) && (is_struct || p.get("items").is_some() || p.get("additionalProperties").is_some()) {
+            out.insert(k.clone(), Value::Null);
+        }
+    }
+    Value::Object(out)
+}
+
+/// Fields kube never records (`fieldmanager` stripmeta), as paths whose
+/// membership is removed.
+const STRIPPED: &[&[&str]] = &[
+    &["f:apiVersion"],
+    &["f:kind"],
+    &["f:metadata"],
+    &["f:metadata", "f:name"],
+    &["f:metadata", "f:namespace"],
+    &["f:metadata", "f:creationTimestamp"],
+    &["f:metadata", "f:selfLink"],
+    &["f:metadata", "f:uid"],
+    &["f:metadata", "f:clusterName"],
+    &["f:metadata", "f:generation"],
+    &["f:metadata", "f:resourceVersion"],
+];
+
+/// Which part of the object a request may own fields in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The whole object.
+    All,
+    /// The main resource of a type with a status subresource: not `status`.
+    NoStatus,
+    /// The `status` subresource: only `status`.
+    StatusOnly,
+}
+
+fn restrict(s: &mut FieldSet, scope: Scope) {
+    for p in STRIPPED {
+        s.remove_member(p);
+    }
+    match scope {
+        Scope::All => {}
+        Scope::NoStatus => s.remove_tree(&["f:status"]),
+        Scope::StatusOnly => *s = s.only("f:status"),
+    }
+}
+
+/// One `ManagedFieldsEntry`.
+#[derive(Debug, Clone)]
+struct Entry {
+    manager: String,
+    operation: String,
+    api_version: String,
+    time: String,
+    subresource: String,
+    set: FieldSet,
+}
+
+impl Entry {
+    fn parse(v: &Value) -> Option<Entry> {
+        let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        if v.get("fieldsType")
+            .and_then(Value::as_str)
+            .is_some_and(|t| t != "FieldsV1")
+        {
+            return None;
+        }
+        let set = match v.get("fieldsV1") {
+            Some(f) => FieldSet::from_fields_v1(f)?,
+            None => FieldSet::default(),
+        };
+        Some(Entry {
+            manager: s("manager"),
+            operation: s("operation"),
+            api_version: s("apiVersion"),
+            time: s("time"),
+            subresource: s("subresource"),
+            set,
+        })
+    }
+
+    fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("manager".into(), json!(self.manager));
+        m.insert("operation".into(), json!(self.operation));
+        m.insert("apiVersion".into(), json!(self.api_version));
+        if !self.time.is_empty() {
+            m.insert("time".into(), json!(self.time));
+        }
+        m.insert("fieldsType".into(), json!("FieldsV1"));
+        m.insert("fieldsV1".into(), self.set.to_fields_v1());
+        if !self.subresource.is_empty() {
+            m.insert("subresource".into(), json!(self.subresource));
+        }
+        Value::Object(m)
+    }
+
+    fn same_key(&self, other: &Entry) -> bool {
+        self.manager == other.manager
+            && self.operation == other.operation
+            && self.api_version == other.api_version
+            && self.subresource == other.subresource
+    }
+}
+
+fn managed_fields(obj: Option<&Value>) -> Option<&Value> {
+    obj.and_then(|o| o.get("metadata"))
+        .and_then(|m| m.get("managedFields"))
+}
+
+fn parse_entries(v: Option<&Value>) -> Vec<Entry> {
+    v.and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Entry::parse)
+        .collect()
+}
+
+fn without_managed_fields(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("managedFields");
+    }
+    v
+}
+
+/// The manager of a request: `fieldManager`, else the program name of the
+/// User-Agent (`kubectl.1.33/v1.33.0 (linux/amd64) …` → `kubectl.1.33`),
+/// cut to 128 characters, as kube's `prefixFromUserAgent`.
+pub fn manager_name(field_manager: Option<&str>, user_agent: Option<&str>) -> String {
+    if let Some(m) = field_manager.filter(|m| !m.is_empty()) {
+        return m.to_string();
+    }
+    user_agent
+        .unwrap_or("")
+        .split('/')
+        .next()
+        .unwrap_or("")
+        .chars()
+        .take(128)
+        .collect()
+}
+
+/// What one request is, for [`update`].
+#[derive(Debug, Clone)]
+pub struct Request<'a> {
+    /// The manager ([`manager_name`]).
+    pub manager: &'a str,
+    /// The served apiVersion (`apps/v1`).
+    pub api_version: &'a str,
+    /// `status`, or empty.
+    pub subresource: &'a str,
+    /// The part of the object the request may own.
+    pub scope: Scope,
+    /// The time to record (RFC 3339).
+    pub now: &'a str,
+}
+
+/// Writes `new`'s `metadata.managedFields` for an Update operation that
+/// turned `old` (`None` for a create) into `new`; `schema` is the kind's
+/// definition name in the built-in OpenAPI definitions, if it has one.
+///
+/// The starting entries are, as kube's field manager picks them: the
+/// client's own when it sent a non-empty, well-formed list on the main
+/// resource (clients may rewrite them), else `old`'s (so a client unaware
+/// of the field cannot drop it by sending `[]` or leaving it out). The
+/// list `[{}]` strips them: the object is written with none at all.
+pub fn update(schema: Option<&str>, old: Option<&Value>, new: &mut Value, req: &Request<'_>) {
+    let defs = builtin();
+    let root = schema.and_then(|n| defs.get(n));
+    if managed_fields(Some(new)) == Some(&json!([{}])) {
+        if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("managedFields");
+        }
+        return;
+    }
+    let sent = parse_entries(managed_fields(Some(new)));
+    let mut entries = if sent.is_empty() || !req.subresource.is_empty() { parse_entries(managed_fields(old)) } else { sent };
+
+    let lhs = old.map(without_managed_fields);
+    let rhs = without_managed_fields(new);
+    let mut cmp = Comparison::default();
+    let zero = root.map_or_else(|| json!({}), |r| zero_value(defs, r, 0));
+    compare(defs, root, Some(lhs.as_ref().unwrap_or(&zero)), Some(&rhs), &mut Vec::new(), &mut cmp);
+    for s in [&mut cmp.added, &mut cmp.modified, &mut cmp.removed] {
+        restrict(s, req.scope);
+    }
+    let mut changed = cmp.added.clone();
+    changed.union(&cmp.modified);
+    changed.union(&cmp.removed);
+
+    if !changed.is_empty() {
+        let me = Entry {
+            manager: req.manager.to_string(),
+            operation: "Update".into(),
+            api_version: req.api_version.to_string(),
+            time: req.now.to_string(),
+            subresource: req.subresource.to_string(),
+            set: FieldSet::default(),
+        };
+        let mut mine = entries
+            .iter()
+            .position(|e| e.same_key(&me))
+            .map(|i| entries.remove(i))
+            .unwrap_or(me);
+        for e in &mut entries {
+            e.set.difference(&changed);
+        }
+        entries.retain(|e| !e.set.is_empty());
+        mine.set.union(&cmp.added);
+        mine.set.union(&cmp.modified);
+        mine.set.difference(&cmp.removed);
+        restrict(&mut mine.set, req.scope);
+        mine.time = req.now.to_string();
+        if !mine.set.is_empty() {
+            entries.push(mine);
+        }
+    }
+    entries.sort_by(|p, q| {
+        let secs = |t: &str| {
+            crate::meta::parse_time(t)
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_secs())
+        };
+        (
+            p.operation.as_str(),
+            secs(&p.time),
+            p.manager.as_str(),
+            p.api_version.as_str(),
+            p.subresource.as_str(),
+        )
+            .cmp(&(
+                q.operation.as_str(),
+                secs(&q.time),
+                q.manager.as_str(),
+                q.api_version.as_str(),
+                q.subresource.as_str(),
+            ))
+    });
+    let Some(m) = crate::meta::meta_mut(new) else {
+        return;
+    };
+    if entries.is_empty() {
+        m.remove("managedFields");
+    } else {
+        m.insert(
+            "managedFields".into(),
+            Value::Array(entries.iter().map(Entry::to_value).collect()),
+        );
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn req<'a>(manager: &'a str, now: &'a str) -> Request<'a> {
+        Request {
+            manager,
+            api_version: "v1",
+            subresource: "",
+            scope: Scope::All,
+            now,
+        }
+    }
+
+    #[test]
+    fn configmap_managers() {
+        let schema = Some("io.k8s.api.core.v1.ConfigMap");
+        let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "uid": "u"}, "data": {"a": "1"}});
+        update(
+            schema,
+            None,
+            &mut cm,
+            &req("kubectl-create", "2026-01-01T00:00:00Z"),
+        );
+        let mf = cm["metadata"]["managedFields"].clone();
+        assert_eq!(
+            mf,
+            json!([{"manager": "kubectl-create", "operation": "Update", "apiVersion": "v1", "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {".": {}, "f:a": {}}}}])
+        );
+
+        // Labels by another manager: a second entry.
+        let old = cm.clone();
+        cm["metadata"]["labels"] = json!({"x": "y"});
+        update(
+            schema,
+            Some(&old),
+            &mut cm,
+            &req("kubectl-label", "2026-01-01T00:00:01Z"),
+        );
+        let mf = cm["metadata"]["managedFields"].as_array().unwrap().clone();
+        assert_eq!(mf.len(), 2);
+        assert_eq!(mf[1]["manager"], "kubectl-label");
+        assert_eq!(
+            mf[1]["fieldsV1"],
+            json!({"f:metadata": {"f:labels": {".": {}, "f:x": {}}}})
+        );
+
+        // Changing a field moves it; a manager left with nothing goes.
+        let old = cm.clone();
+        cm["data"]["a"] = json!("2");
+        update(
+            schema,
+            Some(&old),
+            &mut cm,
+            &req("kubectl-patch", "2026-01-01T00:00:02Z"),
+        );
+        let mf = cm["metadata"]["managedFields"].as_array().unwrap().clone();
+        let managers: Vec<&str> = mf.iter().map(|e| e["manager"].as_str().unwrap()).collect();
+        assert_eq!(
+            managers,
+            ["kubectl-create", "kubectl-label", "kubectl-patch"]
+        );
+        assert_eq!(mf[0]["fieldsV1"], json!({"f:data": {}}));
+        assert_eq!(mf[2]["fieldsV1"], json!({"f:data": {"f:a": {}}}));
+
+        // A no-op keeps everything, times included.
+        let old = cm.clone();
+        update(
+            schema,
+            Some(&old),
+            &mut cm,
+            &req("other", "2026-01-01T00:00:09Z"),
+        );
+        assert_eq!(cm, old);
+    }
+
+    #[test]
+    fn keyed_lists_sets_and_atomic_maps() {
+        let schema = Some("io.k8s.api.apps.v1.Deployment");
+        let mut d = json!({"metadata": {"name": "w"}, "spec": {
+            "selector": {"matchLabels": {"app": "w"}},
+            "template": {"spec": {"containers": [{"name": "c", "image": "i", "ports": [{"containerPort": 80, "protocol": "TCP"}]}]}},
+        }, "status": {"replicas": 0}});
+        let r = Request {
+            scope: Scope::NoStatus,
+            api_version: "apps/v1",
+            ..req("m", "2026-01-01T00:00:00Z")
+        };
+        update(schema, None, &mut d, &r);
+        let f = &d["metadata"]["managedFields"][0]["fieldsV1"];
+        assert_eq!(
+            f["f:spec"]["f:selector"],
+            json!({}),
+            "LabelSelector is atomic: {f}"
+        );
+        let c = &f["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"c\"}"];
+        assert_eq!(c["f:image"], json!({}));
+        assert_eq!(
+            c["f:ports"]["k:{\"containerPort\":80,\"protocol\":\"TCP\"}"]["f:containerPort"],
+            json!({})
+        );
+        assert!(f.get("f:status").is_none(), "{f}");
+        // By-value structs and required lists exist in the zero value: no `.`.
+        let spec = &f["f:spec"];
+        assert!(spec.get(".").is_none() && spec["f:template"].get(".").is_none() && spec["f:template"]["f:spec"].get(".").is_none(), "{f}");
+        assert!(spec["f:template"]["f:spec"]["f:containers"].get(".").is_none(), "{f}");
+        assert_eq!(c["."], json!({}));
+        assert_eq!(c["f:ports"]["."], json!({}), "ports are optional, so added: {f}");
+        assert_eq!(FieldSet::from_fields_v1(f).unwrap().to_fields_v1(), *f);
+    }
+
+    #[test]
+    fn manager_names() {
+        assert_eq!(
+            manager_name(Some("kubectl-create"), Some("kubectl/v1.33.0")),
+            "kubectl-create"
+        );
+        assert_eq!(
+            manager_name(
+                None,
+                Some("kubectl.1.33/v1.33.0 (linux/amd64) kubernetes/abc")
+            ),
+            "kubectl.1.33"
+        );
+        assert_eq!(
+            manager_name(Some(""), Some("OpenAPI-Generator/37.0.2/python")),
+            "OpenAPI-Generator"
+        );
+        assert_eq!(manager_name(None, None), "");
+    }
+}
