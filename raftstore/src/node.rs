@@ -53,8 +53,12 @@ pub struct Config {
     pub progress_notify_interval: Duration,
     /// `--auto-compaction-mode` and `--auto-compaction-retention`.
     pub auto_compaction: Option<crate::compactor::AutoCompaction>,
-    /// Raft log entries between snapshots.
+    /// Raft log entries between snapshots (`--snapshot-count`).
     pub snapshot_count: u64,
+    /// Raft log entries kept after a snapshot for slow followers to catch up
+    /// from (`--experimental-snapshot-catchup-entries`); a follower further
+    /// behind gets the snapshot.
+    pub snapshot_catchup_entries: u64,
 }
 
 impl Default for Config {
@@ -75,6 +79,7 @@ impl Default for Config {
             progress_notify_interval: Duration::from_secs(600),
             auto_compaction: None,
             snapshot_count: 10_000,
+            snapshot_catchup_entries: 5_000,
         }
     }
 }
@@ -91,6 +96,49 @@ pub struct NodeHandle {
     pub node: RaftNode,
     /// Shared service context.
     pub ctx: server::Ctx,
+    /// Becomes true once this member has been removed from the cluster;
+    /// the process should then stop (etcd's removed member shuts down).
+    pub removed: tokio::sync::watch::Receiver<bool>,
+}
+
+/// What a member joining a running cluster (`--initial-cluster-state
+/// existing`) learns from a peer.
+struct Joined {
+    id: u64,
+    cluster_id: u64,
+    members: BTreeMap<u64, Member>,
+}
+
+/// Asks the other members named in `--initial-cluster` for the cluster's
+/// members and finds this member among them by its peer URL (it must have
+/// been added with MemberAdd first, as in etcd).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when no peer answers or this member's peer URL
+/// is not in the cluster.
+async fn discover(cfg: &Config, my_peer_url: &str) -> Result<Joined> {
+    let mut last_err = None;
+    for (name, url) in &cfg.initial_cluster {
+        if *name == cfg.name || url == my_peer_url {
+            continue;
+        }
+        match PeerClients::members_at(url).await {
+            Ok((cluster_id, list)) => {
+                let Some(id) = list.iter().find(|(_, (m, _))| m.peer_urls.iter().any(|u| u == my_peer_url)).map(|(id, _)| *id) else {
+                    return Err(Error::InvalidArgument(format!(
+                        "error validating peerURLs: member with peer URL {my_peer_url} has not been added to the cluster (add it with `etcdctl member add` first)"
+                    )));
+                };
+                let members = list.into_iter().map(|(id, (m, _))| (id, m)).collect();
+                return Ok(Joined { id, cluster_id, members });
+            }
+            Err(e) => last_err = Some(format!("{url}: {e}")),
+        }
+    }
+    Err(Error::InvalidArgument(format!(
+        "cannot fetch cluster info from peer urls in --initial-cluster: {}",
+        last_err.unwrap_or_else(|| "no other member listed".into())
+    )))
 }
 
 /// A member ID derived from the name, peer URLs and cluster token, so every
@@ -221,14 +269,12 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
     let peer_addr = peer_l.local_addr().map_err(Error::internal)?;
 
     let dir = &cfg.data_dir;
-    std::fs::create_dir_all(dir).map_err(|e| Error::InvalidArgument(format!("cannot access data directory {}: {e}", dir.display())))?;
     let fresh = !dir.join("db").exists();
-    if fresh && cfg.initial_cluster_state == "existing" {
-        let _ = std::fs::remove_dir(dir);
-        return Err(Error::InvalidArgument(
-            "--initial-cluster-state=existing: joining a running cluster with an empty data dir is not supported yet".into(),
-        ));
-    }
+    let my_peer_url = cfg.initial_advertise_peer_urls.first().map(|u| with_bound_port(u, peer_addr)).unwrap_or_else(|| format!("http://{peer_addr}"));
+    // A new member of a running cluster learns its ID from the others
+    // before it touches the data dir.
+    let joined = if fresh && cfg.initial_cluster_state == "existing" { Some(discover(&cfg, &my_peer_url).await?) } else { None };
+    std::fs::create_dir_all(dir).map_err(|e| Error::InvalidArgument(format!("cannot access data directory {}: {e}", dir.display())))?;
     let db = crate::storage::open(&dir.join("db")).map_err(|e| Error::InvalidArgument(format!("cannot open data directory {}: {e}", dir.display())))?;
     let store = Arc::new(MvccStore::open(db.clone(), min_lease_ttl(cfg.election))?);
     let hub = Arc::new(WatchHub::new(store.current_revision()));
@@ -236,7 +282,6 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
     let sm = StateMachine::open(store.clone(), hub.clone(), snap_root.clone()).map_err(Error::internal)?;
     let log = LogStore::new(db.clone());
 
-    let my_peer_url = cfg.initial_advertise_peer_urls.first().map(|u| with_bound_port(u, peer_addr)).unwrap_or_else(|| format!("http://{peer_addr}"));
     let my_client_urls = if cfg.advertise_client_urls.is_empty() {
         vec![format!("http://{client_addr}")]
     } else {
@@ -265,6 +310,14 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
         b.copy_from_slice(&d[..8]);
         u64::from_be_bytes(b)
     };
+    let (id, cluster_id) = match joined {
+        Some(j) => {
+            members = j.members;
+            urls = members.iter().filter_map(|(id, m)| m.peer_urls.first().map(|u| (*id, u.clone()))).collect();
+            (j.id, j.cluster_id)
+        }
+        None => (id, cluster_id),
+    };
     // IDs are fixed at first start (etcd keeps them in its WAL metadata).
     let (id, cluster_id) = persisted_ids(&db, id, cluster_id)?;
 
@@ -276,7 +329,7 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
     // waking threads of the shared pool.
     let raft = {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let (net, name, count) = (NetworkFactory::new(peers.clone()), token.clone(), cfg.snapshot_count);
+        let (net, name, count, keep) = (NetworkFactory::new(peers.clone()), token.clone(), cfg.snapshot_count, cfg.snapshot_catchup_entries);
         std::thread::Builder::new()
             .name("raft".into())
             .spawn(move || {
@@ -288,7 +341,7 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
                     }
                 };
                 rt.block_on(async move {
-                    let r = crate::raft::create(id, &name, timing, count, net, log, sm).await;
+                    let r = crate::raft::create(id, &name, timing, count, keep, net, log, sm).await;
                     let _ = tx.send(r);
                     std::future::pending::<()>().await;
                 });
@@ -296,7 +349,17 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
             .map_err(Error::internal)?;
         rx.await.map_err(|_| Error::internal("raft thread exited"))??
     };
-    let node = RaftNode { raft: raft.clone(), id, request_timeout: Duration::from_secs(5) + cfg.election * 2, peers };
+    let removed = peers.removed();
+    let node = RaftNode {
+        raft: raft.clone(),
+        id,
+        request_timeout: Duration::from_secs(5) + cfg.election * 2,
+        peers,
+        membership_lock: Arc::new(tokio::sync::Mutex::new(())),
+        cluster_id,
+        removed_ids: Arc::default(),
+    };
+    tokio::spawn(node.clone().watch_membership());
 
     // Peer transport first, so that members can reach each other during
     // the first election.
@@ -367,5 +430,5 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
         });
     }
 
-    Ok(NodeHandle { client_addr, client_addrs, peer_addr, node, ctx })
+    Ok(NodeHandle { client_addr, client_addrs, peer_addr, node, ctx, removed })
 }

@@ -105,6 +105,9 @@ struct Serve {
     /// Raft log entries between snapshots.
     #[arg(long = "snapshot-count", default_value_t = 10_000)]
     snapshot_count: u64,
+    /// Raft log entries kept after a snapshot so that slow followers can catch up without one.
+    #[arg(long = "experimental-snapshot-catchup-entries", default_value_t = 5_000)]
+    snapshot_catchup_entries: u64,
     /// Log level filter (tracing EnvFilter syntax).
     #[arg(long = "log-level", default_value = "info")]
     log_level: String,
@@ -149,6 +152,7 @@ fn config(s: Serve) -> Result<Config, String> {
         progress_notify_interval: progress,
         auto_compaction: AutoCompaction::parse(&s.auto_compaction_mode, &s.auto_compaction_retention)?,
         snapshot_count: s.snapshot_count.max(1),
+        snapshot_catchup_entries: s.snapshot_catchup_entries,
     })
 }
 
@@ -196,7 +200,7 @@ fn main() -> std::process::ExitCode {
     };
     rt.block_on(async move {
         match node::start(cfg).await {
-            Ok(h) => {
+            Ok(mut h) => {
                 eprintln!("raftstore: serving peer traffic on http://{}", h.peer_addr);
                 for addr in &h.client_addrs {
                     eprintln!("raftstore: serving client requests on http://{addr}");
@@ -208,9 +212,19 @@ fn main() -> std::process::ExitCode {
                         return std::process::ExitCode::FAILURE;
                     }
                 };
+                let removed = async {
+                    while !*h.removed.borrow_and_update() {
+                        if h.removed.changed().await.is_err() {
+                            std::future::pending::<()>().await;
+                        }
+                    }
+                };
                 tokio::select! {
                     _ = tokio::signal::ctrl_c() => {},
                     _ = term.recv() => {},
+                    _ = removed => {
+                        eprintln!("raftstore: {}; stopping", raftstore::raft::network::REMOVED_MESSAGE);
+                    },
                 }
                 let _ = h.node.raft.shutdown().await;
                 std::process::ExitCode::SUCCESS

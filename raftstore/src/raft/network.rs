@@ -16,7 +16,10 @@ use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotRespon
 use parking_lot::Mutex;
 use proto::raftpb::raft_transport_client::RaftTransportClient;
 use proto::raftpb::raft_transport_server::RaftTransport;
-use proto::raftpb::{ForwardRequest, ForwardResponse, LeaseRequest, LeaseResponse, RaftMessage, ReadIndexRequest, ReadIndexResponse, SnapshotChunk};
+use proto::raftpb::{
+    ForwardRequest, ForwardResponse, LeaseRequest, LeaseResponse, MemberChangeRequest, MemberChangeResponse, MembersRequest, MembersResponse,
+    RaftMessage, ReadIndexRequest, ReadIndexResponse, SnapshotChunk,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
@@ -24,42 +27,93 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Response, Status, Streaming};
 
 use super::state_machine::SnapshotDir;
-use super::{decode, encode, Member, RaftNode, Snapshot, SnapshotMeta, TypeConfig, Vote};
+use super::{decode, encode, Member, MemberChange, RaftNode, Snapshot, SnapshotMeta, TypeConfig, Vote};
 use crate::command::{Command, CommandResponse};
 use crate::error::{Error, Result};
 
 /// Largest piece of a snapshot file sent in one message, in bytes.
 pub const CHUNK_BYTES: usize = 1 << 20;
 
+/// What a peer answers when a member that was removed from the cluster
+/// asks for votes; the removed member then shuts itself down (etcd answers
+/// removed members the same way and they stop).
+pub const REMOVED_MESSAGE: &str = "the member has been permanently removed from the cluster";
+
 /// gRPC clients to the other members, created lazily and reused.
 pub struct PeerClients {
-    clients: Mutex<HashMap<u64, RaftTransportClient<Channel>>>,
+    /// By member ID: the peer URL the client dials, and the client.
+    clients: Mutex<HashMap<u64, (String, RaftTransportClient<Channel>)>>,
     /// Peer URLs known from the initial cluster, by member ID.
     initial: HashMap<u64, String>,
+    /// Set once a peer said this member was removed from the cluster.
+    removed: tokio::sync::watch::Sender<bool>,
+}
+
+/// A lazily connecting client to a peer URL.
+fn dial(url: &str) -> Result<RaftTransportClient<Channel>> {
+    let ep = Endpoint::from_shared(url.to_string()).map_err(Error::internal)?
+        .connect_timeout(std::time::Duration::from_secs(1))
+        .tcp_nodelay(true);
+    Ok(RaftTransportClient::new(ep.connect_lazy()).max_decoding_message_size(usize::MAX).max_encoding_message_size(usize::MAX))
 }
 
 impl PeerClients {
     /// Clients for a cluster whose initial members have these peer URLs.
     pub fn new(initial: HashMap<u64, String>) -> Self {
-        PeerClients { clients: Mutex::new(HashMap::new()), initial }
+        PeerClients { clients: Mutex::new(HashMap::new()), initial, removed: tokio::sync::watch::Sender::new(false) }
+    }
+
+    /// Becomes true once this member learns it was removed from the cluster.
+    pub fn removed(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.removed.subscribe()
+    }
+
+    /// Marks this member as removed from the cluster.
+    pub fn mark_removed(&self) {
+        self.removed.send_replace(true);
     }
 
     fn client(&self, id: u64, node: Option<&Member>) -> Result<RaftTransportClient<Channel>> {
-        if let Some(c) = self.clients.lock().get(&id) {
-            return Ok(c.clone());
+        let wanted = node.and_then(|n| n.peer_urls.first().cloned());
+        if let Some((url, c)) = self.clients.lock().get(&id) {
+            // A MemberUpdate changes a member's URL: dial the new one.
+            if wanted.as_ref().is_none_or(|w| w == url) {
+                return Ok(c.clone());
+            }
         }
-        let url = node
-            .and_then(|n| n.peer_urls.first().cloned())
-            .or_else(|| self.initial.get(&id).cloned())
-            .ok_or(Error::NoLeader)?;
-        let ep = Endpoint::from_shared(url).map_err(Error::internal)?
-            .connect_timeout(std::time::Duration::from_secs(1))
-            .tcp_nodelay(true);
-        let c = RaftTransportClient::new(ep.connect_lazy())
-            .max_decoding_message_size(usize::MAX)
-            .max_encoding_message_size(usize::MAX);
-        self.clients.lock().insert(id, c.clone());
+        let url = wanted.or_else(|| self.initial.get(&id).cloned()).ok_or(Error::NoLeader)?;
+        let c = dial(&url)?;
+        self.clients.lock().insert(id, (url, c.clone()));
         Ok(c)
+    }
+
+    /// Forwards a membership change to the leader; returns the log index of
+    /// the change.
+    ///
+    /// # Errors
+    /// The leader's etcd error, or Unavailable if it cannot be reached.
+    pub async fn change_member(&self, leader: u64, node: Option<&Member>, change: &MemberChange) -> Result<u64> {
+        let mut c = self.client(leader, node)?;
+        let req = MemberChangeRequest { change: encode(change).map_err(Error::internal)? };
+        let resp = c.change_member(req).await.map_err(|_| Error::LeaderChanged)?.into_inner();
+        if !resp.message.is_empty() {
+            return Err(Error::from_code_message(resp.code, &resp.message));
+        }
+        Ok(resp.index)
+    }
+
+    /// Asks the member at `peer_url` for the cluster ID and its members (ID
+    /// to member and learner flag).
+    ///
+    /// # Errors
+    /// Unavailable if the peer cannot be reached; Internal if it answers
+    /// garbage.
+    pub async fn members_at(peer_url: &str) -> Result<(u64, std::collections::BTreeMap<u64, (Member, bool)>)> {
+        let mut c = dial(peer_url)?;
+        let mut req = Request::new(MembersRequest {});
+        req.set_timeout(std::time::Duration::from_secs(2));
+        let resp = c.members(req).await.map_err(|_| Error::NoLeader)?.into_inner();
+        Ok((resp.cluster_id, decode(&resp.members).map_err(Error::internal)?))
     }
 
     /// Forwards a command to the leader and returns its reply.
@@ -118,13 +172,14 @@ impl NetworkFactory {
 /// openraft's connection to one peer.
 pub struct Network {
     client: Option<RaftTransportClient<Channel>>,
+    peers: std::sync::Arc<PeerClients>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     type Network = Network;
 
     async fn new_client(&mut self, target: u64, node: &Member) -> Self::Network {
-        Network { client: self.peers.client(target, Some(node)).ok() }
+        Network { client: self.peers.client(target, Some(node)).ok(), peers: self.peers.clone() }
     }
 }
 
@@ -159,7 +214,15 @@ impl RaftNetworkV2<TypeConfig> for Network {
         let payload = encode(&rpc).map_err(network_err)?;
         let mut req = Request::new(RaftMessage { payload });
         req.set_timeout(option.hard_ttl());
-        let resp = c.vote(req).await.map_err(unreachable)?.into_inner();
+        let resp = match c.vote(req).await {
+            Ok(r) => r.into_inner(),
+            Err(st) => {
+                if st.code() == tonic::Code::FailedPrecondition && st.message() == REMOVED_MESSAGE {
+                    self.peers.mark_removed();
+                }
+                return Err(unreachable(st));
+            }
+        };
         decode(&resp.payload).map_err(network_err)
     }
 
@@ -244,6 +307,13 @@ type BoxResult<T> = std::result::Result<Response<T>, Status>;
 impl RaftTransport for TransportService {
     async fn vote(&self, req: Request<RaftMessage>) -> BoxResult<RaftMessage> {
         let rpc: VoteRequest<TypeConfig> = decode(&req.into_inner().payload).map_err(bad)?;
+        {
+            use openraft::vote::RaftLeaderId as _;
+            let candidate = *rpc.vote.leader_id().node_id();
+            if self.node.was_removed(candidate) {
+                return Err(Status::failed_precondition(REMOVED_MESSAGE));
+            }
+        }
         let resp = self.node.raft.vote(rpc).await.map_err(|e| Status::unavailable(e.to_string()))?;
         Ok(Response::new(RaftMessage { payload: encode(&resp).map_err(bad)? }))
     }
@@ -309,6 +379,20 @@ impl RaftTransport for TransportService {
 
     async fn lease(&self, req: Request<LeaseRequest>) -> BoxResult<LeaseResponse> {
         Ok(Response::new(self.lease_answer(req.into_inner()).await))
+    }
+
+    async fn change_member(&self, req: Request<MemberChangeRequest>) -> BoxResult<MemberChangeResponse> {
+        let change: MemberChange = decode(&req.into_inner().change).map_err(bad)?;
+        let out = match self.node.change_member_as_leader(&change).await {
+            Ok(index) => MemberChangeResponse { index, code: 0, message: String::new() },
+            Err(e) => MemberChangeResponse { index: 0, code: e.code() as i32, message: e.to_string() },
+        };
+        Ok(Response::new(out))
+    }
+
+    async fn members(&self, _req: Request<MembersRequest>) -> BoxResult<MembersResponse> {
+        let members = encode(&self.node.members()).map_err(bad)?;
+        Ok(Response::new(MembersResponse { cluster_id: self.node.cluster_id, members }))
     }
 
     async fn read_index(&self, _req: Request<ReadIndexRequest>) -> BoxResult<ReadIndexResponse> {
