@@ -353,7 +353,7 @@ impl RaftNode {
                     // The new voter has not started: the others must still
                     // form a quorum of the grown cluster.
                     let active = self.active_count(&voters);
-                    if active < (voters.len() + 1) / 2 + 1 {
+                    if active < voters.len().div_ceil(2) + 1 {
                         return Err(Error::MemberNotEnoughStarted);
                     }
                 }
@@ -406,7 +406,7 @@ impl RaftNode {
         let m = self.raft.metrics().borrow_watched().clone();
         let hb = m.heartbeat.unwrap_or_default();
         ids.iter()
-            .filter(|id| **id == self.id || hb.get(id).and_then(|t| t.as_ref()).is_some_and(|t| t.clone().into_inner().elapsed() < ACTIVE_WITHIN))
+            .filter(|id| **id == self.id || hb.get(id).and_then(|t| t.as_ref()).is_some_and(|t| (*t).into_inner().elapsed() < ACTIVE_WITHIN))
             .count()
     }
 

@@ -23,7 +23,7 @@ fn bad_flags_are_refused_before_touching_the_data_dir() {
             vec!["--initial-cluster", "default=http://127.0.0.1:9", "--initial-advertise-peer-urls", "http://127.0.0.1:1"],
             "missing from --initial-advertise-peer-urls",
         ),
-        ("existing with no data", vec!["--initial-cluster-state", "existing"], "not supported yet"),
+        ("existing with no peer to ask", vec!["--initial-cluster-state", "existing"], "cannot fetch cluster info"),
         ("bad log level", vec!["--log-level", "bogus["], "invalid --log-level"),
         ("zero request size", vec!["--max-request-bytes", "0"], "--max-request-bytes"),
     ];

@@ -21,4 +21,5 @@ mod differential;
 mod errors;
 mod etcdctl;
 mod flags;
+mod membership;
 mod watch;
