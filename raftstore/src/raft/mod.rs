@@ -239,7 +239,15 @@ impl RaftNode {
                         self.wait_for_leader().await?;
                         continue;
                     };
-                    return self.peers.forward(leader, fwd.leader_node.as_ref(), &cmd).await;
+                    match self.peers.forward(leader, fwd.leader_node.as_ref(), &cmd).await {
+                        // The leader could not be reached at all (it died):
+                        // wait for another and send again.
+                        Err(Error::NoLeader) => {
+                            self.wait_for_other_leader(leader).await?;
+                            continue;
+                        }
+                        other => return other,
+                    }
                 }
                 Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e))) => {
                     return Err(Error::InvalidArgument(e.to_string()))
@@ -460,6 +468,30 @@ impl RaftNode {
             if rx.changed().await.is_err() {
                 return;
             }
+        }
+    }
+
+    /// Waits until a leader other than `old` is known (an election after
+    /// `old` died), or until the request timeout.
+    ///
+    /// # Errors
+    /// [`Error::NoLeader`] after the request timeout.
+    pub async fn wait_for_other_leader(&self, old: u64) -> Result<u64> {
+        let mut rx = self.raft.metrics();
+        let wait = async {
+            loop {
+                match rx.borrow_watched().current_leader {
+                    Some(l) if l != old => return Ok(l),
+                    _ => {}
+                }
+                if rx.changed().await.is_err() {
+                    return Err(Error::Stopped);
+                }
+            }
+        };
+        match tokio::time::timeout(self.request_timeout, wait).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::NoLeader),
         }
     }
 

@@ -122,7 +122,15 @@ impl PeerClients {
     /// The leader's error, or Unavailable if it cannot be reached.
     pub async fn forward(&self, leader: u64, node: Option<&Member>, cmd: &Command) -> Result<CommandResponse> {
         let mut c = self.client(leader, node)?;
-        let resp = c.forward(ForwardRequest { command: cmd.encode() }).await.map_err(|_| Error::LeaderChanged)?.into_inner();
+        let resp = c.forward(ForwardRequest { command: cmd.encode() }).await.map_err(|st| {
+            // Not even connected: the request never left, so it is safe to
+            // send again once another leader is known.
+            if st.code() == tonic::Code::Unavailable && st.message().contains("connect") {
+                Error::NoLeader
+            } else {
+                Error::LeaderChanged
+            }
+        })?.into_inner();
         if !resp.message.is_empty() {
             return Err(Error::from_code_message(resp.code, &resp.message));
         }

@@ -237,8 +237,10 @@ fn lease_watch_and_writes_survive_leader_kill() {
             let sent = keeper.keep_alive().await;
             let ok = sent.is_ok() && matches!(tokio::time::timeout(Duration::from_secs(2), replies.message()).await, Ok(Ok(Some(r))) if r.ttl() > 0);
             if !ok {
-                let (k, r) = c.lease_keep_alive(kept).await.expect("reopen keep alive");
-                (keeper, replies) = (k, r);
+                // During the election the stream may fail; reopen it.
+                if let Ok((k, r)) = c.lease_keep_alive(kept).await {
+                    (keeper, replies) = (k, r);
+                }
             }
             tokio::time::sleep(Duration::from_millis(700)).await;
         }
@@ -256,7 +258,7 @@ fn lease_watch_and_writes_survive_leader_kill() {
                 Err((code, msg)) => assert!(*code == tonic::Code::Unavailable && allowed.contains(&msg.as_str()), "put {key}: {code:?} {msg}"),
             }
         }
-        assert!(acked.len() >= 40, "writes continue after the failover: {outcomes:?}");
+        assert!(outcomes[outcomes.len() - 10..].iter().all(|(_, r)| r.is_ok()), "writes continue after the failover: {outcomes:?}");
         let rev = put_until_ok(&f_ep, "w/zzz", "end", Duration::from_secs(10)).await;
         let state = c.get("w/", Some(etcd_client::GetOptions::new().with_prefix())).await.expect("range w/");
         let present: Vec<String> = state.kvs().iter().map(|kv| kv.key_str().unwrap_or("").to_string()).collect();
