@@ -360,6 +360,7 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
         removed_ids: Arc::default(),
     };
     tokio::spawn(node.clone().watch_membership());
+    tokio::spawn(node.clone().count_leader_changes());
 
     // Peer transport first, so that members can reach each other during
     // the first election.

@@ -43,7 +43,9 @@ fn spawn_flusher(db: Db, syncing: std::sync::Arc<parking_lot::Mutex<()>>) -> std
                 waiting.push(more);
             }
             let guard = syncing.lock();
+            let timer = crate::metrics::metrics().wal_fsync.start_timer();
             let res = db.flush_wal(true).map_err(io_err);
+            timer.observe_duration();
             drop(guard);
             for cb in waiting {
                 cb.io_completed(match &res {
@@ -174,7 +176,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // flusher thread and back when there is one writer. Under load a
         // sync is usually in progress, and the flusher batches the rest.
         if let Some(guard) = self.syncing.try_lock() {
+            let timer = crate::metrics::metrics().wal_fsync.start_timer();
             let res = self.db.flush_wal(true).map_err(io_err);
+            timer.observe_duration();
             drop(guard);
             return match res {
                 Ok(()) => {

@@ -216,11 +216,18 @@ impl RaftNode {
     /// etcd's `no leader`, `leader changed`, `request timed out` or `server
     /// stopped` (Unavailable), or the command's own apply-time error.
     pub async fn propose(&self, cmd: Command) -> Result<CommandResponse> {
+        let m = crate::metrics::metrics();
+        m.proposals_pending.inc();
         let fut = self.propose_inner(cmd);
-        match tokio::time::timeout(self.request_timeout, fut).await {
+        let out = match tokio::time::timeout(self.request_timeout, fut).await {
             Ok(r) => r,
             Err(_) => Err(Error::Timeout),
+        };
+        m.proposals_pending.dec();
+        if matches!(out, Err(Error::NoLeader | Error::LeaderChanged | Error::Timeout | Error::Stopped)) {
+            m.proposals_failed.inc();
         }
+        out
     }
 
     async fn propose_inner(&self, cmd: Command) -> Result<CommandResponse> {
@@ -464,6 +471,23 @@ impl RaftNode {
             } else if seen_self && mem.get_joint_config().len() == 1 {
                 tracing::warn!("{}", network::REMOVED_MESSAGE);
                 self.peers.mark_removed();
+            }
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Counts leader changes (`etcd_server_leader_changes_seen_total`) for
+    /// as long as Raft runs.
+    pub async fn count_leader_changes(self) {
+        let mut rx = self.raft.metrics();
+        let mut last = None;
+        loop {
+            let leader = rx.borrow_watched().current_leader;
+            if leader.is_some() && leader != last {
+                crate::metrics::metrics().leader_changes.inc();
+                last = leader;
             }
             if rx.changed().await.is_err() {
                 return;

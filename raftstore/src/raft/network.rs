@@ -181,13 +181,25 @@ impl NetworkFactory {
 pub struct Network {
     client: Option<RaftTransportClient<Channel>>,
     peers: std::sync::Arc<PeerClients>,
+    /// The peer's member ID in hex, for metric labels.
+    target: String,
+}
+
+impl Network {
+    fn sent(&self, bytes: usize) {
+        crate::metrics::metrics().peer_sent_bytes.with_label_values(&[self.target.as_str()]).inc_by(bytes as u64);
+    }
+}
+
+fn received_from(id: u64, bytes: usize) {
+    crate::metrics::metrics().peer_received_bytes.with_label_values(&[crate::metrics::id_label(id).as_str()]).inc_by(bytes as u64);
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     type Network = Network;
 
     async fn new_client(&mut self, target: u64, node: &Member) -> Self::Network {
-        Network { client: self.peers.client(target, Some(node)).ok(), peers: self.peers.clone() }
+        Network { client: self.peers.client(target, Some(node)).ok(), peers: self.peers.clone(), target: crate::metrics::id_label(target) }
     }
 }
 
@@ -211,6 +223,7 @@ impl RaftNetworkV2<TypeConfig> for Network {
     async fn append_entries(&mut self, rpc: AppendEntriesRequest<TypeConfig>, option: RPCOption) -> std::result::Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
         let mut c = self.client()?;
         let payload = encode(&rpc).map_err(network_err)?;
+        self.sent(payload.len());
         let mut req = Request::new(RaftMessage { payload });
         req.set_timeout(option.hard_ttl());
         let resp = c.append_entries(req).await.map_err(unreachable)?.into_inner();
@@ -220,6 +233,7 @@ impl RaftNetworkV2<TypeConfig> for Network {
     async fn vote(&mut self, rpc: VoteRequest<TypeConfig>, option: RPCOption) -> std::result::Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
         let mut c = self.client()?;
         let payload = encode(&rpc).map_err(network_err)?;
+        self.sent(payload.len());
         let mut req = Request::new(RaftMessage { payload });
         req.set_timeout(option.hard_ttl());
         let resp = match c.vote(req).await {
@@ -245,14 +259,15 @@ impl RaftNetworkV2<TypeConfig> for Network {
         let meta = serde_json::to_vec(&(vote, snapshot.meta.clone())).map_err(network_err)?;
         let dir = snapshot.snapshot.0.clone();
         let (tx, rx) = tokio::sync::mpsc::channel::<SnapshotChunk>(4);
-        let reader = tokio::spawn(async move { send_files(dir, meta, tx).await });
+        let target = self.target.clone();
+        let reader = tokio::spawn(async move { send_files(dir, meta, tx, target).await });
         let call = c.install_snapshot(ReceiverStream::new(rx));
         let resp = tokio::select! {
             r = call => r.map_err(unreachable)?,
             closed = cancel => return Err(StreamingError::Closed(closed)),
         };
         match reader.await {
-            Ok(Ok(())) => {}
+            Ok(Ok(())) => crate::metrics::metrics().snapshot_send_success.with_label_values(&[self.target.as_str()]).inc(),
             Ok(Err(e)) => return Err(network_err(e).into()),
             Err(e) => return Err(network_err(e).into()),
         }
@@ -260,7 +275,8 @@ impl RaftNetworkV2<TypeConfig> for Network {
     }
 }
 
-async fn send_files(dir: PathBuf, meta: Vec<u8>, tx: tokio::sync::mpsc::Sender<SnapshotChunk>) -> std::io::Result<()> {
+async fn send_files(dir: PathBuf, meta: Vec<u8>, tx: tokio::sync::mpsc::Sender<SnapshotChunk>, target: String) -> std::io::Result<()> {
+    let sent = crate::metrics::metrics().peer_sent_bytes.with_label_values(&[target.as_str()]);
     let mut first = Some(meta);
     let mut entries: Vec<_> = std::fs::read_dir(&dir)?.filter_map(|e| e.ok()).collect();
     entries.sort_by_key(|e| e.file_name());
@@ -275,6 +291,7 @@ async fn send_files(dir: PathBuf, meta: Vec<u8>, tx: tokio::sync::mpsc::Sender<S
             let mut buf = vec![0u8; CHUNK_BYTES];
             let n = f.read(&mut buf).await?;
             buf.truncate(n);
+            sent.inc_by(n as u64);
             let chunk = SnapshotChunk { meta: first.take().unwrap_or_default(), file: name.clone(), offset, data: buf, done: false };
             if tx.send(chunk).await.is_err() {
                 return Err(std::io::Error::other("snapshot receiver went away"));
@@ -327,7 +344,12 @@ impl RaftTransport for TransportService {
     }
 
     async fn append_entries(&self, req: Request<RaftMessage>) -> BoxResult<RaftMessage> {
-        let rpc: AppendEntriesRequest<TypeConfig> = decode(&req.into_inner().payload).map_err(bad)?;
+        let payload = req.into_inner().payload;
+        let rpc: AppendEntriesRequest<TypeConfig> = decode(&payload).map_err(bad)?;
+        {
+            use openraft::vote::RaftLeaderId as _;
+            received_from(*rpc.vote.leader_id().node_id(), payload.len());
+        }
         let resp = self.node.raft.append_entries(rpc).await.map_err(|e| Status::unavailable(e.to_string()))?;
         Ok(Response::new(RaftMessage { payload: encode(&resp).map_err(bad)? }))
     }
@@ -372,7 +394,12 @@ impl RaftTransport for TransportService {
             return Err(bad("incomplete snapshot stream"));
         };
         let snap = Snapshot { meta, snapshot: SnapshotDir(dir) };
+        let from = {
+            use openraft::vote::RaftLeaderId as _;
+            crate::metrics::id_label(*vote.leader_id().node_id())
+        };
         let resp = self.node.raft.install_full_snapshot(vote, snap).await.map_err(|e| Status::unavailable(e.to_string()))?;
+        crate::metrics::metrics().snapshot_receive_success.with_label_values(&[from.as_str()]).inc();
         Ok(Response::new(RaftMessage { payload: encode(&resp).map_err(bad)? }))
     }
 

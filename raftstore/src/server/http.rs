@@ -1,7 +1,8 @@
 //! Plain HTTP on the client port, beside gRPC, and gRPC status fix-ups.
 //!
-//! etcd answers `GET /health` and `GET /version` on its client URLs; health
-//! probes and tools rely on them. This layer answers those, and rewrites two
+//! etcd answers `GET /health`, `GET /version` and `GET /metrics`
+//! (Prometheus text, see [`crate::metrics`]) on its client URLs; health
+//! probes, tools and scrapers rely on them. This layer answers those, and rewrites two
 //! tonic statuses into what grpc-go (and so etcd) sends, since clients show
 //! them verbatim: an oversized request, and a call to an unknown service or
 //! method (tonic leaves the message empty).
@@ -81,6 +82,12 @@ where
                     } else {
                         json(503, r#"{"health":"false","reason":"RAFT NO LEADER"}"#.to_string())
                     };
+                    return Box::pin(async move { Ok(resp) });
+                }
+                "/metrics" => {
+                    let body = crate::metrics::render(&self.ctx);
+                    let mut resp = http::Response::new(Body::new(Full::new(Bytes::from(body))));
+                    resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
                     return Box::pin(async move { Ok(resp) });
                 }
                 "/version" => {

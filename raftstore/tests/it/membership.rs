@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use etcd_client::{EventType, MemberAddOptions, WatchOptions};
 use tonic::Code::{FailedPrecondition, InvalidArgument, NotFound};
 
-use crate::common::cluster::{hashes_at, leader_id, member_ids, put_until_ok, start_new, Proc};
+use crate::common::cluster::{hashes_at, http_get, leader_id, member_ids, put_until_ok, sample, start_new, Proc};
 use crate::common::{block_on, connect, etcdctl, status_of};
 
 /// Puts `load/<n>` with value `<n>` through the given endpoints, round
@@ -183,6 +183,41 @@ fn restarted_member_catches_up_by_snapshot_after_log_purge() {
         let snaps = dir.path().join(&follower).join("snapshots");
         let installed = std::fs::read_dir(&snaps).map(|d| d.filter_map(|e| e.ok()).any(|e| e.file_name().to_string_lossy().starts_with("installed-"))).unwrap_or(false);
         assert!(installed, "{follower} caught up without a snapshot install:\n{}", procs[fi].log());
+
+        // /metrics on the client URL, with etcd's names: the follower counts
+        // the snapshot it received from the leader.
+        let leader = leader_id(&procs[live].ep()).await;
+        let text = http_get(&procs[fi].ep(), "/metrics");
+        let from = format!("etcd_network_snapshot_receive_success{{From=\"{leader:x}\"}}");
+        assert!(sample(&text, &from).unwrap_or(0.0) >= 1.0, "{from} in\n{text}");
+        let mut leaders = 0.0;
+        for p in &procs {
+            let text = http_get(&p.ep(), "/metrics");
+            let want = |series: &str| sample(&text, series).unwrap_or_else(|| panic!("{series} missing on {}:\n{text}", p.name));
+            assert_eq!(want("etcd_server_has_leader"), 1.0);
+            leaders += want("etcd_server_is_leader");
+            assert!(want("etcd_server_leader_changes_seen_total") >= 1.0);
+            assert!(want("etcd_server_proposals_committed_total") >= 150.0);
+            assert!(want("etcd_server_proposals_applied_total") >= 150.0);
+            assert_eq!(want("etcd_server_proposals_pending"), 0.0);
+            want("etcd_server_proposals_failed_total");
+            assert!(want("etcd_disk_wal_fsync_duration_seconds_count") >= 1.0);
+            want("etcd_disk_wal_fsync_duration_seconds_bucket{le=\"+Inf\"}");
+            assert!(want("etcd_disk_backend_commit_duration_seconds_count") >= 1.0);
+            assert!(want("etcd_mvcc_db_total_size_in_bytes") > 0.0);
+            assert_eq!(want("etcd_debugging_mvcc_keys_total"), 152.0, "warm, k/000..k/149 and final");
+            assert_eq!(want("etcd_debugging_mvcc_current_revision"), rev as f64);
+            want("etcd_mvcc_put_total");
+            want("etcd_mvcc_delete_total");
+            assert!(want("process_resident_memory_bytes") > 0.0);
+            if p.name != follower {
+                let to = format!("etcd_network_peer_sent_bytes_total{{To=\"{:x}\"}}", ids.iter().find(|(n, _, _)| n == &follower).map(|(_, id, _)| *id).unwrap_or(0));
+                if leader == ids.iter().find(|(n, _, _)| n == &p.name).map(|(_, id, _)| *id).unwrap_or(0) {
+                    assert!(want(&to) > 0.0, "the leader sent bytes to {follower}");
+                }
+            }
+        }
+        assert_eq!(leaders, 1.0, "exactly one member says it is the leader");
     });
 }
 

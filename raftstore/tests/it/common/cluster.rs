@@ -186,3 +186,25 @@ pub async fn hashes_at(eps: &[String], rev: i64) -> Vec<u32> {
     }
     out
 }
+
+/// `GET path` on `addr` over plain HTTP/1.1; the response body.
+pub fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").expect("write");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or_else(|| panic!("not an HTTP response: {out:?}"));
+    assert!(head.starts_with("HTTP/1.1 200"), "GET {path}: {head}");
+    body.to_string()
+}
+
+/// The value of the sample `series` (name plus labels exactly as
+/// exposed, e.g. `etcd_server_has_leader` or `x{To="ab"}`) in Prometheus
+/// text, or `None`.
+pub fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')).and_then(|v| v.trim().parse().ok()))
+}
