@@ -316,17 +316,19 @@ impl RaftNode {
         let fut = async {
             loop {
                 let leader = self.wait_for_leader().await?;
-                if leader == self.id {
-                    match self.change_member_as_leader(&change).await {
-                        Err(Error::NotLeader) => {
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                            continue;
-                        }
-                        other => return other,
-                    }
+                let r = if leader == self.id {
+                    self.change_member_as_leader(&change).await
+                } else {
+                    let node = self.members().get(&leader).map(|(m, _)| m.clone());
+                    self.peers.change_member(leader, node.as_ref(), &change).await
+                };
+                match r {
+                    // Leadership moved, a previous change is still being
+                    // committed, or a new leader has not committed in its
+                    // term: try again shortly.
+                    Err(Error::NotLeader) => tokio::time::sleep(Duration::from_millis(50)).await,
+                    other => return other,
                 }
-                let node = self.members().get(&leader).map(|(m, _)| m.clone());
-                return self.peers.change_member(leader, node.as_ref(), &change).await;
             }
         };
         let index = match tokio::time::timeout(self.request_timeout, fut).await {
@@ -464,13 +466,21 @@ impl RaftNode {
             if !committed_nodes.is_empty() {
                 committed_prev = Some(committed_nodes);
             }
-            let mem = effective.membership();
+            // The leader goes by the committed membership, so that it
+            // commits (and answers) its own removal first; a follower may
+            // never hear of that commit, so it goes by what it appended.
+            let leading = rx.borrow_watched().current_leader == Some(self.id);
+            let mem = if leading { committed.membership() } else { effective.membership() };
             let has_self = mem.nodes().any(|(id, _)| *id == self.id);
             if has_self {
                 seen_self = true;
             } else if seen_self && mem.get_joint_config().len() == 1 {
                 tracing::warn!("{}", network::REMOVED_MESSAGE);
+                // Let replies to requests in flight (the MemberRemove
+                // itself, perhaps) go out first.
+                tokio::time::sleep(Duration::from_secs(1)).await;
                 self.peers.mark_removed();
+                return;
             }
             if rx.changed().await.is_err() {
                 return;

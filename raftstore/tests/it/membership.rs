@@ -76,6 +76,10 @@ fn add_promote_remove_under_write_load() {
         expect_status(c.member_add([procs[0].peer_url()], None).await, FailedPrecondition, "etcdserver: Peer URLs already exists");
         expect_status(c.member_add(["notaurl"], None).await, InvalidArgument, "etcdserver: given member URLs are invalid");
         expect_status(c.member_promote(ids["m2"]).await, FailedPrecondition, "etcdserver: can only promote a learner member");
+        expect_status(c.member_update(ids["m1"], vec![procs[2].peer_url()]).await, FailedPrecondition, "etcdserver: Peer URLs already exists");
+        // MemberUpdate with the member's own URL goes through the log.
+        let r = c.member_update(ids["m1"], vec![procs[1].peer_url()]).await.expect("member update");
+        assert!(r.members().iter().any(|m| m.id() == ids["m1"] && m.peer_urls() == [procs[1].peer_url()]), "{:?}", r.members());
 
         // etcdctl member add prints the flags for the new member.
         let peer_flag = format!("--peer-urls={}", n3.peer_url());
@@ -124,19 +128,24 @@ fn add_promote_remove_under_write_load() {
         let got = connect(&n3.ep()).await.get("warm", None).await.expect("n3 serves reads");
         assert_eq!(got.kvs().len(), 1);
 
-        // Remove m0 through etcdctl; it shuts itself down.
-        let m0 = format!("{:x}", ids["m0"]);
-        let out = etcdctl(&procs[2].ep(), &["member", "remove", &m0]);
-        assert!(out.ok().contains(&format!("Member {m0} removed from cluster")), "{out}");
-        let exited = procs[0].wait_exit(Duration::from_secs(20));
-        assert!(exited.is_some(), "removed member m0 still runs:\n{}", procs[0].log());
+        // Remove the leader (the hard case) through etcdctl on n3: it
+        // commits its own removal, steps down and shuts itself down.
+        let leader = leader_id(&n3.ep()).await;
+        let gone = procs.iter().position(|p| ids[&p.name] == leader).unwrap_or(0);
+        let hex = format!("{:x}", ids[&procs[gone].name]);
+        let out = etcdctl(&n3.ep(), &["member", "remove", &hex]);
+        // etcdctl prints the ID with %16x.
+        assert!(out.ok().contains(&format!("Member {hex:>16} removed from cluster")), "{out}");
+        let exited = procs[gone].wait_exit(Duration::from_secs(20));
+        assert!(exited.is_some(), "removed member {} still runs:\n{}", procs[gone].name, procs[gone].log());
 
         tokio::time::sleep(Duration::from_millis(500)).await;
         stop.store(true, Ordering::SeqCst);
         let acked = load.await.expect("load task");
         assert!(acked.len() > 20, "the load made progress: {}", acked.len());
         let rev = put_until_ok(&n3.ep(), "final", "v", Duration::from_secs(10)).await;
-        let eps = vec![procs[1].ep(), procs[2].ep(), n3.ep()];
+        let mut eps: Vec<String> = procs.iter().enumerate().filter(|(i, _)| *i != gone).map(|(_, p)| p.ep()).collect();
+        eps.push(n3.ep());
         for ep in &eps {
             assert_all_present(ep, &acked).await;
         }
@@ -146,9 +155,9 @@ fn add_promote_remove_under_write_load() {
         let out = etcdctl(&n3.ep(), &["member", "list"]);
         let listed = out.ok();
         assert_eq!(listed.lines().count(), 3, "{listed}");
-        assert!(!listed.contains(&m0), "{listed}");
-        for name in ["m1", "m2", "n3"] {
-            assert!(listed.contains(&format!(", started, {name}, ")), "{name} started in {listed}");
+        assert!(!listed.contains(&hex), "{listed}");
+        for p in procs.iter().enumerate().filter(|(i, _)| *i != gone).map(|(_, p)| p).chain([&n3]) {
+            assert!(listed.contains(&format!(", started, {}, ", p.name)), "{} started in {listed}", p.name);
         }
         assert!(!listed.contains("true"), "no learner left: {listed}");
     });
