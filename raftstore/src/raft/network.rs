@@ -47,20 +47,26 @@ pub struct PeerClients {
     initial: HashMap<u64, String>,
     /// Set once a peer said this member was removed from the cluster.
     removed: tokio::sync::watch::Sender<bool>,
+    /// TLS for https peer URLs.
+    tls: Option<tonic::transport::ClientTlsConfig>,
 }
 
 /// A lazily connecting client to a peer URL.
-fn dial(url: &str) -> Result<RaftTransportClient<Channel>> {
-    let ep = Endpoint::from_shared(url.to_string()).map_err(Error::internal)?
+fn dial(url: &str, tls: Option<&tonic::transport::ClientTlsConfig>) -> Result<RaftTransportClient<Channel>> {
+    let mut ep = Endpoint::from_shared(url.to_string()).map_err(Error::internal)?
         .connect_timeout(std::time::Duration::from_secs(1))
         .tcp_nodelay(true);
+    if url.starts_with("https://") {
+        let tls = tls.ok_or_else(|| Error::InvalidArgument(format!("{url}: https peer URLs need --peer-trusted-ca-file")))?;
+        ep = ep.tls_config(tls.clone()).map_err(Error::internal)?;
+    }
     Ok(RaftTransportClient::new(ep.connect_lazy()).max_decoding_message_size(usize::MAX).max_encoding_message_size(usize::MAX))
 }
 
 impl PeerClients {
     /// Clients for a cluster whose initial members have these peer URLs.
-    pub fn new(initial: HashMap<u64, String>) -> Self {
-        PeerClients { clients: Mutex::new(HashMap::new()), initial, removed: tokio::sync::watch::Sender::new(false) }
+    pub fn new(initial: HashMap<u64, String>, tls: Option<tonic::transport::ClientTlsConfig>) -> Self {
+        PeerClients { clients: Mutex::new(HashMap::new()), initial, removed: tokio::sync::watch::Sender::new(false), tls }
     }
 
     /// Becomes true once this member learns it was removed from the cluster.
@@ -82,7 +88,7 @@ impl PeerClients {
             }
         }
         let url = wanted.or_else(|| self.initial.get(&id).cloned()).ok_or(Error::NoLeader)?;
-        let c = dial(&url)?;
+        let c = dial(&url, self.tls.as_ref())?;
         self.clients.lock().insert(id, (url, c.clone()));
         Ok(c)
     }
@@ -108,8 +114,8 @@ impl PeerClients {
     /// # Errors
     /// Unavailable if the peer cannot be reached; Internal if it answers
     /// garbage.
-    pub async fn members_at(peer_url: &str) -> Result<(u64, std::collections::BTreeMap<u64, (Member, bool)>)> {
-        let mut c = dial(peer_url)?;
+    pub async fn members_at(peer_url: &str, tls: Option<tonic::transport::ClientTlsConfig>) -> Result<(u64, std::collections::BTreeMap<u64, (Member, bool)>)> {
+        let mut c = dial(peer_url, tls.as_ref())?;
         let mut req = Request::new(MembersRequest {});
         req.set_timeout(std::time::Duration::from_secs(2));
         let resp = c.members(req).await.map_err(|_| Error::NoLeader)?.into_inner();

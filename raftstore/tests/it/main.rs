@@ -22,4 +22,5 @@ mod errors;
 mod etcdctl;
 mod flags;
 mod membership;
+mod tls;
 mod watch;

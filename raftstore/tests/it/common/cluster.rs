@@ -22,6 +22,8 @@ pub struct Proc {
     pub extra: Vec<String>,
     /// The running process, if any.
     pub child: Option<Child>,
+    /// `http` or `https` for both its client and peer URLs.
+    pub scheme: &'static str,
 }
 
 impl Drop for Proc {
@@ -40,12 +42,18 @@ impl Proc {
             dir: dir.to_path_buf(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
             child: None,
+            scheme: "http",
         }
     }
 
-    /// `http://127.0.0.1:<peer port>`.
+    /// `http://127.0.0.1:<peer port>` (or https).
     pub fn peer_url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.peer_port)
+        format!("{}://127.0.0.1:{}", self.scheme, self.peer_port)
+    }
+
+    /// `http://127.0.0.1:<client port>` (or https).
+    pub fn client_url(&self) -> String {
+        format!("{}://{}", self.scheme, self.ep())
     }
 
     /// `127.0.0.1:<client port>`, for etcd-client and etcdctl.
@@ -70,7 +78,7 @@ impl Proc {
             .args(["--name", &self.name])
             .arg("--data-dir")
             .arg(self.dir.join(&self.name))
-            .args(["--listen-client-urls", &format!("http://{}", self.ep())])
+            .args(["--listen-client-urls", &self.client_url()])
             .args(["--listen-peer-urls", &self.peer_url()])
             .args(["--initial-advertise-peer-urls", &self.peer_url()])
             .args(["--initial-cluster", initial_cluster])
@@ -120,7 +128,18 @@ impl Proc {
 
 /// Starts `n` members `m0..` as a new cluster with `extra` flags.
 pub fn start_new(dir: &Path, n: usize, extra: &[&str]) -> Vec<Proc> {
-    let mut procs: Vec<Proc> = (0..n).map(|i| Proc::new(dir, &format!("m{i}"), extra)).collect();
+    start_new_with(dir, n, extra, "http")
+}
+
+/// [`start_new`] with `https` URLs (the TLS flags go in `extra`).
+pub fn start_new_with(dir: &Path, n: usize, extra: &[&str], scheme: &'static str) -> Vec<Proc> {
+    let mut procs: Vec<Proc> = (0..n)
+        .map(|i| {
+            let mut p = Proc::new(dir, &format!("m{i}"), extra);
+            p.scheme = scheme;
+            p
+        })
+        .collect();
     let initial = procs.iter().map(Proc::cluster_entry).collect::<Vec<_>>().join(",");
     for p in &mut procs {
         p.start(&initial, "new");
