@@ -131,7 +131,7 @@ impl PeerClients {
         let resp = c.forward(ForwardRequest { command: cmd.encode() }).await.map_err(|st| {
             // Not even connected: the request never left, so it is safe to
             // send again once another leader is known.
-            if st.code() == tonic::Code::Unavailable && st.message().contains("connect") {
+            if never_connected(&st) {
                 Error::NoLeader
             } else {
                 Error::LeaderChanged
@@ -169,6 +169,25 @@ impl PeerClients {
         }
         Ok(resp.index)
     }
+}
+
+/// Whether a failed call never reached the peer: the TCP connection could
+/// not be made (refused, or the connect attempt failed or timed out).
+/// Anything else (a reset mid-call, a timeout) may have been processed.
+fn never_connected(st: &Status) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(st);
+    while let Some(e) = cur {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                return true;
+            }
+        }
+        if e.to_string().contains("tcp connect error") {
+            return true;
+        }
+        cur = e.source();
+    }
+    false
 }
 
 /// Creates per-target network clients for openraft.
@@ -458,3 +477,18 @@ impl TransportService {
 
 /// Boxed future alias used by the services.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A forward to a member that is not listening is known never to have
+    /// been delivered (so it may be sent again to the next leader).
+    #[tokio::test]
+    async fn forward_to_a_dead_peer_is_never_connected() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(1);
+        let peers = PeerClients::new(HashMap::from([(7, format!("http://127.0.0.1:{port}"))]), None);
+        let cmd = Command::Compact(proto::etcdserverpb::CompactionRequest { revision: 1, physical: false });
+        assert_eq!(peers.forward(7, None, &cmd).await, Err(Error::NoLeader));
+    }
+}
