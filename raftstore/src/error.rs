@@ -78,6 +78,10 @@ pub enum Error {
     /// MemberAdd of a learner beyond etcd's default maximum of one.
     #[error("etcdserver: too many learner members in cluster")]
     TooManyLearners,
+    /// A request a learner does not serve (all but Status and serializable
+    /// Range).
+    #[error("etcdserver: rpc not supported for learner")]
+    NotSupportedForLearner,
     /// The cluster has no leader.
     #[error("etcdserver: no leader")]
     NoLeader,
@@ -129,7 +133,12 @@ impl Error {
             | Error::LearnerNotReady
             | Error::TooManyLearners => Code::FailedPrecondition,
             Error::MemberBadUrls => Code::InvalidArgument,
-            Error::NoLeader | Error::NotLeader | Error::LeaderChanged | Error::Timeout | Error::Stopped => {
+            Error::NoLeader
+            | Error::NotLeader
+            | Error::LeaderChanged
+            | Error::Timeout
+            | Error::Stopped
+            | Error::NotSupportedForLearner => {
                 Code::Unavailable
             }
             Error::TooManyRequests => Code::ResourceExhausted,
@@ -167,6 +176,7 @@ impl Error {
             Error::MemberNotLearner,
             Error::LearnerNotReady,
             Error::TooManyLearners,
+            Error::NotSupportedForLearner,
             Error::NoLeader,
             Error::NotLeader,
             Error::LeaderChanged,
@@ -225,6 +235,7 @@ mod tests {
             (Error::MemberNotLearner, Code::FailedPrecondition, "etcdserver: can only promote a learner member"),
             (Error::LearnerNotReady, Code::FailedPrecondition, "etcdserver: can only promote a learner member which is in sync with leader"),
             (Error::TooManyLearners, Code::FailedPrecondition, "etcdserver: too many learner members in cluster"),
+            (Error::NotSupportedForLearner, Code::Unavailable, "etcdserver: rpc not supported for learner"),
             (Error::NoLeader, Code::Unavailable, "etcdserver: no leader"),
             (Error::NotLeader, Code::Unavailable, "etcdserver: not leader"),
             (Error::LeaderChanged, Code::Unavailable, "etcdserver: leader changed"),

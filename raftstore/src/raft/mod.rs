@@ -634,6 +634,14 @@ impl RaftNode {
         self.raft.metrics().borrow_watched().current_leader == Some(self.id)
     }
 
+    /// Whether this member is a learner (a non-voting member).
+    pub fn is_learner(&self) -> bool {
+        let m = self.raft.metrics();
+        let r = m.borrow_watched();
+        let learner = r.membership_config.membership().learner_ids().any(|id| id == self.id);
+        learner
+    }
+
     /// Members from the current membership: ID → (member, is_learner).
     pub fn members(&self) -> BTreeMap<u64, (Member, bool)> {
         let m = self.raft.metrics().borrow_watched().clone();

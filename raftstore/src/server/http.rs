@@ -19,6 +19,10 @@ use tower::{Layer, Service};
 use super::maintenance::ETCD_VERSION;
 use super::Ctx;
 
+/// gRPC methods a learner serves (etcd `isRPCSupportedForLearner`); Range
+/// only when serializable.
+const LEARNER_SERVES: [&str; 2] = ["/etcdserverpb.Maintenance/Status", "/etcdserverpb.KV/Range"];
+
 /// Services served on the client port, by gRPC name.
 const SERVED: [&str; 5] = ["etcdserverpb.KV", "etcdserverpb.Watch", "etcdserverpb.Lease", "etcdserverpb.Maintenance", "etcdserverpb.Cluster"];
 
@@ -96,6 +100,12 @@ where
                 }
                 _ => {}
             }
+        }
+        // A learner answers only Status and serializable Range (checked in
+        // the KV service), as etcd's learner interceptor does.
+        if path.starts_with("/etcdserverpb.") && !LEARNER_SERVES.contains(&path.as_str()) && self.ctx.node.is_learner() {
+            let resp = tonic::Status::from(crate::error::Error::NotSupportedForLearner).into_http::<Body>();
+            return Box::pin(async move { Ok(resp) });
         }
         let fut = self.inner.call(req);
         Box::pin(async move {

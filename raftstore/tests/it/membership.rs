@@ -108,8 +108,28 @@ fn add_promote_remove_under_write_load() {
         let opts = Some(MemberAddOptions::new().with_is_learner());
         expect_status(c.member_add(["http://127.0.0.1:1"], opts).await, FailedPrecondition, "etcdserver: too many learner members in cluster");
 
-        // The new member joins with the printed flags and catches up.
+        // The new member joins with the printed flags and catches up. As a
+        // learner it serves Status and serializable reads only (etcd).
         n3.start(&initial, "existing");
+        let mut l = connect(&n3.ep()).await;
+        let start = Instant::now();
+        while !l.status().await.map(|s| s.is_learner()).unwrap_or(false) {
+            assert!(start.elapsed() < Duration::from_secs(20), "n3 never knew it is a learner:\n{}", n3.log());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let learner_err = "etcdserver: rpc not supported for learner";
+        expect_status(l.put("x", "y", None).await, tonic::Code::Unavailable, learner_err);
+        expect_status(l.get("warm", None).await, tonic::Code::Unavailable, learner_err);
+        expect_status(l.member_list().await, tonic::Code::Unavailable, learner_err);
+        let start = Instant::now();
+        loop {
+            let got = l.get("warm", Some(etcd_client::GetOptions::new().with_serializable())).await.expect("serializable read on a learner");
+            if got.kvs().len() == 1 {
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "n3 never caught up");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         let start = Instant::now();
         loop {
             match c.member_promote(new_id).await {
