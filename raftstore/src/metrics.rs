@@ -12,7 +12,10 @@
 
 use std::sync::LazyLock;
 
-use prometheus::{Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
+};
 
 use crate::server::Context;
 
@@ -80,14 +83,24 @@ fn disk_buckets() -> Vec<f64> {
 
 fn build() -> Result<Metrics, prometheus::Error> {
     let r = Registry::new();
-    fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, m: T) -> Result<T, prometheus::Error> {
+    fn reg<T: prometheus::core::Collector + Clone + 'static>(
+        r: &Registry,
+        m: T,
+    ) -> Result<T, prometheus::Error> {
         r.register(Box::new(m.clone()))?;
         Ok(m)
     }
     let gauge = |name: &str, help: &str| reg(&r, IntGauge::new(name, help)?);
     let counter = |name: &str, help: &str| reg(&r, IntCounter::new(name, help)?);
-    let counter_vec = |name: &str, help: &str, label: &str| reg(&r, IntCounterVec::new(Opts::new(name, help), &[label])?);
-    let hist = |name: &str, help: &str| reg(&r, Histogram::with_opts(HistogramOpts::new(name, help).buckets(disk_buckets()))?);
+    let counter_vec = |name: &str, help: &str, label: &str| {
+        reg(&r, IntCounterVec::new(Opts::new(name, help), &[label])?)
+    };
+    let hist = |name: &str, help: &str| {
+        reg(
+            &r,
+            Histogram::with_opts(HistogramOpts::new(name, help).buckets(disk_buckets()))?,
+        )
+    };
     let m = Metrics {
         has_leader: gauge("etcd_server_has_leader", "Whether or not a leader exists. 1 is existence, 0 is not.")?,
         is_leader: gauge("etcd_server_is_leader", "Whether or not this member is a leader. 1 if is, 0 otherwise.")?,
@@ -115,7 +128,9 @@ fn build() -> Result<Metrics, prometheus::Error> {
     };
     // Process CPU, memory and file descriptor metrics (Linux only).
     #[cfg(target_os = "linux")]
-    m.registry.register(Box::new(prometheus::process_collector::ProcessCollector::for_self()))?;
+    m.registry.register(Box::new(
+        prometheus::process_collector::ProcessCollector::for_self(),
+    ))?;
     Ok(m)
 }
 
@@ -145,18 +160,29 @@ pub fn render(ctx: &Context) -> String {
         use openraft::async_runtime::watch::WatchReceiver;
         let r = raft.borrow_watched();
         m.has_leader.set(i64::from(r.current_leader.is_some()));
-        m.is_leader.set(i64::from(r.current_leader == Some(ctx.member_id)));
-        m.proposals_committed.set(r.local_committed.as_ref().map(|l| l.index()).unwrap_or(0) as i64);
-        m.proposals_applied.set(r.last_applied.as_ref().map(|l| l.index()).unwrap_or(0) as i64);
-        let learner = r.membership_config.membership().learner_ids().any(|id| id == ctx.member_id);
+        m.is_leader
+            .set(i64::from(r.current_leader == Some(ctx.member_id)));
+        m.proposals_committed
+            .set(r.local_committed.as_ref().map(|l| l.index()).unwrap_or(0) as i64);
+        m.proposals_applied
+            .set(r.last_applied.as_ref().map(|l| l.index()).unwrap_or(0) as i64);
+        let learner = r
+            .membership_config
+            .membership()
+            .learner_ids()
+            .any(|id| id == ctx.member_id);
         m.is_learner.set(i64::from(learner));
     }
     m.db_total_size.set(crate::storage::db_size(ctx.store.db()));
     m.keys_total.set(ctx.store.index_len() as i64);
     m.current_revision.set(ctx.store.current_revision());
     m.compact_revision.set(ctx.store.compact_revision());
-    m.server_id.with_label_values(&[id_label(ctx.member_id).as_str()]).set(1);
-    m.server_version.with_label_values(&[crate::server::maintenance::ETCD_VERSION]).set(1);
+    m.server_id
+        .with_label_values(&[id_label(ctx.member_id).as_str()])
+        .set(1);
+    m.server_version
+        .with_label_values(&[crate::server::maintenance::ETCD_VERSION])
+        .set(1);
     let mut out = Vec::new();
     if let Err(e) = TextEncoder::new().encode(&m.registry.gather(), &mut out) {
         tracing::warn!("encoding metrics: {e}");

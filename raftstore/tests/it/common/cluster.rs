@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::server::{free_port, raftstore_bin};
 use super::connect;
+use super::server::{free_port, raftstore_bin};
 
 /// One raftstore member process. Its stderr goes to `<dir>/<name>.log`.
 pub struct Proc {
@@ -120,7 +120,8 @@ impl Proc {
 
     /// The member's log so far, for failure messages.
     pub fn log(&self) -> String {
-        let text = std::fs::read_to_string(self.dir.join(format!("{}.log", self.name))).unwrap_or_default();
+        let text = std::fs::read_to_string(self.dir.join(format!("{}.log", self.name)))
+            .unwrap_or_default();
         let tail: Vec<&str> = text.lines().rev().take(40).collect();
         tail.into_iter().rev().collect::<Vec<_>>().join("\n")
     }
@@ -140,7 +141,11 @@ pub fn start_new_with(dir: &Path, n: usize, extra: &[&str], scheme: &'static str
             p
         })
         .collect();
-    let initial = procs.iter().map(Proc::cluster_entry).collect::<Vec<_>>().join(",");
+    let initial = procs
+        .iter()
+        .map(Proc::cluster_entry)
+        .collect::<Vec<_>>()
+        .join(",");
     for p in &mut procs {
         p.start(&initial, "new");
     }
@@ -173,7 +178,10 @@ pub async fn leader_id(ep: &str) -> u64 {
                 return s.leader();
             }
         }
-        assert!(start.elapsed() < Duration::from_secs(20), "no leader seen via {ep}");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no leader seen via {ep}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -182,7 +190,10 @@ pub async fn leader_id(ep: &str) -> u64 {
 pub async fn member_ids(ep: &str) -> Vec<(String, u64, bool)> {
     let mut c = connect(ep).await;
     let list = c.member_list().await.expect("member list");
-    list.members().iter().map(|m| (m.name().to_string(), m.id(), m.is_learner())).collect()
+    list.members()
+        .iter()
+        .map(|m| (m.name().to_string(), m.id(), m.is_learner()))
+        .collect()
 }
 
 /// HashKV of every endpoint at `rev`, once each has applied `rev` (a
@@ -196,11 +207,16 @@ pub async fn hashes_at(eps: &[String], rev: i64) -> Vec<u32> {
             let r = c.get("hash-sync", None).await;
             match r {
                 Ok(r) if r.header().map(|h| h.revision()).unwrap_or(0) >= rev => break,
-                _ if start.elapsed() < Duration::from_secs(20) => tokio::time::sleep(Duration::from_millis(100)).await,
+                _ if start.elapsed() < Duration::from_secs(20) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await
+                }
                 other => panic!("{ep} did not reach revision {rev}: {other:?}"),
             }
         }
-        let h = c.hash_kv(rev).await.unwrap_or_else(|e| panic!("hash_kv on {ep}: {e}"));
+        let h = c
+            .hash_kv(rev)
+            .await
+            .unwrap_or_else(|e| panic!("hash_kv on {ep}: {e}"));
         out.push(h.hash());
     }
     out
@@ -210,11 +226,18 @@ pub async fn hashes_at(eps: &[String], rev: i64) -> Vec<u32> {
 pub fn http_get(addr: &str, path: &str) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").expect("write");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("write");
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
-    let (head, body) = out.split_once("\r\n\r\n").unwrap_or_else(|| panic!("not an HTTP response: {out:?}"));
+    let (head, body) = out
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("not an HTTP response: {out:?}"));
     assert!(head.starts_with("HTTP/1.1 200"), "GET {path}: {head}");
     body.to_string()
 }
@@ -223,7 +246,9 @@ pub fn http_get(addr: &str, path: &str) -> String {
 /// exposed, e.g. `etcd_server_has_leader` or `x{To="ab"}`) in Prometheus
 /// text, or `None`.
 pub fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')).and_then(|v| v.trim().parse().ok()))
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+        l.strip_prefix(series)
+            .and_then(|rest| rest.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+    })
 }
