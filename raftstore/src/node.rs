@@ -154,6 +154,18 @@ impl TlsFiles {
     }
 }
 
+/// File in the data dir that marks a member removed from its cluster.
+const REMOVED_MARKER: &str = "removed";
+
+/// Marks the data dir of a member that was removed from its cluster, so
+/// that it refuses to start again (etcd's removed member does too).
+///
+/// # Errors
+/// [`Error::Internal`] if the marker cannot be written.
+pub fn mark_removed(data_dir: &std::path::Path) -> Result<()> {
+    std::fs::write(data_dir.join(REMOVED_MARKER), crate::raft::network::REMOVED_MESSAGE).map_err(Error::internal)
+}
+
 /// A running member.
 pub struct NodeHandle {
     /// The bound client address (of the first `--listen-client-urls`).
@@ -347,6 +359,9 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
     let client_scheme = if cfg.client_tls.is_some() { "https" } else { "http" };
 
     let dir = &cfg.data_dir;
+    if dir.join(REMOVED_MARKER).exists() {
+        return Err(Error::InvalidArgument(format!("{}: {}", crate::raft::network::REMOVED_MESSAGE, dir.display())));
+    }
     let fresh = !dir.join("db").exists();
     let my_peer_url = cfg.initial_advertise_peer_urls.first().map(|u| with_bound_port(u, peer_addr)).unwrap_or_else(|| format!("{peer_scheme}://{peer_addr}"));
     // A new member of a running cluster learns its ID from the others
@@ -438,6 +453,7 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
         removed_ids: Arc::default(),
     };
     tokio::spawn(node.clone().watch_membership());
+
     tokio::spawn(node.clone().count_leader_changes());
 
     // Peer transport first, so that members can reach each other during

@@ -263,6 +263,9 @@ fn main() -> std::process::ExitCode {
                     _ = term.recv() => {},
                     _ = removed => {
                         eprintln!("raftstore: {}; stopping", raftstore::raft::network::REMOVED_MESSAGE);
+                        if let Err(e) = node::mark_removed(&h.ctx.data_dir) {
+                            eprintln!("raftstore: {e}");
+                        }
                     },
                 }
                 let _ = h.node.raft.shutdown().await;

@@ -290,6 +290,15 @@ fn add_promote_remove_under_write_load() {
             procs[gone].name,
             procs[gone].log()
         );
+        // It refuses to start again.
+        procs[gone].start(&initial, "new");
+        let status = procs[gone].wait_exit(Duration::from_secs(20));
+        assert!(status.is_some_and(|s| !s.success()), "a removed member restarted: {status:?}");
+        assert!(
+            procs[gone].log().contains("the member has been permanently removed from the cluster"),
+            "{}",
+            procs[gone].log()
+        );
 
         tokio::time::sleep(Duration::from_millis(500)).await;
         stop.store(true, Ordering::SeqCst);
