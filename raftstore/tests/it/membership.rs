@@ -293,9 +293,14 @@ fn add_promote_remove_under_write_load() {
         // It refuses to start again.
         procs[gone].start(&initial, "new");
         let status = procs[gone].wait_exit(Duration::from_secs(20));
-        assert!(status.is_some_and(|s| !s.success()), "a removed member restarted: {status:?}");
         assert!(
-            procs[gone].log().contains("the member has been permanently removed from the cluster"),
+            status.is_some_and(|s| !s.success()),
+            "a removed member restarted: {status:?}"
+        );
+        assert!(
+            procs[gone]
+                .log()
+                .contains("the member has been permanently removed from the cluster"),
             "{}",
             procs[gone].log()
         );
@@ -339,6 +344,29 @@ fn add_promote_remove_under_write_load() {
             );
         }
         assert!(!listed.contains("true"), "no learner left: {listed}");
+
+        // MemberAdd of a voter that has not started: allowed while the
+        // started members still form a quorum of the grown cluster; then
+        // removed again.
+        let mut c = connect(&n3.ep()).await;
+        let unstarted = format!("http://127.0.0.1:{}", crate::common::server::free_port());
+        let added = c
+            .member_add([unstarted.as_str()], None)
+            .await
+            .expect("add a voter");
+        let id = added.member().map(|m| m.id()).expect("new member");
+        assert!(
+            added
+                .member_list()
+                .iter()
+                .any(|m| m.id() == id && !m.is_learner()),
+            "{:?}",
+            added.member_list()
+        );
+        c.member_remove(id)
+            .await
+            .expect("remove the unstarted voter");
+        assert_eq!(member_ids(&n3.ep()).await.len(), 3);
     });
 }
 
@@ -638,5 +666,20 @@ fn lease_watch_and_writes_survive_leader_kill() {
             "the watch saw exactly the writes that took effect"
         );
         assert_eq!(seen.last().map(|s| s.1), Some(rev));
+
+        // With one of three members dead, etcd's strict reconfiguration
+        // check refuses changes that would leave no started quorum.
+        let not_enough = "etcdserver: re-configuration failed due to not enough started members";
+        expect_status(
+            c.member_add(["http://127.0.0.1:1"], None).await,
+            FailedPrecondition,
+            not_enough,
+        );
+        let live = ids
+            .iter()
+            .find(|(n, _, _)| *n == procs[(li + 2) % 3].name)
+            .map(|(_, id, _)| *id)
+            .expect("live member");
+        expect_status(c.member_remove(live).await, FailedPrecondition, not_enough);
     });
 }
