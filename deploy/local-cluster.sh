@@ -4,6 +4,9 @@
 #
 #   deploy/local-cluster.sh start    # build if needed, start 3 members
 #   deploy/local-cluster.sh status   # etcdctl endpoint status + member list
+#   deploy/local-cluster.sh join m4  # etcdctl member add --learner, start it
+#                                    # with --initial-cluster-state existing,
+#                                    # promote it once in sync
 #   deploy/local-cluster.sh stop     # stop the members (data is kept)
 #   deploy/local-cluster.sh clean    # stop and delete the data
 #
@@ -60,6 +63,7 @@ start() {
     if ETCDCTL_API=3 etcdctl --endpoints="$(endpoints)" endpoint health >/dev/null 2>&1; then
       echo "endpoints: $(endpoints)"
       echo "use: ETCDCTL_API=3 etcdctl --endpoints=$(endpoints) endpoint status -w table"
+      echo "metrics: curl http://127.0.0.1:$(client_port 0)/metrics"
       return 0
     fi
     sleep 0.2
@@ -73,20 +77,50 @@ status() {
   ETCDCTL_API=3 etcdctl --endpoints="$(endpoints)" member list -w table
 }
 
-stop() {
-  for n in "${names[@]}"; do
-    local pidf="$dir/$n.pid"
-    if [ -f "$pidf" ]; then
-      kill "$(cat "$pidf")" 2>/dev/null && echo "stopped $n" || true
-      rm -f "$pidf"
+# join NAME: the etcdctl member add workflow. The new member takes the
+# next free slot of ports (index 3, 4, ...).
+join() {
+  local n="$1" i=3
+  while [ -e "$dir/slot-$i" ]; do i=$((i + 1)); done
+  local peer="http://127.0.0.1:$(peer_port "$i")" client="http://127.0.0.1:$(client_port "$i")"
+  local out
+  out="$(ETCDCTL_API=3 etcdctl --endpoints="$(endpoints)" member add "$n" --peer-urls="$peer" --learner)"
+  echo "$out"
+  local id ic
+  id="$(echo "$out" | awk '/^Member/ {print $2; exit}')"
+  ic="$(echo "$out" | sed -n 's/^ETCD_INITIAL_CLUSTER="\(.*\)"$/\1/p')"
+  touch "$dir/slot-$i"
+  nohup "$bin" --name "$n" --data-dir "$dir/$n" \
+    --listen-client-urls "$client" --advertise-client-urls "$client" \
+    --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" \
+    --initial-cluster "$ic" --initial-cluster-state existing \
+    > "$dir/$n.log" 2>&1 &
+  echo $! > "$dir/$n.pid"
+  echo "started $n (pid $!), log $dir/$n.log"
+  for _ in $(seq 1 100); do
+    if ETCDCTL_API=3 etcdctl --endpoints="$(endpoints)" member promote "$id" 2>/dev/null; then
+      return 0
     fi
+    sleep 0.3
+  done
+  echo "$n did not catch up; see $dir/$n.log" >&2
+  return 1
+}
+
+stop() {
+  local pidf
+  for pidf in "$dir"/*.pid; do
+    [ -f "$pidf" ] || continue
+    kill "$(cat "$pidf")" 2>/dev/null && echo "stopped $(basename "$pidf" .pid)" || true
+    rm -f "$pidf"
   done
 }
 
 case "${1:-}" in
   start) start ;;
   status) status ;;
+  join) [ -n "${2:-}" ] || { echo "usage: $0 join NAME" >&2; exit 2; }; join "$2" ;;
   stop) stop ;;
   clean) stop; rm -rf "$dir"; echo "removed $dir" ;;
-  *) echo "usage: $0 start|status|stop|clean" >&2; exit 2 ;;
+  *) echo "usage: $0 start|status|join NAME|stop|clean" >&2; exit 2 ;;
 esac

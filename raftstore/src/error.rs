@@ -56,6 +56,32 @@ pub enum Error {
     /// The member does not exist.
     #[error("etcdserver: member not found")]
     MemberNotFound,
+    /// MemberAdd with an ID that is already a member.
+    #[error("etcdserver: member ID already exist")]
+    MemberExist,
+    /// MemberAdd or MemberUpdate with a peer URL another member has.
+    #[error("etcdserver: Peer URLs already exists")]
+    PeerUrlExist,
+    /// The change would leave fewer started voters than a quorum (etcd's
+    /// strict reconfiguration check).
+    #[error("etcdserver: re-configuration failed due to not enough started members")]
+    MemberNotEnoughStarted,
+    /// A peer URL that does not parse.
+    #[error("etcdserver: given member URLs are invalid")]
+    MemberBadUrls,
+    /// MemberPromote of a voting member.
+    #[error("etcdserver: can only promote a learner member")]
+    MemberNotLearner,
+    /// MemberPromote of a learner that lags the leader.
+    #[error("etcdserver: can only promote a learner member which is in sync with leader")]
+    LearnerNotReady,
+    /// MemberAdd of a learner beyond etcd's default maximum of one.
+    #[error("etcdserver: too many learner members in cluster")]
+    TooManyLearners,
+    /// A request a learner does not serve (all but Status and serializable
+    /// Range).
+    #[error("etcdserver: rpc not supported for learner")]
+    NotSupportedForLearner,
     /// The cluster has no leader.
     #[error("etcdserver: no leader")]
     NoLeader,
@@ -99,8 +125,20 @@ impl Error {
             | Error::LeaseProvided
             | Error::InvalidArgument(_) => Code::InvalidArgument,
             Error::LeaseNotFound | Error::MemberNotFound => Code::NotFound,
-            Error::LeaseExist => Code::FailedPrecondition,
-            Error::NoLeader | Error::NotLeader | Error::LeaderChanged | Error::Timeout | Error::Stopped => {
+            Error::LeaseExist
+            | Error::MemberExist
+            | Error::PeerUrlExist
+            | Error::MemberNotEnoughStarted
+            | Error::MemberNotLearner
+            | Error::LearnerNotReady
+            | Error::TooManyLearners => Code::FailedPrecondition,
+            Error::MemberBadUrls => Code::InvalidArgument,
+            Error::NoLeader
+            | Error::NotLeader
+            | Error::LeaderChanged
+            | Error::Timeout
+            | Error::Stopped
+            | Error::NotSupportedForLearner => {
                 Code::Unavailable
             }
             Error::TooManyRequests => Code::ResourceExhausted,
@@ -131,6 +169,14 @@ impl Error {
             Error::ValueProvided,
             Error::LeaseProvided,
             Error::MemberNotFound,
+            Error::MemberExist,
+            Error::PeerUrlExist,
+            Error::MemberNotEnoughStarted,
+            Error::MemberBadUrls,
+            Error::MemberNotLearner,
+            Error::LearnerNotReady,
+            Error::TooManyLearners,
+            Error::NotSupportedForLearner,
             Error::NoLeader,
             Error::NotLeader,
             Error::LeaderChanged,
@@ -182,6 +228,14 @@ mod tests {
             (Error::ValueProvided, Code::InvalidArgument, "etcdserver: value is provided"),
             (Error::LeaseProvided, Code::InvalidArgument, "etcdserver: lease is provided"),
             (Error::MemberNotFound, Code::NotFound, "etcdserver: member not found"),
+            (Error::MemberExist, Code::FailedPrecondition, "etcdserver: member ID already exist"),
+            (Error::PeerUrlExist, Code::FailedPrecondition, "etcdserver: Peer URLs already exists"),
+            (Error::MemberNotEnoughStarted, Code::FailedPrecondition, "etcdserver: re-configuration failed due to not enough started members"),
+            (Error::MemberBadUrls, Code::InvalidArgument, "etcdserver: given member URLs are invalid"),
+            (Error::MemberNotLearner, Code::FailedPrecondition, "etcdserver: can only promote a learner member"),
+            (Error::LearnerNotReady, Code::FailedPrecondition, "etcdserver: can only promote a learner member which is in sync with leader"),
+            (Error::TooManyLearners, Code::FailedPrecondition, "etcdserver: too many learner members in cluster"),
+            (Error::NotSupportedForLearner, Code::Unavailable, "etcdserver: rpc not supported for learner"),
             (Error::NoLeader, Code::Unavailable, "etcdserver: no leader"),
             (Error::NotLeader, Code::Unavailable, "etcdserver: not leader"),
             (Error::LeaderChanged, Code::Unavailable, "etcdserver: leader changed"),

@@ -7,6 +7,7 @@
 //! - [`raft`]: openraft integration (log store, state machine, transport);
 //! - [`server`]: the etcd gRPC services;
 //! - [`lease`], [`compactor`]: lease expiry and auto compaction;
+//! - [`metrics`]: Prometheus metrics with etcd's names;
 //! - [`node`]: wiring a member together; [`snapshot`]: the client snapshot
 //!   format and restore.
 
@@ -14,6 +15,7 @@ pub mod command;
 pub mod compactor;
 pub mod error;
 pub mod lease;
+pub mod metrics;
 pub mod mvcc;
 pub mod node;
 pub mod raft;

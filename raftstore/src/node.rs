@@ -53,8 +53,18 @@ pub struct Config {
     pub progress_notify_interval: Duration,
     /// `--auto-compaction-mode` and `--auto-compaction-retention`.
     pub auto_compaction: Option<crate::compactor::AutoCompaction>,
-    /// Raft log entries between snapshots.
+    /// TLS for the client URLs (`--cert-file`, `--key-file`,
+    /// `--trusted-ca-file`, `--client-cert-auth`).
+    pub client_tls: Option<TlsFiles>,
+    /// TLS for the peer URLs (`--peer-cert-file`, `--peer-key-file`,
+    /// `--peer-trusted-ca-file`, `--peer-client-cert-auth`).
+    pub peer_tls: Option<TlsFiles>,
+    /// Raft log entries between snapshots (`--snapshot-count`).
     pub snapshot_count: u64,
+    /// Raft log entries kept after a snapshot for slow followers to catch up
+    /// from (`--experimental-snapshot-catchup-entries`); a follower further
+    /// behind gets the snapshot.
+    pub snapshot_catchup_entries: u64,
 }
 
 impl Default for Config {
@@ -75,8 +85,85 @@ impl Default for Config {
             progress_notify_interval: Duration::from_secs(600),
             auto_compaction: None,
             snapshot_count: 10_000,
+            snapshot_catchup_entries: 5_000,
+            client_tls: None,
+            peer_tls: None,
         }
     }
+}
+
+/// PEM files for one side's TLS, named after etcd's flags.
+#[derive(Debug, Clone, Default)]
+pub struct TlsFiles {
+    /// Certificate chain (`--cert-file` / `--peer-cert-file`).
+    pub cert_file: PathBuf,
+    /// Private key (`--key-file` / `--peer-key-file`).
+    pub key_file: PathBuf,
+    /// CA bundle that client certificates (and, for peers, the other
+    /// members' server certificates) must chain to (`--trusted-ca-file` /
+    /// `--peer-trusted-ca-file`).
+    pub trusted_ca_file: Option<PathBuf>,
+    /// Require a client certificate signed by the trusted CA
+    /// (`--client-cert-auth` / `--peer-client-cert-auth`).
+    pub client_cert_auth: bool,
+}
+
+fn read_pem(flag: &str, path: &std::path::Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| Error::InvalidArgument(format!("{flag}: cannot read {}: {e}", path.display())))
+}
+
+impl TlsFiles {
+    /// The server side: our certificate, and the CA to check client
+    /// certificates against (required with `client_cert_auth`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for unreadable files or a missing CA.
+    pub fn server_config(&self, prefix: &str) -> Result<tonic::transport::ServerTlsConfig> {
+        use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+        let cert = read_pem(&format!("--{prefix}cert-file"), &self.cert_file)?;
+        let key = read_pem(&format!("--{prefix}key-file"), &self.key_file)?;
+        let mut cfg = ServerTlsConfig::new().identity(Identity::from_pem(cert, key));
+        match &self.trusted_ca_file {
+            Some(ca) => {
+                let ca = read_pem(&format!("--{prefix}trusted-ca-file"), ca)?;
+                cfg = cfg.client_ca_root(Certificate::from_pem(ca)).client_auth_optional(!self.client_cert_auth);
+            }
+            None if self.client_cert_auth => {
+                return Err(Error::InvalidArgument(format!("--{prefix}client-cert-auth needs --{prefix}trusted-ca-file")));
+            }
+            None => {}
+        }
+        Ok(cfg)
+    }
+
+    /// The client side, for dialling other members: trust the CA, and show
+    /// our certificate (needed when peers require client certificates).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for unreadable files or a missing CA.
+    pub fn client_config(&self, prefix: &str) -> Result<tonic::transport::ClientTlsConfig> {
+        use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+        let ca = self
+            .trusted_ca_file
+            .as_ref()
+            .ok_or_else(|| Error::InvalidArgument(format!("https peer URLs need --{prefix}trusted-ca-file to verify the other members")))?;
+        let ca = read_pem(&format!("--{prefix}trusted-ca-file"), ca)?;
+        let cert = read_pem(&format!("--{prefix}cert-file"), &self.cert_file)?;
+        let key = read_pem(&format!("--{prefix}key-file"), &self.key_file)?;
+        Ok(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca)).identity(Identity::from_pem(cert, key)))
+    }
+}
+
+/// File in the data dir that marks a member removed from its cluster.
+const REMOVED_MARKER: &str = "removed";
+
+/// Marks the data dir of a member that was removed from its cluster, so
+/// that it refuses to start again (etcd's removed member does too).
+///
+/// # Errors
+/// [`Error::Internal`] if the marker cannot be written.
+pub fn mark_removed(data_dir: &std::path::Path) -> Result<()> {
+    std::fs::write(data_dir.join(REMOVED_MARKER), crate::raft::network::REMOVED_MESSAGE).map_err(Error::internal)
 }
 
 /// A running member.
@@ -91,6 +178,49 @@ pub struct NodeHandle {
     pub node: RaftNode,
     /// Shared service context.
     pub ctx: server::Ctx,
+    /// Becomes true once this member has been removed from the cluster;
+    /// the process should then stop (etcd's removed member shuts down).
+    pub removed: tokio::sync::watch::Receiver<bool>,
+}
+
+/// What a member joining a running cluster (`--initial-cluster-state
+/// existing`) learns from a peer.
+struct Joined {
+    id: u64,
+    cluster_id: u64,
+    members: BTreeMap<u64, Member>,
+}
+
+/// Asks the other members named in `--initial-cluster` for the cluster's
+/// members and finds this member among them by its peer URL (it must have
+/// been added with MemberAdd first, as in etcd).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when no peer answers or this member's peer URL
+/// is not in the cluster.
+async fn discover(cfg: &Config, my_peer_url: &str, tls: Option<tonic::transport::ClientTlsConfig>) -> Result<Joined> {
+    let mut last_err = None;
+    for (name, url) in &cfg.initial_cluster {
+        if *name == cfg.name || url == my_peer_url {
+            continue;
+        }
+        match PeerClients::members_at(url, tls.clone()).await {
+            Ok((cluster_id, list)) => {
+                let Some(id) = list.iter().find(|(_, (m, _))| m.peer_urls.iter().any(|u| u == my_peer_url)).map(|(id, _)| *id) else {
+                    return Err(Error::InvalidArgument(format!(
+                        "error validating peerURLs: member with peer URL {my_peer_url} has not been added to the cluster (add it with `etcdctl member add` first)"
+                    )));
+                };
+                let members = list.into_iter().map(|(id, (m, _))| (id, m)).collect();
+                return Ok(Joined { id, cluster_id, members });
+            }
+            Err(e) => last_err = Some(format!("{url}: {e}")),
+        }
+    }
+    Err(Error::InvalidArgument(format!(
+        "cannot fetch cluster info from peer urls in --initial-cluster: {}",
+        last_err.unwrap_or_else(|| "no other member listed".into())
+    )))
 }
 
 /// A member ID derived from the name, peer URLs and cluster token, so every
@@ -132,14 +262,13 @@ fn min_lease_ttl(election: Duration) -> i64 {
 fn validate(cfg: &Config) -> Result<()> {
     let check = |flag: &str, url: &str| -> Result<()> {
         let u = url::Url::parse(url).map_err(|e| Error::InvalidArgument(format!("{flag}: invalid URL {url:?}: {e}")))?;
+        let peer = flag.contains("peer") || flag == "--initial-cluster";
+        let (tls, needs) = if peer { (cfg.peer_tls.is_some(), "--peer-cert-file and --peer-key-file") } else { (cfg.client_tls.is_some(), "--cert-file and --key-file") };
         match u.scheme() {
             "http" => {}
-            "https" => {
-                return Err(Error::InvalidArgument(format!(
-                    "{flag}: {url}: TLS is not supported yet; use an http:// URL"
-                )))
-            }
-            other => return Err(Error::InvalidArgument(format!("{flag}: URL scheme must be http, got {other:?} in {url}"))),
+            "https" if tls => {}
+            "https" => return Err(Error::InvalidArgument(format!("{flag}: {url}: an https URL needs {needs}"))),
+            other => return Err(Error::InvalidArgument(format!("{flag}: URL scheme must be http or https, got {other:?} in {url}"))),
         }
         if u.host_str().is_none() {
             return Err(Error::InvalidArgument(format!("{flag}: URL without a host: {url}")));
@@ -220,15 +349,25 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
     let client_addr = *client_addrs.first().ok_or_else(|| Error::InvalidArgument("--listen-client-urls is empty".into()))?;
     let peer_addr = peer_l.local_addr().map_err(Error::internal)?;
 
+    let client_tls = cfg.client_tls.as_ref().map(|t| t.server_config("")).transpose()?;
+    let peer_server_tls = cfg.peer_tls.as_ref().map(|t| t.server_config("peer-")).transpose()?;
+    let peer_client_tls = match &cfg.peer_tls {
+        Some(t) if t.trusted_ca_file.is_some() => Some(t.client_config("peer-")?),
+        _ => None,
+    };
+    let peer_scheme = if cfg.peer_tls.is_some() { "https" } else { "http" };
+    let client_scheme = if cfg.client_tls.is_some() { "https" } else { "http" };
+
     let dir = &cfg.data_dir;
-    std::fs::create_dir_all(dir).map_err(|e| Error::InvalidArgument(format!("cannot access data directory {}: {e}", dir.display())))?;
-    let fresh = !dir.join("db").exists();
-    if fresh && cfg.initial_cluster_state == "existing" {
-        let _ = std::fs::remove_dir(dir);
-        return Err(Error::InvalidArgument(
-            "--initial-cluster-state=existing: joining a running cluster with an empty data dir is not supported yet".into(),
-        ));
+    if dir.join(REMOVED_MARKER).exists() {
+        return Err(Error::InvalidArgument(format!("{}: {}", crate::raft::network::REMOVED_MESSAGE, dir.display())));
     }
+    let fresh = !dir.join("db").exists();
+    let my_peer_url = cfg.initial_advertise_peer_urls.first().map(|u| with_bound_port(u, peer_addr)).unwrap_or_else(|| format!("{peer_scheme}://{peer_addr}"));
+    // A new member of a running cluster learns its ID from the others
+    // before it touches the data dir.
+    let joined = if fresh && cfg.initial_cluster_state == "existing" { Some(discover(&cfg, &my_peer_url, peer_client_tls.clone()).await?) } else { None };
+    std::fs::create_dir_all(dir).map_err(|e| Error::InvalidArgument(format!("cannot access data directory {}: {e}", dir.display())))?;
     let db = crate::storage::open(&dir.join("db")).map_err(|e| Error::InvalidArgument(format!("cannot open data directory {}: {e}", dir.display())))?;
     let store = Arc::new(MvccStore::open(db.clone(), min_lease_ttl(cfg.election))?);
     let hub = Arc::new(WatchHub::new(store.current_revision()));
@@ -237,9 +376,8 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
     let log = LogStore::new(db.clone());
     let inline_sync = log.inline_sync_switch();
 
-    let my_peer_url = cfg.initial_advertise_peer_urls.first().map(|u| with_bound_port(u, peer_addr)).unwrap_or_else(|| format!("http://{peer_addr}"));
     let my_client_urls = if cfg.advertise_client_urls.is_empty() {
-        vec![format!("http://{client_addr}")]
+        vec![format!("{client_scheme}://{client_addr}")]
     } else {
         cfg.advertise_client_urls.iter().zip(client_addrs.iter().cycle()).map(|(u, a)| with_bound_port(u, *a)).collect()
     };
@@ -266,10 +404,18 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
         b.copy_from_slice(&d[..8]);
         u64::from_be_bytes(b)
     };
+    let (id, cluster_id) = match joined {
+        Some(j) => {
+            members = j.members;
+            urls = members.iter().filter_map(|(id, m)| m.peer_urls.first().map(|u| (*id, u.clone()))).collect();
+            (j.id, j.cluster_id)
+        }
+        None => (id, cluster_id),
+    };
     // IDs are fixed at first start (etcd keeps them in its WAL metadata).
     let (id, cluster_id) = persisted_ids(&db, id, cluster_id)?;
 
-    let peers = Arc::new(PeerClients::new(urls));
+    let peers = Arc::new(PeerClients::new(urls, peer_client_tls));
     let timing = crate::raft::Timing { heartbeat: cfg.heartbeat, election: cfg.election };
     // The Raft core and the state machine run on their own single-threaded
     // runtime: their many small hand-offs (API channel, log flush
@@ -277,7 +423,7 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
     // waking threads of the shared pool.
     let raft = {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let (net, name, count) = (NetworkFactory::new(peers.clone()), token.clone(), cfg.snapshot_count);
+        let (net, name, count, keep) = (NetworkFactory::new(peers.clone()), token.clone(), cfg.snapshot_count, cfg.snapshot_catchup_entries);
         std::thread::Builder::new()
             .name("raft".into())
             .spawn(move || {
@@ -289,7 +435,7 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
                     }
                 };
                 rt.block_on(async move {
-                    let r = crate::raft::create(id, &name, timing, count, net, log, sm).await;
+                    let r = crate::raft::create(id, &name, timing, count, keep, net, log, sm).await;
                     let _ = tx.send(r);
                     std::future::pending::<()>().await;
                 });
@@ -297,15 +443,31 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
             .map_err(Error::internal)?;
         rx.await.map_err(|_| Error::internal("raft thread exited"))??
     };
-    let node = RaftNode { raft: raft.clone(), id, request_timeout: Duration::from_secs(5) + cfg.election * 2, peers };
+    let removed = peers.removed();
+    let node = RaftNode {
+        raft: raft.clone(),
+        id,
+        request_timeout: Duration::from_secs(5) + cfg.election * 2,
+        peers,
+        membership_lock: Arc::new(tokio::sync::Mutex::new(())),
+        cluster_id,
+        removed_ids: Arc::default(),
+    };
+    tokio::spawn(node.clone().watch_membership());
     tokio::spawn(node.clone().drive_inline_sync(inline_sync));
+
+    tokio::spawn(node.clone().count_leader_changes());
 
     // Peer transport first, so that members can reach each other during
     // the first election.
     let lessor = Arc::new(Lessor::default());
     let transport = TransportService::new(node.clone(), snap_root, store.clone(), lessor.clone());
+    let mut peer_server = tonic::transport::Server::builder();
+    if let Some(tls) = peer_server_tls {
+        peer_server = peer_server.tls_config(tls).map_err(|e| Error::InvalidArgument(format!("peer TLS: {e}")))?;
+    }
     tokio::spawn(async move {
-        let r = tonic::transport::Server::builder()
+        let r = peer_server
             .add_service(RaftTransportServer::new(transport).max_decoding_message_size(usize::MAX).max_encoding_message_size(usize::MAX))
             .serve_with_incoming(TcpIncoming::from(peer_l).with_nodelay(Some(true)))
             .await;
@@ -352,8 +514,12 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
     let grpc_limit = cfg.max_request_bytes + 512 * 1024;
     for client_l in client_ls {
         let svc_ctx = ctx.clone();
+        let mut server = tonic::transport::Server::builder();
+        if let Some(tls) = client_tls.clone() {
+            server = server.tls_config(tls).map_err(|e| Error::InvalidArgument(format!("client TLS: {e}")))?;
+        }
         tokio::spawn(async move {
-            let r = tonic::transport::Server::builder()
+            let r = server
                 .accept_http1(true)
                 .layer(crate::server::http::ClientHttpLayer::new(svc_ctx.clone()))
                 .add_service(KvServer::new(server::kv::KvService::new(svc_ctx.clone())).max_decoding_message_size(grpc_limit).max_encoding_message_size(usize::MAX))
@@ -369,5 +535,5 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
         });
     }
 
-    Ok(NodeHandle { client_addr, client_addrs, peer_addr, node, ctx })
+    Ok(NodeHandle { client_addr, client_addrs, peer_addr, node, ctx, removed })
 }

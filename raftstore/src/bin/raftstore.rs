@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use raftstore::compactor::AutoCompaction;
-use raftstore::node::{self, Config};
+use raftstore::node::{self, Config, TlsFiles};
 
 #[derive(Parser, Debug)]
 #[command(name = "raftstore", version, about = "etcd v3-compatible key-value store on RocksDB and openraft", args_conflicts_with_subcommands = true, args_override_self = true)]
@@ -105,6 +105,33 @@ struct Serve {
     /// Raft log entries between snapshots.
     #[arg(long = "snapshot-count", default_value_t = 10_000)]
     snapshot_count: u64,
+    /// Raft log entries kept after a snapshot so that slow followers can catch up without one.
+    #[arg(long = "experimental-snapshot-catchup-entries", default_value_t = 5_000)]
+    snapshot_catchup_entries: u64,
+    /// Client server TLS certificate file (PEM); serves https client URLs.
+    #[arg(long = "cert-file")]
+    cert_file: Option<PathBuf>,
+    /// Client server TLS key file (PEM).
+    #[arg(long = "key-file")]
+    key_file: Option<PathBuf>,
+    /// CA bundle (PEM) that client certificates must chain to.
+    #[arg(long = "trusted-ca-file")]
+    trusted_ca_file: Option<PathBuf>,
+    /// Require client certificates signed by --trusted-ca-file.
+    #[arg(long = "client-cert-auth")]
+    client_cert_auth: bool,
+    /// Peer TLS certificate file (PEM); serves and dials https peer URLs.
+    #[arg(long = "peer-cert-file")]
+    peer_cert_file: Option<PathBuf>,
+    /// Peer TLS key file (PEM).
+    #[arg(long = "peer-key-file")]
+    peer_key_file: Option<PathBuf>,
+    /// CA bundle (PEM) that other members' certificates must chain to.
+    #[arg(long = "peer-trusted-ca-file")]
+    peer_trusted_ca_file: Option<PathBuf>,
+    /// Require peer client certificates signed by --peer-trusted-ca-file.
+    #[arg(long = "peer-client-cert-auth")]
+    peer_client_cert_auth: bool,
     /// Log level filter (tracing EnvFilter syntax).
     #[arg(long = "log-level", default_value = "info")]
     log_level: String,
@@ -124,6 +151,16 @@ fn parse_cluster(s: &str) -> Result<Vec<(String, String)>, String> {
         .collect()
 }
 
+/// TLS files for one side from etcd's flags: none without a certificate;
+/// a certificate needs its key.
+fn tls_files(prefix: &str, cert: Option<PathBuf>, key: Option<PathBuf>, ca: Option<PathBuf>, auth: bool) -> Result<Option<TlsFiles>, String> {
+    match (cert, key) {
+        (Some(cert_file), Some(key_file)) => Ok(Some(TlsFiles { cert_file, key_file, trusted_ca_file: ca, client_cert_auth: auth })),
+        (None, None) if ca.is_none() && !auth => Ok(None),
+        _ => Err(format!("--{prefix}cert-file and --{prefix}key-file must be given together (with --{prefix}trusted-ca-file and --{prefix}client-cert-auth optional)")),
+    }
+}
+
 fn config(s: Serve) -> Result<Config, String> {
     let progress = humantime::parse_duration(&s.progress_notify_interval)
         .map_err(|e| format!("invalid --experimental-watch-progress-notify-interval: {e}"))?;
@@ -133,6 +170,8 @@ fn config(s: Serve) -> Result<Config, String> {
     if s.heartbeat_interval == 0 || s.election_timeout < 5 * s.heartbeat_interval {
         return Err("--election-timeout should be at least 5 times --heartbeat-interval".into());
     }
+    let client_tls = tls_files("", s.cert_file, s.key_file, s.trusted_ca_file, s.client_cert_auth)?;
+    let peer_tls = tls_files("peer-", s.peer_cert_file, s.peer_key_file, s.peer_trusted_ca_file, s.peer_client_cert_auth)?;
     Ok(Config {
         data_dir: s.data_dir.unwrap_or_else(|| PathBuf::from(format!("{}.raftstore", s.name))),
         name: s.name,
@@ -149,6 +188,9 @@ fn config(s: Serve) -> Result<Config, String> {
         progress_notify_interval: progress,
         auto_compaction: AutoCompaction::parse(&s.auto_compaction_mode, &s.auto_compaction_retention)?,
         snapshot_count: s.snapshot_count.max(1),
+        snapshot_catchup_entries: s.snapshot_catchup_entries,
+        client_tls,
+        peer_tls,
     })
 }
 
@@ -194,12 +236,13 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
+    let (client_scheme, peer_scheme) = (if cfg.client_tls.is_some() { "https" } else { "http" }, if cfg.peer_tls.is_some() { "https" } else { "http" });
     rt.block_on(async move {
         match node::start(cfg).await {
-            Ok(h) => {
-                eprintln!("raftstore: serving peer traffic on http://{}", h.peer_addr);
+            Ok(mut h) => {
+                eprintln!("raftstore: serving peer traffic on {peer_scheme}://{}", h.peer_addr);
                 for addr in &h.client_addrs {
-                    eprintln!("raftstore: serving client requests on http://{addr}");
+                    eprintln!("raftstore: serving client requests on {client_scheme}://{addr}");
                 }
                 let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
                     Ok(s) => s,
@@ -208,9 +251,22 @@ fn main() -> std::process::ExitCode {
                         return std::process::ExitCode::FAILURE;
                     }
                 };
+                let removed = async {
+                    while !*h.removed.borrow_and_update() {
+                        if h.removed.changed().await.is_err() {
+                            std::future::pending::<()>().await;
+                        }
+                    }
+                };
                 tokio::select! {
                     _ = tokio::signal::ctrl_c() => {},
                     _ = term.recv() => {},
+                    _ = removed => {
+                        eprintln!("raftstore: {}; stopping", raftstore::raft::network::REMOVED_MESSAGE);
+                        if let Err(e) = node::mark_removed(&h.ctx.data_dir) {
+                            eprintln!("raftstore: {e}");
+                        }
+                    },
                 }
                 let _ = h.node.raft.shutdown().await;
                 std::process::ExitCode::SUCCESS

@@ -156,6 +156,12 @@ impl MvccStore {
         self.state.read().leases.iter().map(|(id, l)| (*id, l.ttl)).collect()
     }
 
+    /// Keys in the key index, live or deleted but not yet compacted away
+    /// (etcd's `etcd_debugging_mvcc_keys_total`).
+    pub fn index_len(&self) -> usize {
+        self.state.read().index.len()
+    }
+
     /// Name and client URLs each member last published, by member ID.
     pub fn member_attrs(&self) -> BTreeMap<u64, proto::etcdserverpb::Member> {
         let mut out = BTreeMap::new();

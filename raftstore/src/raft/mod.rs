@@ -84,6 +84,23 @@ pub(crate) fn decode<T: for<'de> Deserialize<'de>>(b: &[u8]) -> std::io::Result<
     postcard::from_bytes(b).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
+/// Maps an openraft write error of a membership change to etcd's errors.
+fn write_err(e: openraft::error::RaftError<TypeConfig, openraft::error::ClientWriteError<TypeConfig>>) -> Error {
+    use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
+    match e {
+        // Retried by the caller: another leader, a change still in progress,
+        // or a new leader that has not committed in its term yet.
+        RaftError::APIError(ClientWriteError::ForwardToLeader(_))
+        | RaftError::APIError(ClientWriteError::ChangeMembershipError(ChangeMembershipError::InProgress(_)))
+        | RaftError::APIError(ClientWriteError::ChangeMembershipError(ChangeMembershipError::UncommittedLeaderLog(_))) => Error::NotLeader,
+        RaftError::APIError(ClientWriteError::LogEntryDiscarded(_)) => Error::LeaderChanged,
+        RaftError::APIError(ClientWriteError::ChangeMembershipError(ChangeMembershipError::LearnerNotFound(_))) => Error::MemberNotFound,
+        RaftError::APIError(ClientWriteError::ChangeMembershipError(e)) => Error::InvalidArgument(e.to_string()),
+        RaftError::Fatal(_) => Error::Stopped,
+        RaftError::APIError(e) => Error::internal(e),
+    }
+}
+
 /// Raft timing, from etcd's `--heartbeat-interval` and `--election-timeout`.
 #[derive(Debug, Clone, Copy)]
 pub struct Timing {
@@ -95,16 +112,20 @@ pub struct Timing {
 
 /// Creates the openraft member with etcd-style timing: heartbeat interval,
 /// election timeout in `[election, 2 * election)`, and a snapshot every
-/// `snapshot_count` applied entries (etcd `--snapshot-count`).
+/// `snapshot_count` applied entries (etcd `--snapshot-count`), keeping
+/// `catchup_entries` log entries behind a snapshot (etcd
+/// `--experimental-snapshot-catchup-entries`); older entries are purged.
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for inconsistent timing; [`Error::Internal`]
 /// if openraft cannot recover its state from storage.
+#[allow(clippy::too_many_arguments)]
 pub async fn create(
     id: u64,
     cluster_name: &str,
     timing: Timing,
     snapshot_count: u64,
+    catchup_entries: u64,
     network: network::NetworkFactory,
     log: log_store::LogStore,
     sm: state_machine::StateMachine,
@@ -117,7 +138,7 @@ pub async fn create(
         election_timeout_min: election.max(heartbeat * 3),
         election_timeout_max: (election * 2).max(heartbeat * 6),
         snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(snapshot_count),
-        max_in_snapshot_log_to_keep: 1000,
+        max_in_snapshot_log_to_keep: catchup_entries,
         ..Default::default()
     };
     let cfg = Arc::new(cfg.validate().map_err(|e| Error::InvalidArgument(e.to_string()))?);
@@ -135,7 +156,56 @@ pub struct RaftNode {
     pub request_timeout: Duration,
     /// Peer clients, for forwarding to the leader.
     pub peers: Arc<network::PeerClients>,
+    /// Serialises membership changes on the leader (etcd applies one
+    /// configuration change at a time).
+    pub membership_lock: Arc<tokio::sync::Mutex<()>>,
+    /// etcd cluster ID.
+    pub cluster_id: u64,
+    /// Members removed from the cluster since this process started; their
+    /// vote requests are refused with [`network::REMOVED_MESSAGE`].
+    pub removed_ids: Arc<parking_lot::Mutex<std::collections::BTreeSet<u64>>>,
 }
+
+/// A membership change requested through etcd's Cluster service. The ID of
+/// an added member is chosen by the member that received the request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MemberChange {
+    /// etcd `MemberAdd`: a new member with these peer URLs, as a learner or
+    /// a voter.
+    Add {
+        /// The new member's ID.
+        id: u64,
+        /// Its peer URLs.
+        peer_urls: Vec<String>,
+        /// Added as a non-voting learner.
+        is_learner: bool,
+    },
+    /// etcd `MemberPromote`: a learner becomes a voter.
+    Promote {
+        /// The learner's ID.
+        id: u64,
+    },
+    /// etcd `MemberRemove`.
+    Remove {
+        /// The member's ID.
+        id: u64,
+    },
+    /// etcd `MemberUpdate`: new peer URLs for a member.
+    Update {
+        /// The member's ID.
+        id: u64,
+        /// Its new peer URLs.
+        peer_urls: Vec<String>,
+    },
+}
+
+/// A learner is "in sync" when it has replicated at least this share of the
+/// leader's log (etcd's `readyPercent`).
+const LEARNER_READY_PERCENT: f64 = 0.9;
+
+/// A member counts as started when the leader heard from it within this
+/// time (etcd's `HealthInterval`).
+const ACTIVE_WITHIN: Duration = Duration::from_secs(5);
 
 impl RaftNode {
     /// Proposes a command and waits until it is applied locally, returning
@@ -146,11 +216,18 @@ impl RaftNode {
     /// etcd's `no leader`, `leader changed`, `request timed out` or `server
     /// stopped` (Unavailable), or the command's own apply-time error.
     pub async fn propose(&self, cmd: Command) -> Result<CommandResponse> {
+        let m = crate::metrics::metrics();
+        m.proposals_pending.inc();
         let fut = self.propose_inner(cmd);
-        match tokio::time::timeout(self.request_timeout, fut).await {
+        let out = match tokio::time::timeout(self.request_timeout, fut).await {
             Ok(r) => r,
             Err(_) => Err(Error::Timeout),
+        };
+        m.proposals_pending.dec();
+        if matches!(out, Err(Error::NoLeader | Error::LeaderChanged | Error::Timeout | Error::Stopped)) {
+            m.proposals_failed.inc();
         }
+        out
     }
 
     async fn propose_inner(&self, cmd: Command) -> Result<CommandResponse> {
@@ -163,29 +240,39 @@ impl RaftNode {
                 let m = m.borrow_watched();
                 m.current_leader.filter(|l| *l != self.id).map(|l| (l, m.membership_config.membership().get_node(&l).cloned()))
             };
-            if let Some((leader, node)) = remote_leader {
-                return self.peers.forward(leader, node.as_ref(), &cmd).await;
-            }
-            match self.raft.client_write(cmd.clone()).await {
-                Ok(resp) => {
-                    return match resp.data {
-                        CommandResponse::Error(e) => Err(e),
-                        other => Ok(other),
-                    };
+            let forwarded = match remote_leader {
+                Some((leader, node)) => Some((leader, self.peers.forward(leader, node.as_ref(), &cmd).await)),
+                None => match self.raft.client_write(cmd.clone()).await {
+                    Ok(resp) => {
+                        return match resp.data {
+                            CommandResponse::Error(e) => Err(e),
+                            other => Ok(other),
+                        };
+                    }
+                    Err(RaftError::APIError(ClientWriteError::ForwardToLeader(fwd))) => match fwd.leader_id {
+                        Some(leader) => Some((leader, self.peers.forward(leader, fwd.leader_node.as_ref(), &cmd).await)),
+                        None => {
+                            // No leader known yet: wait for an election.
+                            self.wait_for_leader().await?;
+                            None
+                        }
+                    },
+                    Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e))) => return Err(Error::InvalidArgument(e.to_string())),
+                    // The entry was overwritten by a new leader: it never
+                    // takes effect (etcd: leader changed).
+                    Err(RaftError::APIError(ClientWriteError::LogEntryDiscarded(_))) => return Err(Error::LeaderChanged),
+                    Err(RaftError::Fatal(_)) => return Err(Error::Stopped),
+                    Err(e) => return Err(Error::internal(e)),
+                },
+            };
+            match forwarded {
+                // The leader could not be reached at all (it died): the
+                // write never left, so wait for another leader and send again.
+                Some((leader, Err(Error::NoLeader))) => {
+                    self.wait_for_other_leader(leader).await?;
                 }
-                Err(RaftError::APIError(ClientWriteError::ForwardToLeader(fwd))) => {
-                    let Some(leader) = fwd.leader_id else {
-                        // No leader known yet: wait for an election.
-                        self.wait_for_leader().await?;
-                        continue;
-                    };
-                    return self.peers.forward(leader, fwd.leader_node.as_ref(), &cmd).await;
-                }
-                Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e))) => {
-                    return Err(Error::InvalidArgument(e.to_string()))
-                }
-                Err(RaftError::Fatal(_)) => return Err(Error::Stopped),
-                Err(e) => return Err(Error::internal(e)),
+                Some((_, other)) => return other,
+                None => {}
             }
         }
     }
@@ -224,6 +311,192 @@ impl RaftNode {
         }
     }
 
+    /// Applies an etcd membership change with etcd's checks, on the leader
+    /// (forwarded there from a follower), and waits until this member has
+    /// applied it. Returns the log index of the change.
+    ///
+    /// # Errors
+    /// etcd's membership errors ([`Error::MemberNotFound`],
+    /// [`Error::PeerUrlExist`], [`Error::MemberNotLearner`],
+    /// [`Error::LearnerNotReady`], [`Error::MemberNotEnoughStarted`],
+    /// [`Error::TooManyLearners`], [`Error::MemberExist`]) or Unavailable
+    /// errors as for [`RaftNode::propose`].
+    pub async fn change_member(&self, change: MemberChange) -> Result<u64> {
+        let fut = async {
+            loop {
+                let leader = self.wait_for_leader().await?;
+                let r = if leader == self.id {
+                    self.change_member_as_leader(&change).await
+                } else {
+                    let node = self.members().get(&leader).map(|(m, _)| m.clone());
+                    self.peers.change_member(leader, node.as_ref(), &change).await
+                };
+                match r {
+                    // Leadership moved, a previous change is still being
+                    // committed, or a new leader has not committed in its
+                    // term: try again shortly.
+                    Err(Error::NotLeader) => tokio::time::sleep(Duration::from_millis(50)).await,
+                    other => return other,
+                }
+            }
+        };
+        let index = match tokio::time::timeout(self.request_timeout, fut).await {
+            Ok(r) => r?,
+            Err(_) => return Err(Error::Timeout),
+        };
+        // A member that removed itself may never apply the change.
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.wait_applied(index)).await;
+        Ok(index)
+    }
+
+    /// Leader side of [`RaftNode::change_member`].
+    ///
+    /// # Errors
+    /// As [`RaftNode::change_member`]; [`Error::NotLeader`] when this member
+    /// is not the leader.
+    pub async fn change_member_as_leader(&self, change: &MemberChange) -> Result<u64> {
+        use openraft::ChangeMembers;
+        let _guard = self.membership_lock.lock().await;
+        if !self.is_leader() {
+            return Err(Error::NotLeader);
+        }
+        let members = self.members();
+        let voters: Vec<u64> = members.iter().filter(|(_, (_, l))| !*l).map(|(id, _)| *id).collect();
+        let url_taken = |id: u64, urls: &[String]| members.iter().any(|(other, (m, _))| *other != id && m.peer_urls.iter().any(|u| urls.contains(u)));
+        let resp = match change {
+            MemberChange::Add { id, peer_urls, is_learner } => {
+                if members.contains_key(id) {
+                    return Err(Error::MemberExist);
+                }
+                if url_taken(*id, peer_urls) {
+                    return Err(Error::PeerUrlExist);
+                }
+                if *is_learner {
+                    if members.values().filter(|(_, l)| *l).count() >= 1 {
+                        return Err(Error::TooManyLearners);
+                    }
+                } else {
+                    // The new voter has not started: the others must still
+                    // form a quorum of the grown cluster.
+                    let active = self.active_count(&voters);
+                    if active < voters.len().div_ceil(2) + 1 {
+                        return Err(Error::MemberNotEnoughStarted);
+                    }
+                }
+                let node = Member { name: String::new(), peer_urls: peer_urls.clone(), client_urls: Vec::new() };
+                let r = self.raft.add_learner(*id, node, false).await.map_err(write_err)?;
+                if *is_learner {
+                    r
+                } else {
+                    self.raft.change_membership(ChangeMembers::AddVoterIds([*id].into()), false).await.map_err(write_err)?
+                }
+            }
+            MemberChange::Promote { id } => {
+                let Some((_, learner)) = members.get(id) else { return Err(Error::MemberNotFound) };
+                if !*learner {
+                    return Err(Error::MemberNotLearner);
+                }
+                if !self.learner_ready(*id) {
+                    return Err(Error::LearnerNotReady);
+                }
+                self.raft.change_membership(ChangeMembers::AddVoterIds([*id].into()), false).await.map_err(write_err)?
+            }
+            MemberChange::Remove { id } => {
+                let Some((_, learner)) = members.get(id) else { return Err(Error::MemberNotFound) };
+                if *learner {
+                    self.raft.change_membership(ChangeMembers::RemoveNodes([*id].into()), false).await.map_err(write_err)?
+                } else {
+                    let remaining: Vec<u64> = voters.iter().copied().filter(|v| v != id).collect();
+                    if remaining.is_empty() || self.active_count(&remaining) < remaining.len() / 2 + 1 {
+                        return Err(Error::MemberNotEnoughStarted);
+                    }
+                    self.raft.change_membership(ChangeMembers::RemoveVoters([*id].into()), false).await.map_err(write_err)?
+                }
+            }
+            MemberChange::Update { id, peer_urls } => {
+                let Some((m, _)) = members.get(id) else { return Err(Error::MemberNotFound) };
+                if url_taken(*id, peer_urls) {
+                    return Err(Error::PeerUrlExist);
+                }
+                let node = Member { peer_urls: peer_urls.clone(), ..m.clone() };
+                self.raft.change_membership(ChangeMembers::SetNodes([(*id, node)].into()), false).await.map_err(write_err)?
+            }
+        };
+        Ok(resp.log_id.index())
+    }
+
+    /// How many of `ids` the leader (this member) heard from recently; the
+    /// leader itself counts.
+    fn active_count(&self, ids: &[u64]) -> usize {
+        use openraft::Instant as _;
+        let m = self.raft.metrics().borrow_watched().clone();
+        let hb = m.heartbeat.unwrap_or_default();
+        ids.iter()
+            .filter(|id| **id == self.id || hb.get(id).and_then(|t| t.as_ref()).is_some_and(|t| (*t).into_inner().elapsed() < ACTIVE_WITHIN))
+            .count()
+    }
+
+    /// Whether learner `id` has replicated at least 90% of the leader's log.
+    fn learner_ready(&self, id: u64) -> bool {
+        let m = self.raft.metrics().borrow_watched().clone();
+        let leader_last = m.last_log_index.unwrap_or(0);
+        let matched = m.replication.as_ref().and_then(|r| r.get(&id).cloned()).flatten().map(|l| l.index()).unwrap_or(0);
+        matched as f64 >= leader_last as f64 * LEARNER_READY_PERCENT
+    }
+
+    /// Whether member `id` was removed from the cluster (and not re-added).
+    pub fn was_removed(&self, id: u64) -> bool {
+        self.removed_ids.lock().contains(&id)
+    }
+
+    /// Follows membership changes for as long as Raft runs: remembers
+    /// removed members, and marks this member removed (see
+    /// [`network::PeerClients::removed`]) once a membership that had it no
+    /// longer does.
+    pub async fn watch_membership(self) {
+        let mut rx = self.raft.metrics();
+        let mut seen_self = false;
+        let mut committed_prev: Option<std::collections::BTreeSet<u64>> = None;
+        loop {
+            let (effective, committed) = {
+                let m = rx.borrow_watched();
+                (m.membership_config.clone(), m.committed_membership_config.clone())
+            };
+            let committed_nodes: std::collections::BTreeSet<u64> = committed.membership().nodes().map(|(id, _)| *id).collect();
+            if let Some(prev) = &committed_prev {
+                let mut removed = self.removed_ids.lock();
+                for id in prev.difference(&committed_nodes) {
+                    removed.insert(*id);
+                }
+                for id in &committed_nodes {
+                    removed.remove(id);
+                }
+            }
+            if !committed_nodes.is_empty() {
+                committed_prev = Some(committed_nodes);
+            }
+            // The leader goes by the committed membership, so that it
+            // commits (and answers) its own removal first; a follower may
+            // never hear of that commit, so it goes by what it appended.
+            let leading = rx.borrow_watched().current_leader == Some(self.id);
+            let mem = if leading { committed.membership() } else { effective.membership() };
+            let has_self = mem.nodes().any(|(id, _)| *id == self.id);
+            if has_self {
+                seen_self = true;
+            } else if seen_self && mem.get_joint_config().len() == 1 {
+                tracing::warn!("{}", network::REMOVED_MESSAGE);
+                // Let replies to requests in flight (the MemberRemove
+                // itself, perhaps) go out first.
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                self.peers.mark_removed();
+                return;
+            }
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
     /// Keeps the log store's inline-sync switch (see
     /// [`log_store::LogStore::inline_sync_switch`]) off while this member
     /// leads other voters, and on otherwise. Runs until Raft shuts down.
@@ -239,6 +512,47 @@ impl RaftNode {
             if rx.changed().await.is_err() {
                 return;
             }
+        }
+    }
+
+    /// Counts leader changes (`etcd_server_leader_changes_seen_total`) for
+    /// as long as Raft runs.
+    pub async fn count_leader_changes(self) {
+        let mut rx = self.raft.metrics();
+        let mut last = None;
+        loop {
+            let leader = rx.borrow_watched().current_leader;
+            if leader.is_some() && leader != last {
+                crate::metrics::metrics().leader_changes.inc();
+                last = leader;
+            }
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Waits until a leader other than `old` is known (an election after
+    /// `old` died), or until the request timeout.
+    ///
+    /// # Errors
+    /// [`Error::NoLeader`] after the request timeout.
+    pub async fn wait_for_other_leader(&self, old: u64) -> Result<u64> {
+        let mut rx = self.raft.metrics();
+        let wait = async {
+            loop {
+                match rx.borrow_watched().current_leader {
+                    Some(l) if l != old => return Ok(l),
+                    _ => {}
+                }
+                if rx.changed().await.is_err() {
+                    return Err(Error::Stopped);
+                }
+            }
+        };
+        match tokio::time::timeout(self.request_timeout, wait).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::NoLeader),
         }
     }
 
@@ -345,6 +659,14 @@ impl RaftNode {
     /// Whether this member is the leader.
     pub fn is_leader(&self) -> bool {
         self.raft.metrics().borrow_watched().current_leader == Some(self.id)
+    }
+
+    /// Whether this member is a learner (a non-voting member).
+    pub fn is_learner(&self) -> bool {
+        let m = self.raft.metrics();
+        let r = m.borrow_watched();
+        let learner = r.membership_config.membership().learner_ids().any(|id| id == self.id);
+        learner
     }
 
     /// Members from the current membership: ID → (member, is_learner).

@@ -16,7 +16,10 @@ use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotRespon
 use parking_lot::Mutex;
 use proto::raftpb::raft_transport_client::RaftTransportClient;
 use proto::raftpb::raft_transport_server::RaftTransport;
-use proto::raftpb::{ForwardRequest, ForwardResponse, LeaseRequest, LeaseResponse, RaftMessage, ReadIndexRequest, ReadIndexResponse, SnapshotChunk};
+use proto::raftpb::{
+    ForwardRequest, ForwardResponse, LeaseRequest, LeaseResponse, MemberChangeRequest, MemberChangeResponse, MembersRequest, MembersResponse,
+    RaftMessage, ReadIndexRequest, ReadIndexResponse, SnapshotChunk,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
@@ -24,42 +27,99 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Response, Status, Streaming};
 
 use super::state_machine::SnapshotDir;
-use super::{decode, encode, Member, RaftNode, Snapshot, SnapshotMeta, TypeConfig, Vote};
+use super::{decode, encode, Member, MemberChange, RaftNode, Snapshot, SnapshotMeta, TypeConfig, Vote};
 use crate::command::{Command, CommandResponse};
 use crate::error::{Error, Result};
 
 /// Largest piece of a snapshot file sent in one message, in bytes.
 pub const CHUNK_BYTES: usize = 1 << 20;
 
+/// What a peer answers when a member that was removed from the cluster
+/// asks for votes; the removed member then shuts itself down (etcd answers
+/// removed members the same way and they stop).
+pub const REMOVED_MESSAGE: &str = "the member has been permanently removed from the cluster";
+
 /// gRPC clients to the other members, created lazily and reused.
 pub struct PeerClients {
-    clients: Mutex<HashMap<u64, RaftTransportClient<Channel>>>,
+    /// By member ID: the peer URL the client dials, and the client.
+    clients: Mutex<HashMap<u64, (String, RaftTransportClient<Channel>)>>,
     /// Peer URLs known from the initial cluster, by member ID.
     initial: HashMap<u64, String>,
+    /// Set once a peer said this member was removed from the cluster.
+    removed: tokio::sync::watch::Sender<bool>,
+    /// TLS for https peer URLs.
+    tls: Option<tonic::transport::ClientTlsConfig>,
+}
+
+/// A lazily connecting client to a peer URL.
+fn dial(url: &str, tls: Option<&tonic::transport::ClientTlsConfig>) -> Result<RaftTransportClient<Channel>> {
+    let mut ep = Endpoint::from_shared(url.to_string()).map_err(Error::internal)?
+        .connect_timeout(std::time::Duration::from_secs(1))
+        .tcp_nodelay(true);
+    if url.starts_with("https://") {
+        let tls = tls.ok_or_else(|| Error::InvalidArgument(format!("{url}: https peer URLs need --peer-trusted-ca-file")))?;
+        ep = ep.tls_config(tls.clone()).map_err(Error::internal)?;
+    }
+    Ok(RaftTransportClient::new(ep.connect_lazy()).max_decoding_message_size(usize::MAX).max_encoding_message_size(usize::MAX))
 }
 
 impl PeerClients {
     /// Clients for a cluster whose initial members have these peer URLs.
-    pub fn new(initial: HashMap<u64, String>) -> Self {
-        PeerClients { clients: Mutex::new(HashMap::new()), initial }
+    pub fn new(initial: HashMap<u64, String>, tls: Option<tonic::transport::ClientTlsConfig>) -> Self {
+        PeerClients { clients: Mutex::new(HashMap::new()), initial, removed: tokio::sync::watch::Sender::new(false), tls }
+    }
+
+    /// Becomes true once this member learns it was removed from the cluster.
+    pub fn removed(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.removed.subscribe()
+    }
+
+    /// Marks this member as removed from the cluster.
+    pub fn mark_removed(&self) {
+        self.removed.send_replace(true);
     }
 
     fn client(&self, id: u64, node: Option<&Member>) -> Result<RaftTransportClient<Channel>> {
-        if let Some(c) = self.clients.lock().get(&id) {
-            return Ok(c.clone());
+        let wanted = node.and_then(|n| n.peer_urls.first().cloned());
+        if let Some((url, c)) = self.clients.lock().get(&id) {
+            // A MemberUpdate changes a member's URL: dial the new one.
+            if wanted.as_ref().is_none_or(|w| w == url) {
+                return Ok(c.clone());
+            }
         }
-        let url = node
-            .and_then(|n| n.peer_urls.first().cloned())
-            .or_else(|| self.initial.get(&id).cloned())
-            .ok_or(Error::NoLeader)?;
-        let ep = Endpoint::from_shared(url).map_err(Error::internal)?
-            .connect_timeout(std::time::Duration::from_secs(1))
-            .tcp_nodelay(true);
-        let c = RaftTransportClient::new(ep.connect_lazy())
-            .max_decoding_message_size(usize::MAX)
-            .max_encoding_message_size(usize::MAX);
-        self.clients.lock().insert(id, c.clone());
+        let url = wanted.or_else(|| self.initial.get(&id).cloned()).ok_or(Error::NoLeader)?;
+        let c = dial(&url, self.tls.as_ref())?;
+        self.clients.lock().insert(id, (url, c.clone()));
         Ok(c)
+    }
+
+    /// Forwards a membership change to the leader; returns the log index of
+    /// the change.
+    ///
+    /// # Errors
+    /// The leader's etcd error, or Unavailable if it cannot be reached.
+    pub async fn change_member(&self, leader: u64, node: Option<&Member>, change: &MemberChange) -> Result<u64> {
+        let mut c = self.client(leader, node)?;
+        let req = MemberChangeRequest { change: encode(change).map_err(Error::internal)? };
+        let resp = c.change_member(req).await.map_err(|_| Error::LeaderChanged)?.into_inner();
+        if !resp.message.is_empty() {
+            return Err(Error::from_code_message(resp.code, &resp.message));
+        }
+        Ok(resp.index)
+    }
+
+    /// Asks the member at `peer_url` for the cluster ID and its members (ID
+    /// to member and learner flag).
+    ///
+    /// # Errors
+    /// Unavailable if the peer cannot be reached; Internal if it answers
+    /// garbage.
+    pub async fn members_at(peer_url: &str, tls: Option<tonic::transport::ClientTlsConfig>) -> Result<(u64, std::collections::BTreeMap<u64, (Member, bool)>)> {
+        let mut c = dial(peer_url, tls.as_ref())?;
+        let mut req = Request::new(MembersRequest {});
+        req.set_timeout(std::time::Duration::from_secs(2));
+        let resp = c.members(req).await.map_err(|_| Error::NoLeader)?.into_inner();
+        Ok((resp.cluster_id, decode(&resp.members).map_err(Error::internal)?))
     }
 
     /// Forwards a command to the leader and returns its reply.
@@ -68,7 +128,15 @@ impl PeerClients {
     /// The leader's error, or Unavailable if it cannot be reached.
     pub async fn forward(&self, leader: u64, node: Option<&Member>, cmd: &Command) -> Result<CommandResponse> {
         let mut c = self.client(leader, node)?;
-        let resp = c.forward(ForwardRequest { command: cmd.encode() }).await.map_err(|_| Error::LeaderChanged)?.into_inner();
+        let resp = c.forward(ForwardRequest { command: cmd.encode() }).await.map_err(|st| {
+            // Not even connected: the request never left, so it is safe to
+            // send again once another leader is known.
+            if never_connected(&st) {
+                Error::NoLeader
+            } else {
+                Error::LeaderChanged
+            }
+        })?.into_inner();
         if !resp.message.is_empty() {
             return Err(Error::from_code_message(resp.code, &resp.message));
         }
@@ -103,6 +171,25 @@ impl PeerClients {
     }
 }
 
+/// Whether a failed call never reached the peer: the TCP connection could
+/// not be made (refused, or the connect attempt failed or timed out).
+/// Anything else (a reset mid-call, a timeout) may have been processed.
+fn never_connected(st: &Status) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(st);
+    while let Some(e) = cur {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                return true;
+            }
+        }
+        if e.to_string().contains("tcp connect error") {
+            return true;
+        }
+        cur = e.source();
+    }
+    false
+}
+
 /// Creates per-target network clients for openraft.
 pub struct NetworkFactory {
     peers: std::sync::Arc<PeerClients>,
@@ -118,13 +205,26 @@ impl NetworkFactory {
 /// openraft's connection to one peer.
 pub struct Network {
     client: Option<RaftTransportClient<Channel>>,
+    peers: std::sync::Arc<PeerClients>,
+    /// The peer's member ID in hex, for metric labels.
+    target: String,
+}
+
+impl Network {
+    fn sent(&self, bytes: usize) {
+        crate::metrics::metrics().peer_sent_bytes.with_label_values(&[self.target.as_str()]).inc_by(bytes as u64);
+    }
+}
+
+fn received_from(id: u64, bytes: usize) {
+    crate::metrics::metrics().peer_received_bytes.with_label_values(&[crate::metrics::id_label(id).as_str()]).inc_by(bytes as u64);
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     type Network = Network;
 
     async fn new_client(&mut self, target: u64, node: &Member) -> Self::Network {
-        Network { client: self.peers.client(target, Some(node)).ok() }
+        Network { client: self.peers.client(target, Some(node)).ok(), peers: self.peers.clone(), target: crate::metrics::id_label(target) }
     }
 }
 
@@ -148,6 +248,7 @@ impl RaftNetworkV2<TypeConfig> for Network {
     async fn append_entries(&mut self, rpc: AppendEntriesRequest<TypeConfig>, option: RPCOption) -> std::result::Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
         let mut c = self.client()?;
         let payload = encode(&rpc).map_err(network_err)?;
+        self.sent(payload.len());
         let mut req = Request::new(RaftMessage { payload });
         req.set_timeout(option.hard_ttl());
         let resp = c.append_entries(req).await.map_err(unreachable)?.into_inner();
@@ -157,9 +258,18 @@ impl RaftNetworkV2<TypeConfig> for Network {
     async fn vote(&mut self, rpc: VoteRequest<TypeConfig>, option: RPCOption) -> std::result::Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
         let mut c = self.client()?;
         let payload = encode(&rpc).map_err(network_err)?;
+        self.sent(payload.len());
         let mut req = Request::new(RaftMessage { payload });
         req.set_timeout(option.hard_ttl());
-        let resp = c.vote(req).await.map_err(unreachable)?.into_inner();
+        let resp = match c.vote(req).await {
+            Ok(r) => r.into_inner(),
+            Err(st) => {
+                if st.code() == tonic::Code::FailedPrecondition && st.message() == REMOVED_MESSAGE {
+                    self.peers.mark_removed();
+                }
+                return Err(unreachable(st));
+            }
+        };
         decode(&resp.payload).map_err(network_err)
     }
 
@@ -174,14 +284,15 @@ impl RaftNetworkV2<TypeConfig> for Network {
         let meta = serde_json::to_vec(&(vote, snapshot.meta.clone())).map_err(network_err)?;
         let dir = snapshot.snapshot.0.clone();
         let (tx, rx) = tokio::sync::mpsc::channel::<SnapshotChunk>(4);
-        let reader = tokio::spawn(async move { send_files(dir, meta, tx).await });
+        let target = self.target.clone();
+        let reader = tokio::spawn(async move { send_files(dir, meta, tx, target).await });
         let call = c.install_snapshot(ReceiverStream::new(rx));
         let resp = tokio::select! {
             r = call => r.map_err(unreachable)?,
             closed = cancel => return Err(StreamingError::Closed(closed)),
         };
         match reader.await {
-            Ok(Ok(())) => {}
+            Ok(Ok(())) => crate::metrics::metrics().snapshot_send_success.with_label_values(&[self.target.as_str()]).inc(),
             Ok(Err(e)) => return Err(network_err(e).into()),
             Err(e) => return Err(network_err(e).into()),
         }
@@ -189,7 +300,8 @@ impl RaftNetworkV2<TypeConfig> for Network {
     }
 }
 
-async fn send_files(dir: PathBuf, meta: Vec<u8>, tx: tokio::sync::mpsc::Sender<SnapshotChunk>) -> std::io::Result<()> {
+async fn send_files(dir: PathBuf, meta: Vec<u8>, tx: tokio::sync::mpsc::Sender<SnapshotChunk>, target: String) -> std::io::Result<()> {
+    let sent = crate::metrics::metrics().peer_sent_bytes.with_label_values(&[target.as_str()]);
     let mut first = Some(meta);
     let mut entries: Vec<_> = std::fs::read_dir(&dir)?.filter_map(|e| e.ok()).collect();
     entries.sort_by_key(|e| e.file_name());
@@ -204,6 +316,7 @@ async fn send_files(dir: PathBuf, meta: Vec<u8>, tx: tokio::sync::mpsc::Sender<S
             let mut buf = vec![0u8; CHUNK_BYTES];
             let n = f.read(&mut buf).await?;
             buf.truncate(n);
+            sent.inc_by(n as u64);
             let chunk = SnapshotChunk { meta: first.take().unwrap_or_default(), file: name.clone(), offset, data: buf, done: false };
             if tx.send(chunk).await.is_err() {
                 return Err(std::io::Error::other("snapshot receiver went away"));
@@ -244,12 +357,24 @@ type BoxResult<T> = std::result::Result<Response<T>, Status>;
 impl RaftTransport for TransportService {
     async fn vote(&self, req: Request<RaftMessage>) -> BoxResult<RaftMessage> {
         let rpc: VoteRequest<TypeConfig> = decode(&req.into_inner().payload).map_err(bad)?;
+        {
+            use openraft::vote::RaftLeaderId as _;
+            let candidate = *rpc.vote.leader_id().node_id();
+            if self.node.was_removed(candidate) {
+                return Err(Status::failed_precondition(REMOVED_MESSAGE));
+            }
+        }
         let resp = self.node.raft.vote(rpc).await.map_err(|e| Status::unavailable(e.to_string()))?;
         Ok(Response::new(RaftMessage { payload: encode(&resp).map_err(bad)? }))
     }
 
     async fn append_entries(&self, req: Request<RaftMessage>) -> BoxResult<RaftMessage> {
-        let rpc: AppendEntriesRequest<TypeConfig> = decode(&req.into_inner().payload).map_err(bad)?;
+        let payload = req.into_inner().payload;
+        let rpc: AppendEntriesRequest<TypeConfig> = decode(&payload).map_err(bad)?;
+        {
+            use openraft::vote::RaftLeaderId as _;
+            received_from(*rpc.vote.leader_id().node_id(), payload.len());
+        }
         let resp = self.node.raft.append_entries(rpc).await.map_err(|e| Status::unavailable(e.to_string()))?;
         Ok(Response::new(RaftMessage { payload: encode(&resp).map_err(bad)? }))
     }
@@ -294,7 +419,12 @@ impl RaftTransport for TransportService {
             return Err(bad("incomplete snapshot stream"));
         };
         let snap = Snapshot { meta, snapshot: SnapshotDir(dir) };
+        let from = {
+            use openraft::vote::RaftLeaderId as _;
+            crate::metrics::id_label(*vote.leader_id().node_id())
+        };
         let resp = self.node.raft.install_full_snapshot(vote, snap).await.map_err(|e| Status::unavailable(e.to_string()))?;
+        crate::metrics::metrics().snapshot_receive_success.with_label_values(&[from.as_str()]).inc();
         Ok(Response::new(RaftMessage { payload: encode(&resp).map_err(bad)? }))
     }
 
@@ -309,6 +439,20 @@ impl RaftTransport for TransportService {
 
     async fn lease(&self, req: Request<LeaseRequest>) -> BoxResult<LeaseResponse> {
         Ok(Response::new(self.lease_answer(req.into_inner()).await))
+    }
+
+    async fn change_member(&self, req: Request<MemberChangeRequest>) -> BoxResult<MemberChangeResponse> {
+        let change: MemberChange = decode(&req.into_inner().change).map_err(bad)?;
+        let out = match self.node.change_member_as_leader(&change).await {
+            Ok(index) => MemberChangeResponse { index, code: 0, message: String::new() },
+            Err(e) => MemberChangeResponse { index: 0, code: e.code() as i32, message: e.to_string() },
+        };
+        Ok(Response::new(out))
+    }
+
+    async fn members(&self, _req: Request<MembersRequest>) -> BoxResult<MembersResponse> {
+        let members = encode(&self.node.members()).map_err(bad)?;
+        Ok(Response::new(MembersResponse { cluster_id: self.node.cluster_id, members }))
     }
 
     async fn read_index(&self, _req: Request<ReadIndexRequest>) -> BoxResult<ReadIndexResponse> {
@@ -333,3 +477,18 @@ impl TransportService {
 
 /// Boxed future alias used by the services.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A forward to a member that is not listening is known never to have
+    /// been delivered (so it may be sent again to the next leader).
+    #[tokio::test]
+    async fn forward_to_a_dead_peer_is_never_connected() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(1);
+        let peers = PeerClients::new(HashMap::from([(7, format!("http://127.0.0.1:{port}"))]), None);
+        let cmd = Command::Compact(proto::etcdserverpb::CompactionRequest { revision: 1, physical: false });
+        assert_eq!(peers.forward(7, None, &cmd).await, Err(Error::NoLeader));
+    }
+}

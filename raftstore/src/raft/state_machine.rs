@@ -200,18 +200,24 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             let resp = match entry.payload {
                 EntryPayload::Normal(cmd) => {
                     let mut meta_err = None;
+                    let timer = crate::metrics::metrics().backend_commit.start_timer();
                     let res = self.store.apply(&cmd, |batch| {
                         if let Err(e) = self.apply_meta(batch, &log_id, None) {
                             meta_err = Some(e.to_string());
                         }
                         Ok(())
                     });
+                    timer.observe_duration();
                     if let Some(e) = meta_err {
                         return Err(io_err(e));
                     }
                     match res {
                         Ok((resp, events)) => {
                             if let Some(ev) = events {
+                                let m = crate::metrics::metrics();
+                                let puts = ev.events.iter().filter(|e| e.r#type == proto::mvccpb::event_type::PUT).count() as u64;
+                                m.put_total.inc_by(puts);
+                                m.delete_total.inc_by(ev.events.len() as u64 - puts);
                                 self.hub.publish(ev);
                             }
                             resp

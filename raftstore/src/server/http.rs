@@ -1,7 +1,8 @@
 //! Plain HTTP on the client port, beside gRPC, and gRPC status fix-ups.
 //!
-//! etcd answers `GET /health` and `GET /version` on its client URLs; health
-//! probes and tools rely on them. This layer answers those, and rewrites two
+//! etcd answers `GET /health`, `GET /version` and `GET /metrics`
+//! (Prometheus text, see [`crate::metrics`]) on its client URLs; health
+//! probes, tools and scrapers rely on them. This layer answers those, and rewrites two
 //! tonic statuses into what grpc-go (and so etcd) sends, since clients show
 //! them verbatim: an oversized request, and a call to an unknown service or
 //! method (tonic leaves the message empty).
@@ -17,6 +18,10 @@ use tower::{Layer, Service};
 
 use super::maintenance::ETCD_VERSION;
 use super::Ctx;
+
+/// gRPC methods a learner serves (etcd `isRPCSupportedForLearner`); Range
+/// only when serializable.
+const LEARNER_SERVES: [&str; 2] = ["/etcdserverpb.Maintenance/Status", "/etcdserverpb.KV/Range"];
 
 /// Services served on the client port, by gRPC name.
 const SERVED: [&str; 5] = ["etcdserverpb.KV", "etcdserverpb.Watch", "etcdserverpb.Lease", "etcdserverpb.Maintenance", "etcdserverpb.Cluster"];
@@ -83,12 +88,24 @@ where
                     };
                     return Box::pin(async move { Ok(resp) });
                 }
+                "/metrics" => {
+                    let body = crate::metrics::render(&self.ctx);
+                    let mut resp = http::Response::new(Body::new(Full::new(Bytes::from(body))));
+                    resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+                    return Box::pin(async move { Ok(resp) });
+                }
                 "/version" => {
                     let body = format!(r#"{{"etcdserver":"{ETCD_VERSION}","etcdcluster":"3.5.0"}}"#);
                     return Box::pin(async move { Ok(json(200, body)) });
                 }
                 _ => {}
             }
+        }
+        // A learner answers only Status and serializable Range (checked in
+        // the KV service), as etcd's learner interceptor does.
+        if path.starts_with("/etcdserverpb.") && !LEARNER_SERVES.contains(&path.as_str()) && self.ctx.node.is_learner() {
+            let resp = tonic::Status::from(crate::error::Error::NotSupportedForLearner).into_http::<Body>();
+            return Box::pin(async move { Ok(resp) });
         }
         let fut = self.inner.call(req);
         Box::pin(async move {

@@ -173,6 +173,11 @@ impl Kv for KvService {
     async fn range(&self, req: Request<RangeRequest>) -> Res<RangeResponse> {
         let r = req.into_inner();
         check_range(&r)?;
+        // A learner serves serializable reads only (etcd); other calls are
+        // refused by the client HTTP layer.
+        if !r.serializable && self.ctx.node.is_learner() {
+            return Err(Error::NotSupportedForLearner.into());
+        }
         if !r.serializable {
             self.ctx.node.linearizable_read().await?;
         }

@@ -13,8 +13,11 @@ use crate::common::{block_on, status_of, Kind, Options, Server};
 #[test]
 fn bad_flags_are_refused_before_touching_the_data_dir() {
     let cases: Vec<(&str, Vec<&str>, &str)> = vec![
-        ("https without TLS", vec!["--listen-client-urls", "https://127.0.0.1:0"], "TLS is not supported"),
-        ("unknown scheme", vec!["--listen-client-urls", "foo://127.0.0.1:0"], "URL scheme must be http"),
+        ("https without TLS", vec!["--listen-client-urls", "https://127.0.0.1:0"], "an https URL needs --cert-file and --key-file"),
+        ("https peer without TLS", vec!["--listen-peer-urls", "https://127.0.0.1:0"], "an https URL needs --peer-cert-file and --peer-key-file"),
+        ("cert without key", vec!["--cert-file", "/nonexistent.pem"], "--cert-file and --key-file must be given together"),
+        ("unreadable cert", vec!["--cert-file", "/nonexistent.pem", "--key-file", "/nonexistent.key"], "--cert-file: cannot read /nonexistent.pem"),
+        ("unknown scheme", vec!["--listen-client-urls", "foo://127.0.0.1:0"], "URL scheme must be http or https"),
         ("not a URL", vec!["--advertise-client-urls", "notaurl"], "--advertise-client-urls: invalid URL"),
         ("bad cluster URL", vec!["--initial-cluster", "default=notaurl"], "--initial-cluster: invalid URL"),
         ("this member missing", vec!["--initial-cluster", "other=http://127.0.0.1:9"], "no member named \"default\""),
@@ -23,7 +26,7 @@ fn bad_flags_are_refused_before_touching_the_data_dir() {
             vec!["--initial-cluster", "default=http://127.0.0.1:9", "--initial-advertise-peer-urls", "http://127.0.0.1:1"],
             "missing from --initial-advertise-peer-urls",
         ),
-        ("existing with no data", vec!["--initial-cluster-state", "existing"], "not supported yet"),
+        ("existing with no peer to ask", vec!["--initial-cluster-state", "existing"], "cannot fetch cluster info"),
         ("bad log level", vec!["--log-level", "bogus["], "invalid --log-level"),
         ("zero request size", vec!["--max-request-bytes", "0"], "--max-request-bytes"),
     ];
@@ -84,7 +87,7 @@ fn client_port_serves_health_version_and_every_listen_url() {
 fn unknown_service_is_named() {
     let s = Server::start(Kind::Raftstore);
     block_on(async {
-        let mut c = s.client().await;
+        let c = s.client().await;
         let err = c.auth_client().role_delete("r").await.expect_err("auth is not served");
         let (code, msg) = status_of(&err);
         assert_eq!(code, tonic::Code::Unimplemented);

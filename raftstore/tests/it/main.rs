@@ -21,4 +21,6 @@ mod differential;
 mod errors;
 mod etcdctl;
 mod flags;
+mod membership;
+mod tls;
 mod watch;

@@ -1,5 +1,6 @@
 //! Helpers shared by the suites: servers, etcdctl, clients.
 
+pub mod cluster;
 pub mod etcdctl;
 pub mod server;
 
