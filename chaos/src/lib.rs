@@ -12,3 +12,8 @@
 
 pub mod check;
 pub mod history;
+pub mod cluster;
+pub mod fault;
+pub mod proxy;
+pub mod run;
+pub mod workload;
