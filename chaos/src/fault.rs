@@ -149,9 +149,41 @@ impl Fault {
                 // Give the peers time to snapshot and purge.
                 tokio::time::sleep(hold).await;
                 c.restart(follower)?;
-                format!("killed m{follower}, wrote {wrote} entries past it, restarted it")
+                let how = caught_up_by_snapshot(c, follower).await;
+                format!("killed m{follower}, wrote {wrote} entries past it, restarted it; {how}")
             }
         })
+    }
+}
+
+/// Waits (up to 20 s) until `i` has applied the cluster's current
+/// revision, then says whether it installed a snapshot: raftstore keeps a
+/// received snapshot as `<data-dir>/snapshots/installed-<index>`; etcd
+/// leaves no such trace, so for etcd this only reports the catch-up.
+async fn caught_up_by_snapshot(c: &Cluster, i: usize) -> String {
+    let other = (i + 1) % c.members.len();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let target = match connect(&c.endpoint(other), Duration::from_secs(2)).await {
+        Ok(mut cl) => cl.get("health", None).await.ok().and_then(|r| r.header().map(|h| h.revision())).unwrap_or(0),
+        Err(_) => 0,
+    };
+    let mut applied = 0;
+    while Instant::now() < deadline {
+        if let Ok(mut cl) = connect(&c.endpoint(i), Duration::from_secs(1)).await {
+            applied = cl.get("health", Some(etcd_client::GetOptions::new().with_serializable())).await.ok().and_then(|r| r.header().map(|h| h.revision())).unwrap_or(0);
+            if applied >= target {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let caught = if applied >= target { format!("caught up to revision {target}") } else { format!("only at revision {applied} of {target} after 20s") };
+    let snaps = c.opts.dir.join(&c.members[i].name).join("snapshots");
+    let installed = std::fs::read_dir(&snaps).map(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with("installed-"))).unwrap_or(false);
+    match c.opts.target {
+        crate::cluster::Target::Raftstore(_) if installed => format!("{caught} by installing a snapshot"),
+        crate::cluster::Target::Raftstore(_) => format!("{caught} WITHOUT a snapshot (log not purged far enough)"),
+        crate::cluster::Target::Etcd(_) => caught,
     }
 }
 

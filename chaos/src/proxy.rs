@@ -18,6 +18,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -74,6 +75,17 @@ pub struct PeerProxy {
     pids: Arc<Mutex<Vec<Option<u32>>>>,
     addrs: Vec<SocketAddr>,
     tasks: Vec<JoinHandle<()>>,
+    stats: Arc<Stats>,
+}
+
+/// Connection counters, to show that links are attributed.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Connections whose opening member was found.
+    pub identified: AtomicU64,
+    /// Connections whose opener was not found (faults then apply by
+    /// destination only).
+    pub unidentified: AtomicU64,
 }
 
 impl PeerProxy {
@@ -88,13 +100,14 @@ impl PeerProxy {
         let pids = Arc::new(Mutex::new(vec![None; n]));
         let mut addrs = Vec::new();
         let mut tasks = Vec::new();
+        let stats = Arc::new(Stats::default());
         for (dst, target) in targets.into_iter().enumerate() {
             let l = TcpListener::bind("127.0.0.1:0").await?;
             addrs.push(l.local_addr()?);
             let (rx, pids) = (faults.subscribe(), pids.clone());
-            tasks.push(tokio::spawn(accept_loop(l, dst, n, target, rx, pids)));
+            tasks.push(tokio::spawn(accept_loop(l, dst, n, target, rx, pids, stats.clone())));
         }
-        Ok(Self { faults, pids, addrs, tasks })
+        Ok(Self { faults, pids, addrs, tasks, stats })
     }
 
     /// The proxy address that stands for member `i` (its advertised peer URL).
@@ -118,6 +131,11 @@ impl PeerProxy {
         self.faults.send_replace(f);
     }
 
+    /// `(identified, unidentified)` connection counts so far.
+    pub fn stats(&self) -> (u64, u64) {
+        (self.stats.identified.load(Ordering::Relaxed), self.stats.unidentified.load(Ordering::Relaxed))
+    }
+
     /// Removes every fault.
     pub fn heal(&self) {
         self.set(Faults::default());
@@ -132,16 +150,18 @@ impl Drop for PeerProxy {
     }
 }
 
-async fn accept_loop(l: TcpListener, dst: usize, n: usize, target: SocketAddr, rx: watch::Receiver<Faults>, pids: Arc<Mutex<Vec<Option<u32>>>>) {
+async fn accept_loop(l: TcpListener, dst: usize, n: usize, target: SocketAddr, rx: watch::Receiver<Faults>, pids: Arc<Mutex<Vec<Option<u32>>>>, stats: Arc<Stats>) {
     loop {
         let Ok((conn, peer)) = l.accept().await else {
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
-        let (rx, pids) = (rx.clone(), pids.clone());
+        let (rx, pids, stats) = (rx.clone(), pids.clone(), stats.clone());
         let local = l.local_addr().ok();
         tokio::spawn(async move {
             let src = identify(peer, local, &pids).await;
+            let counter = if src.is_some() { &stats.identified } else { &stats.unidentified };
+            counter.fetch_add(1, Ordering::Relaxed);
             serve(conn, src, dst, n, target, rx).await;
         });
     }

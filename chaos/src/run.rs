@@ -68,6 +68,9 @@ pub struct PhaseReport {
     pub saved: Option<PathBuf>,
     /// Wall time.
     pub elapsed: Duration,
+    /// Peer connections the proxy attributed to their opening member, and
+    /// those it could not.
+    pub proxy_connections: (u64, u64),
 }
 
 impl fmt::Display for PhaseReport {
@@ -86,7 +89,7 @@ impl fmt::Display for PhaseReport {
             self.action
         )?;
         let per_kind: Vec<String> = self.counts.iter().map(|(k, c)| format!("{k} {}/{}/{}", c[0], c[1], c[2])).collect();
-        writeln!(f, "    ok/failed/unknown: {}", per_kind.join(", "))?;
+        writeln!(f, "    ok/failed/unknown: {}; peer connections attributed/unattributed: {}/{}", per_kind.join(", "), self.proxy_connections.0, self.proxy_connections.1)?;
         for v in self.violations.iter().take(20) {
             writeln!(f, "    VIOLATION {v}")?;
         }
@@ -183,6 +186,7 @@ pub async fn run_phase(target: &Target, fault: Fault, cfg: &PhaseConfig, out: &P
         violations,
         saved,
         elapsed: started.elapsed(),
+        proxy_connections: cluster.proxy.stats(),
     })
 }
 
