@@ -138,11 +138,30 @@ pub async fn connect(endpoint: &str, timeout: Duration) -> Result<Client> {
 
 impl Cluster {
     /// Starts the proxy and three members, and waits until every member
-    /// answers and one leader is known.
+    /// answers and one leader is known. Ports are picked by binding port 0
+    /// and released before the member binds them, so another socket can
+    /// take one in between; a start whose member exits early is retried
+    /// (three attempts) with fresh ports and empty data dirs.
     ///
     /// # Errors
     /// If a process cannot start or the cluster is not healthy within 30 s.
     pub async fn start(opts: Options) -> Result<Self> {
+        let mut last = None;
+        for _ in 0..3 {
+            match Self::start_once(opts.clone()).await {
+                Ok(c) => return Ok(c),
+                Err(e) => {
+                    for i in 0..3 {
+                        let _ = std::fs::remove_dir_all(opts.dir.join(format!("m{i}")));
+                    }
+                    last = Some(e);
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| anyhow!("cluster did not start")))
+    }
+
+    async fn start_once(opts: Options) -> Result<Self> {
         let n = 3;
         let mut members = Vec::new();
         for i in 0..n {
@@ -301,11 +320,21 @@ impl Cluster {
             if ok {
                 return Ok(());
             }
+            if let Some(i) = self.exited() {
+                bail!("m{i} exited; see {}", self.opts.dir.join(format!("m{i}.log")).display());
+            }
             if start.elapsed() > timeout {
                 bail!("cluster not healthy after {timeout:?}; logs in {}", self.opts.dir.display());
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+
+    /// The first member whose process exited on its own, if any.
+    fn exited(&self) -> Option<usize> {
+        // An exited child stays a zombie until reaped: state `Z` in /proc.
+        let dead = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| s.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))).unwrap_or(true);
+        self.members.iter().position(|m| m.child.as_ref().is_some_and(|c| dead(c.id())))
     }
 
     /// How many times member `i` was started.

@@ -50,6 +50,9 @@ struct Cli {
     /// Where failing histories and member logs are saved.
     #[arg(long, default_value = "chaos-out")]
     out: PathBuf,
+    /// Save every history (and member logs) to --out, not only failing ones.
+    #[arg(long = "save-all")]
+    save_all: bool,
     /// Workload seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -114,6 +117,7 @@ fn real_main() -> Result<bool> {
         cfg.hold = Duration::from_secs(h);
     }
     cfg.seed = cli.seed;
+    cfg.save_all = cli.save_all;
     let faults = if cli.faults.is_empty() { Fault::ALL.to_vec() } else { cli.faults };
     let rt = tokio::runtime::Runtime::new()?;
     let reports = rt.block_on(run_all(&target, &faults, &cfg, cli.rounds.unwrap_or(rounds), &cli.out))?;

@@ -33,17 +33,19 @@ pub struct PhaseConfig {
     pub keys: usize,
     /// Seed for the workload's choices.
     pub seed: u64,
+    /// Save every history, not only failing ones.
+    pub save_all: bool,
 }
 
 impl PhaseConfig {
     /// `--mode short`: about 15 s per fault.
     pub fn short() -> Self {
-        PhaseConfig { warmup: Duration::from_secs(1), hold: Duration::from_secs(3), recover: Duration::from_secs(2), clients: 6, watchers: 3, keys: 10, seed: 1 }
+        PhaseConfig { warmup: Duration::from_secs(1), hold: Duration::from_secs(3), recover: Duration::from_secs(2), clients: 6, watchers: 3, keys: 10, seed: 1, save_all: false }
     }
 
     /// `--mode long`: about a minute per fault.
     pub fn long() -> Self {
-        PhaseConfig { warmup: Duration::from_secs(10), hold: Duration::from_secs(20), recover: Duration::from_secs(10), clients: 12, watchers: 4, keys: 10, seed: 1 }
+        PhaseConfig { warmup: Duration::from_secs(10), hold: Duration::from_secs(20), recover: Duration::from_secs(10), clients: 12, watchers: 4, keys: 10, seed: 1, save_all: false }
     }
 }
 
@@ -121,7 +123,17 @@ fn kind_name(r: &Request) -> &'static str {
 pub async fn run_phase(target: &Target, fault: Fault, cfg: &PhaseConfig, out: &Path) -> Result<PhaseReport> {
     let started = Instant::now();
     let dir = tempfile::Builder::new().prefix(&format!("chaos-{}-{}-", target.name(), fault.name())).tempdir()?;
-    let mut cluster = Cluster::start(Options::new(target.clone(), dir.path())).await.with_context(|| format!("starting {} for {fault}", target.name()))?;
+    let mut cluster = match Cluster::start(Options::new(target.clone(), dir.path())).await {
+        Ok(c) => c,
+        Err(e) => {
+            // Keep the member logs to see why.
+            std::fs::create_dir_all(out)?;
+            for i in 0..3 {
+                let _ = std::fs::copy(dir.path().join(format!("m{i}.log")), out.join(format!("{}-{}-m{i}.start.log", target.name(), fault.name())));
+            }
+            return Err(e).with_context(|| format!("starting {} for {fault} (member logs in {})", target.name(), out.display()));
+        }
+    };
     let rec = Recorder::new("/chaos/k/", cfg.keys);
     let n = cluster.members.len();
     let endpoints: Vec<String> = (0..n).map(|i| cluster.endpoint(i)).collect();
@@ -164,7 +176,7 @@ pub async fn run_phase(target: &Target, fault: Fault, cfg: &PhaseConfig, out: &P
             Outcome::Unknown { .. } => c[2] += 1,
         }
     }
-    let saved = if violations.is_empty() {
+    let saved = if violations.is_empty() && !cfg.save_all {
         None
     } else {
         std::fs::create_dir_all(out)?;

@@ -26,6 +26,8 @@ pub const OP_TIMEOUT: Duration = Duration::from_secs(2);
 /// A watch stream with no response for this long is treated as stalled
 /// (e.g. its member is paused) and resumed on another member.
 pub const WATCH_STALL: Duration = Duration::from_secs(3);
+/// How often a watcher asks for a progress notification.
+pub const PROGRESS_REQUEST_EVERY: Duration = Duration::from_millis(300);
 /// Lease TTL in seconds: long enough that leases do not expire during a run.
 pub const LEASE_TTL: i64 = 600;
 
@@ -266,38 +268,40 @@ async fn watch_session(rec: &Recorder, endpoint: &str, s: &mut WatchSession, nex
         Ok(Err(e)) => return Some(format!("watch: {e}")),
         Err(_) => return Some("watch: timeout".into()),
     };
-    let mut quiet = 0;
+    let mut last_response = Instant::now();
+    let mut tick = tokio::time::interval(PROGRESS_REQUEST_EVERY);
     loop {
         if done(*upper) {
             return None;
         }
-        match tokio::time::timeout(Duration::from_millis(1000), stream.message()).await {
-            Ok(Ok(Some(resp))) => {
-                quiet = 0;
-                if resp.canceled() {
-                    return Some(format!("canceled: {} (compact_revision {})", resp.cancel_reason(), resp.compact_revision()));
+        tokio::select! {
+            msg = stream.message() => match msg {
+                Ok(Some(resp)) => {
+                    last_response = Instant::now();
+                    if resp.canceled() {
+                        return Some(format!("canceled: {} (compact_revision {})", resp.cancel_reason(), resp.compact_revision()));
+                    }
+                    if resp.created() && resp.events().is_empty() {
+                        continue;
+                    }
+                    let events: Vec<Event> = resp.events().iter().filter_map(to_event).collect();
+                    let header_revision = header_rev(resp.header());
+                    if let Some(last) = events.last() {
+                        *next = last.kv.mod_revision + 1;
+                        *upper = (*upper).max(last.kv.mod_revision);
+                    } else {
+                        *upper = (*upper).max(header_revision);
+                    }
+                    s.responses.push(WatchResponse { time_ns: rec.now(), header_revision, events });
                 }
-                if resp.created() && resp.events().is_empty() {
-                    continue;
-                }
-                let events: Vec<Event> = resp.events().iter().filter_map(to_event).collect();
-                let header_revision = header_rev(resp.header());
-                if let Some(last) = events.last() {
-                    *next = last.kv.mod_revision + 1;
-                    *upper = (*upper).max(last.kv.mod_revision);
-                } else {
-                    *upper = (*upper).max(header_revision);
-                }
-                s.responses.push(WatchResponse { time_ns: rec.now(), header_revision, events });
-            }
-            Ok(Ok(None)) => return Some("stream ended".into()),
-            Ok(Err(e)) => return Some(format!("stream: {e}")),
-            Err(_) => {
-                quiet += 1;
-                if quiet * 1000 >= WATCH_STALL.as_millis() as u64 {
+                Ok(None) => return Some("stream ended".into()),
+                Err(e) => return Some(format!("stream: {e}")),
+            },
+            _ = tick.tick() => {
+                if last_response.elapsed() >= WATCH_STALL {
                     return Some("stalled".into());
                 }
-                // Ask for a bookmark (etcd RequestProgress).
+                // Ask for a bookmark (etcd RequestProgress), also mid-stream.
                 if stream.request_progress().await.is_err() {
                     return Some("request progress failed".into());
                 }

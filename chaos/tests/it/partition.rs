@@ -23,23 +23,17 @@ fn assert_unavailable(what: &str, target: &Target, r: Result<Result<(), etcd_cli
 
 async fn minority_refuses_majority_serves(target: Target) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut c = Cluster::start(Options::new(target.clone(), dir.path())).await.expect("cluster starts");
+    let c = Cluster::start(Options::new(target.clone(), dir.path())).await.expect("cluster starts");
     let leader = c.leader().await.expect("a leader");
     let cut = (leader + 1) % 3;
+    let mut get_client = connect(&c.endpoint(cut), CLIENT_TIMEOUT).await.expect("connect to the minority");
+    let mut put_client = get_client.clone();
     let mut f = Faults::default();
     f.isolate(&[cut], 3);
     c.proxy.set(f);
 
-    let minority = c.endpoint(cut);
-    let get = tokio::spawn(async move {
-        let mut cl = connect(&minority, CLIENT_TIMEOUT).await?;
-        cl.get("k", None).await.map(|_| ())
-    });
-    let minority = c.endpoint(cut);
-    let put = tokio::spawn(async move {
-        let mut cl = connect(&minority, CLIENT_TIMEOUT).await?;
-        cl.put("k", "from-minority", None).await.map(|_| ())
-    });
+    let get = tokio::spawn(async move { get_client.get("k", None).await.map(|_| ()) });
+    let put = tokio::spawn(async move { put_client.put("k", "from-minority", None).await.map(|_| ()) });
 
     // The majority keeps taking writes meanwhile.
     let mut maj = connect(&c.endpoint(leader), Duration::from_secs(5)).await.expect("connect to the leader");
