@@ -53,6 +53,10 @@ struct Cli {
     /// Save every history (and member logs) to --out, not only failing ones.
     #[arg(long = "save-all")]
     save_all: bool,
+    /// Whether watchers send RequestProgress every 300 ms (default: yes for
+    /// raftstore, no for etcd 3.4.23, which has etcd-io/etcd#15220).
+    #[arg(long = "request-progress")]
+    request_progress: Option<bool>,
     /// Workload seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -118,6 +122,7 @@ fn real_main() -> Result<bool> {
     }
     cfg.seed = cli.seed;
     cfg.save_all = cli.save_all;
+    cfg.request_progress = cli.request_progress;
     let faults = if cli.faults.is_empty() { Fault::ALL.to_vec() } else { cli.faults };
     let rt = tokio::runtime::Runtime::new()?;
     let reports = rt.block_on(run_all(&target, &faults, &cfg, cli.rounds.unwrap_or(rounds), &cli.out))?;

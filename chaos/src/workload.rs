@@ -234,7 +234,12 @@ pub async fn worker(rec: Arc<Recorder>, id: usize, member: usize, endpoint: Stri
 /// delivered revision + 1. Ends when it has delivered (or been told by a
 /// progress notification about) the final revision, or on
 /// [`Recorder::give_up`].
-pub async fn watcher(rec: Arc<Recorder>, id: usize, first_member: usize, endpoints: Vec<String>) -> Watcher {
+///
+/// With `request_progress`, the watcher also asks for a progress
+/// notification every [`PROGRESS_REQUEST_EVERY`] (etcd RequestProgress), so
+/// bookmarks arrive mid-stream and while catching up, where they are most
+/// likely to run ahead of events (etcd-io/etcd#15220).
+pub async fn watcher(rec: Arc<Recorder>, id: usize, first_member: usize, endpoints: Vec<String>, request_progress: bool) -> Watcher {
     let mut w = Watcher { id, sessions: Vec::new() };
     let mut member = first_member;
     let mut next = 1i64;
@@ -245,7 +250,7 @@ pub async fn watcher(rec: Arc<Recorder>, id: usize, first_member: usize, endpoin
     };
     while !done(upper) {
         let mut s = WatchSession { member, start_revision: next, responses: Vec::new(), error: None };
-        let err = watch_session(&rec, &endpoints[member], &mut s, &mut next, &mut upper, &done).await;
+        let err = watch_session(&rec, &endpoints[member], &mut s, &mut next, &mut upper, &done, request_progress).await;
         s.error = err;
         let failed = s.error.is_some();
         w.sessions.push(s);
@@ -257,7 +262,7 @@ pub async fn watcher(rec: Arc<Recorder>, id: usize, first_member: usize, endpoin
     w
 }
 
-async fn watch_session(rec: &Recorder, endpoint: &str, s: &mut WatchSession, next: &mut i64, upper: &mut i64, done: &impl Fn(i64) -> bool) -> Option<String> {
+async fn watch_session(rec: &Recorder, endpoint: &str, s: &mut WatchSession, next: &mut i64, upper: &mut i64, done: &impl Fn(i64) -> bool, request_progress: bool) -> Option<String> {
     let mut c = match connect(endpoint, OP_TIMEOUT).await {
         Ok(c) => c,
         Err(e) => return Some(format!("connect: {e}")),
@@ -302,7 +307,7 @@ async fn watch_session(rec: &Recorder, endpoint: &str, s: &mut WatchSession, nex
                     return Some("stalled".into());
                 }
                 // Ask for a bookmark (etcd RequestProgress), also mid-stream.
-                if stream.request_progress().await.is_err() {
+                if request_progress && stream.request_progress().await.is_err() {
                     return Some("request progress failed".into());
                 }
             }
