@@ -96,7 +96,14 @@ impl Options {
     /// Defaults for chaos runs: 50 ms heartbeat, 500 ms election timeout,
     /// a snapshot every 200 entries, progress notifications every 500 ms.
     pub fn new(target: Target, dir: &Path) -> Self {
-        Options { target, dir: dir.to_path_buf(), heartbeat_ms: 50, election_ms: 500, snapshot_count: 200, progress_notify_ms: 500 }
+        Options {
+            target,
+            dir: dir.to_path_buf(),
+            heartbeat_ms: 50,
+            election_ms: 500,
+            snapshot_count: 200,
+            progress_notify_ms: 500,
+        }
     }
 }
 
@@ -124,7 +131,9 @@ pub struct Cluster {
 }
 
 fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 /// Connects a client to one endpoint with short timeouts.
@@ -132,7 +141,9 @@ fn free_port() -> Result<u16> {
 /// # Errors
 /// Connection errors from etcd-client.
 pub async fn connect(endpoint: &str, timeout: Duration) -> Result<Client> {
-    let opts = ConnectOptions::new().with_connect_timeout(timeout).with_timeout(timeout);
+    let opts = ConnectOptions::new()
+        .with_connect_timeout(timeout)
+        .with_timeout(timeout);
     Ok(Client::connect([endpoint], Some(opts)).await?)
 }
 
@@ -165,11 +176,25 @@ impl Cluster {
         let n = 3;
         let mut members = Vec::new();
         for i in 0..n {
-            members.push(Member { name: format!("m{i}"), client_port: free_port()?, peer_port: free_port()?, child: None, paused: false, starts: 0 });
+            members.push(Member {
+                name: format!("m{i}"),
+                client_port: free_port()?,
+                peer_port: free_port()?,
+                child: None,
+                paused: false,
+                starts: 0,
+            });
         }
-        let targets = members.iter().map(|m| std::net::SocketAddr::from(([127, 0, 0, 1], m.peer_port))).collect();
+        let targets = members
+            .iter()
+            .map(|m| std::net::SocketAddr::from(([127, 0, 0, 1], m.peer_port)))
+            .collect();
         let proxy = PeerProxy::start(targets).await?;
-        let mut c = Cluster { opts, members, proxy };
+        let mut c = Cluster {
+            opts,
+            members,
+            proxy,
+        };
         for i in 0..n {
             c.spawn(i)?;
         }
@@ -183,7 +208,12 @@ impl Cluster {
     }
 
     fn initial_cluster(&self) -> String {
-        self.members.iter().enumerate().map(|(i, m)| format!("{}=http://{}", m.name, self.proxy.addr(i))).collect::<Vec<_>>().join(",")
+        self.members
+            .iter()
+            .enumerate()
+            .map(|(i, m)| format!("{}=http://{}", m.name, self.proxy.addr(i)))
+            .collect::<Vec<_>>()
+            .join(",")
     }
 
     fn spawn(&mut self, i: usize) -> Result<()> {
@@ -191,26 +221,57 @@ impl Cluster {
         let o = &self.opts;
         let m = &self.members[i];
         let data = o.dir.join(&m.name);
-        let log = File::options().create(true).append(true).open(o.dir.join(format!("{}.log", m.name)))?;
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(o.dir.join(format!("{}.log", m.name)))?;
         let client = format!("http://127.0.0.1:{}", m.client_port);
         let mut cmd = Command::new(o.target.bin());
         cmd.args(["--name", &m.name])
             .arg("--data-dir")
             .arg(&data)
-            .args(["--listen-client-urls", &client, "--advertise-client-urls", &client])
-            .args(["--listen-peer-urls", &format!("http://127.0.0.1:{}", m.peer_port)])
-            .args(["--initial-advertise-peer-urls", &format!("http://{}", self.proxy.addr(i))])
-            .args(["--initial-cluster", &ic, "--initial-cluster-state", "new", "--initial-cluster-token", "chaos"])
-            .args(["--heartbeat-interval", &o.heartbeat_ms.to_string(), "--election-timeout", &o.election_ms.to_string()])
+            .args([
+                "--listen-client-urls",
+                &client,
+                "--advertise-client-urls",
+                &client,
+            ])
+            .args([
+                "--listen-peer-urls",
+                &format!("http://127.0.0.1:{}", m.peer_port),
+            ])
+            .args([
+                "--initial-advertise-peer-urls",
+                &format!("http://{}", self.proxy.addr(i)),
+            ])
+            .args([
+                "--initial-cluster",
+                &ic,
+                "--initial-cluster-state",
+                "new",
+                "--initial-cluster-token",
+                "chaos",
+            ])
+            .args([
+                "--heartbeat-interval",
+                &o.heartbeat_ms.to_string(),
+                "--election-timeout",
+                &o.election_ms.to_string(),
+            ])
             .args(["--snapshot-count", &o.snapshot_count.to_string()])
-            .args(["--experimental-watch-progress-notify-interval", &format!("{}ms", o.progress_notify_ms)])
+            .args([
+                "--experimental-watch-progress-notify-interval",
+                &format!("{}ms", o.progress_notify_ms),
+            ])
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
         if matches!(o.target, Target::Etcd(_)) {
             cmd.args(["--logger", "zap", "--log-level", "warn"]);
         }
-        let child = cmd.spawn().with_context(|| format!("start {}", o.target.bin().display()))?;
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("start {}", o.target.bin().display()))?;
         self.proxy.set_pid(i, Some(child.id()));
         let m = &mut self.members[i];
         m.child = Some(child);
@@ -239,8 +300,14 @@ impl Cluster {
     }
 
     fn signal(&mut self, i: usize, sig: &str) -> Result<()> {
-        let pid = self.members[i].child.as_ref().map(|c| c.id()).ok_or_else(|| anyhow!("member {i} is not running"))?;
-        let st = Command::new("kill").args([sig, &pid.to_string()]).status()?;
+        let pid = self.members[i]
+            .child
+            .as_ref()
+            .map(|c| c.id())
+            .ok_or_else(|| anyhow!("member {i} is not running"))?;
+        let st = Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()?;
         if !st.success() {
             bail!("kill {sig} {pid} failed");
         }
@@ -273,7 +340,9 @@ impl Cluster {
         let mut ids = vec![0u64; self.members.len()];
         let mut leader = 0u64;
         for (i, id) in ids.iter_mut().enumerate() {
-            let Ok(mut c) = connect(&self.endpoint(i), Duration::from_secs(1)).await else { continue };
+            let Ok(mut c) = connect(&self.endpoint(i), Duration::from_secs(1)).await else {
+                continue;
+            };
             if let Ok(Ok(s)) = tokio::time::timeout(Duration::from_secs(1), c.status()).await {
                 *id = s.header().map(|h| h.member_id()).unwrap_or(0);
                 if s.leader() != 0 {
@@ -289,9 +358,15 @@ impl Cluster {
         }
         // The leader did not answer; map through the member list.
         for i in 0..self.members.len() {
-            let Ok(mut c) = connect(&self.endpoint(i), Duration::from_secs(1)).await else { continue };
+            let Ok(mut c) = connect(&self.endpoint(i), Duration::from_secs(1)).await else {
+                continue;
+            };
             if let Ok(Ok(l)) = tokio::time::timeout(Duration::from_secs(1), c.member_list()).await {
-                return l.members().iter().find(|m| m.id() == leader).and_then(|m| self.members.iter().position(|x| x.name == m.name()));
+                return l
+                    .members()
+                    .iter()
+                    .find(|m| m.id() == leader)
+                    .and_then(|m| self.members.iter().position(|x| x.name == m.name()));
             }
         }
         None
@@ -315,16 +390,25 @@ impl Cluster {
                     c.get("health", None).await?;
                     anyhow::Ok(())
                 };
-                ok = matches!(tokio::time::timeout(Duration::from_secs(2), read).await, Ok(Ok(())));
+                ok = matches!(
+                    tokio::time::timeout(Duration::from_secs(2), read).await,
+                    Ok(Ok(()))
+                );
             }
             if ok {
                 return Ok(());
             }
             if let Some(i) = self.exited() {
-                bail!("m{i} exited; see {}", self.opts.dir.join(format!("m{i}.log")).display());
+                bail!(
+                    "m{i} exited; see {}",
+                    self.opts.dir.join(format!("m{i}.log")).display()
+                );
             }
             if start.elapsed() > timeout {
-                bail!("cluster not healthy after {timeout:?}; logs in {}", self.opts.dir.display());
+                bail!(
+                    "cluster not healthy after {timeout:?}; logs in {}",
+                    self.opts.dir.display()
+                );
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -333,8 +417,17 @@ impl Cluster {
     /// The first member whose process exited on its own, if any.
     fn exited(&self) -> Option<usize> {
         // An exited child stays a zombie until reaped: state `Z` in /proc.
-        let dead = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| s.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))).unwrap_or(true);
-        self.members.iter().position(|m| m.child.as_ref().is_some_and(|c| dead(c.id())))
+        let dead = |pid: u32| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map(|s| {
+                    s.rsplit_once(')')
+                        .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+                })
+                .unwrap_or(true)
+        };
+        self.members
+            .iter()
+            .position(|m| m.child.as_ref().is_some_and(|c| dead(c.id())))
     }
 
     /// How many times member `i` was started.

@@ -92,21 +92,33 @@ impl Fault {
                 "nothing".into()
             }
             Fault::KillLeader | Fault::KillFollower => {
-                let i = if self == Fault::KillLeader { leader } else { follower };
+                let i = if self == Fault::KillLeader {
+                    leader
+                } else {
+                    follower
+                };
                 c.kill(i);
                 tokio::time::sleep(hold).await;
                 c.restart(i)?;
                 format!("killed and restarted m{i}")
             }
             Fault::PauseLeader | Fault::PauseFollower => {
-                let i = if self == Fault::PauseLeader { leader } else { follower };
+                let i = if self == Fault::PauseLeader {
+                    leader
+                } else {
+                    follower
+                };
                 c.pause(i)?;
                 tokio::time::sleep(hold).await;
                 c.resume(i)?;
                 format!("paused and resumed m{i}")
             }
             Fault::PartitionLeader | Fault::PartitionFollower => {
-                let i = if self == Fault::PartitionLeader { leader } else { follower };
+                let i = if self == Fault::PartitionLeader {
+                    leader
+                } else {
+                    follower
+                };
                 let mut f = Faults::default();
                 f.isolate(&[i], n);
                 c.proxy.set(f);
@@ -144,7 +156,8 @@ impl Fault {
             }
             Fault::SnapshotRestart => {
                 c.kill(follower);
-                let writes = c.opts.target.entries_kept_after_snapshot() + 3 * c.opts.snapshot_count + 100;
+                let writes =
+                    c.opts.target.entries_kept_after_snapshot() + 3 * c.opts.snapshot_count + 100;
                 let wrote = fill(c, follower, writes).await?;
                 // Give the peers time to snapshot and purge.
                 tokio::time::sleep(hold).await;
@@ -164,25 +177,51 @@ async fn caught_up_by_snapshot(c: &Cluster, i: usize) -> String {
     let other = (i + 1) % c.members.len();
     let deadline = Instant::now() + Duration::from_secs(20);
     let target = match connect(&c.endpoint(other), Duration::from_secs(2)).await {
-        Ok(mut cl) => cl.get("health", None).await.ok().and_then(|r| r.header().map(|h| h.revision())).unwrap_or(0),
+        Ok(mut cl) => cl
+            .get("health", None)
+            .await
+            .ok()
+            .and_then(|r| r.header().map(|h| h.revision()))
+            .unwrap_or(0),
         Err(_) => 0,
     };
     let mut applied = 0;
     while Instant::now() < deadline {
         if let Ok(mut cl) = connect(&c.endpoint(i), Duration::from_secs(1)).await {
-            applied = cl.get("health", Some(etcd_client::GetOptions::new().with_serializable())).await.ok().and_then(|r| r.header().map(|h| h.revision())).unwrap_or(0);
+            applied = cl
+                .get(
+                    "health",
+                    Some(etcd_client::GetOptions::new().with_serializable()),
+                )
+                .await
+                .ok()
+                .and_then(|r| r.header().map(|h| h.revision()))
+                .unwrap_or(0);
             if applied >= target {
                 break;
             }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let caught = if applied >= target { format!("caught up to revision {target}") } else { format!("only at revision {applied} of {target} after 20s") };
+    let caught = if applied >= target {
+        format!("caught up to revision {target}")
+    } else {
+        format!("only at revision {applied} of {target} after 20s")
+    };
     let snaps = c.opts.dir.join(&c.members[i].name).join("snapshots");
-    let installed = std::fs::read_dir(&snaps).map(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with("installed-"))).unwrap_or(false);
+    let installed = std::fs::read_dir(&snaps)
+        .map(|d| {
+            d.flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with("installed-"))
+        })
+        .unwrap_or(false);
     match c.opts.target {
-        crate::cluster::Target::Raftstore(_) if installed => format!("{caught} by installing a snapshot"),
-        crate::cluster::Target::Raftstore(_) => format!("{caught} WITHOUT a snapshot (log not purged far enough)"),
+        crate::cluster::Target::Raftstore(_) if installed => {
+            format!("{caught} by installing a snapshot")
+        }
+        crate::cluster::Target::Raftstore(_) => {
+            format!("{caught} WITHOUT a snapshot (log not purged far enough)")
+        }
         crate::cluster::Target::Etcd(_) => caught,
     }
 }
@@ -190,16 +229,26 @@ async fn caught_up_by_snapshot(c: &Cluster, i: usize) -> String {
 /// Writes `count` puts outside the workload prefix through members other
 /// than `skip`, 16 at a time. Returns how many succeeded.
 async fn fill(c: &Cluster, skip: usize, count: u64) -> Result<u64> {
-    let eps: Vec<String> = (0..c.members.len()).filter(|&i| i != skip).map(|i| c.endpoint(i)).collect();
+    let eps: Vec<String> = (0..c.members.len())
+        .filter(|&i| i != skip)
+        .map(|i| c.endpoint(i))
+        .collect();
     let mut tasks = Vec::new();
     for t in 0..16u64 {
         let ep = eps[t as usize % eps.len()].clone();
         tasks.push(tokio::spawn(async move {
             let mut ok = 0u64;
-            let Ok(mut cl) = connect(&ep, Duration::from_secs(2)).await else { return 0 };
+            let Ok(mut cl) = connect(&ep, Duration::from_secs(2)).await else {
+                return 0;
+            };
             let mut i = t;
             while i < count {
-                if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(2), cl.put(format!("/chaos-fill/{}", i % 50), format!("f{i}"), None)).await {
+                if let Ok(Ok(_)) = tokio::time::timeout(
+                    Duration::from_secs(2),
+                    cl.put(format!("/chaos-fill/{}", i % 50), format!("f{i}"), None),
+                )
+                .await
+                {
                     ok += 1;
                 }
                 i += 16;
@@ -223,6 +272,15 @@ impl fmt::Display for Fault {
 impl FromStr for Fault {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Fault::ALL.iter().copied().find(|f| f.name() == s).ok_or_else(|| format!("unknown fault {s:?}; one of: {}", Fault::ALL.map(|f| f.name()).join(", ")))
+        Fault::ALL
+            .iter()
+            .copied()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown fault {s:?}; one of: {}",
+                    Fault::ALL.map(|f| f.name()).join(", ")
+                )
+            })
     }
 }

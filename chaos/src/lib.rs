@@ -11,9 +11,9 @@
 //! reports).
 
 pub mod check;
-pub mod history;
 pub mod cluster;
 pub mod fault;
+pub mod history;
 pub mod proxy;
 pub mod run;
 pub mod workload;

@@ -51,12 +51,15 @@ impl Faults {
     fn is_cut(&self, src: Option<usize>, dst: usize, n: usize) -> bool {
         match src {
             Some(s) => self.cut.contains(&link(s, dst)),
-            None => (0..n).filter(|&o| o != dst).all(|o| self.cut.contains(&link(o, dst))),
+            None => (0..n)
+                .filter(|&o| o != dst)
+                .all(|o| self.cut.contains(&link(o, dst))),
         }
     }
 
     fn delay_of(&self, src: Option<usize>, dst: usize) -> Duration {
-        src.and_then(|s| self.delay.get(&link(s, dst)).copied()).unwrap_or_default()
+        src.and_then(|s| self.delay.get(&link(s, dst)).copied())
+            .unwrap_or_default()
     }
 
     /// Cuts every link between `group` and the other members of `0..n`.
@@ -105,9 +108,23 @@ impl PeerProxy {
             let l = TcpListener::bind("127.0.0.1:0").await?;
             addrs.push(l.local_addr()?);
             let (rx, pids) = (faults.subscribe(), pids.clone());
-            tasks.push(tokio::spawn(accept_loop(l, dst, n, target, rx, pids, stats.clone())));
+            tasks.push(tokio::spawn(accept_loop(
+                l,
+                dst,
+                n,
+                target,
+                rx,
+                pids,
+                stats.clone(),
+            )));
         }
-        Ok(Self { faults, pids, addrs, tasks, stats })
+        Ok(Self {
+            faults,
+            pids,
+            addrs,
+            tasks,
+            stats,
+        })
     }
 
     /// The proxy address that stands for member `i` (its advertised peer URL).
@@ -133,7 +150,10 @@ impl PeerProxy {
 
     /// `(identified, unidentified)` connection counts so far.
     pub fn stats(&self) -> (u64, u64) {
-        (self.stats.identified.load(Ordering::Relaxed), self.stats.unidentified.load(Ordering::Relaxed))
+        (
+            self.stats.identified.load(Ordering::Relaxed),
+            self.stats.unidentified.load(Ordering::Relaxed),
+        )
     }
 
     /// Removes every fault.
@@ -150,7 +170,15 @@ impl Drop for PeerProxy {
     }
 }
 
-async fn accept_loop(l: TcpListener, dst: usize, n: usize, target: SocketAddr, rx: watch::Receiver<Faults>, pids: Arc<Mutex<Vec<Option<u32>>>>, stats: Arc<Stats>) {
+async fn accept_loop(
+    l: TcpListener,
+    dst: usize,
+    n: usize,
+    target: SocketAddr,
+    rx: watch::Receiver<Faults>,
+    pids: Arc<Mutex<Vec<Option<u32>>>>,
+    stats: Arc<Stats>,
+) {
     loop {
         let Ok((conn, peer)) = l.accept().await else {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -160,7 +188,11 @@ async fn accept_loop(l: TcpListener, dst: usize, n: usize, target: SocketAddr, r
         let local = l.local_addr().ok();
         tokio::spawn(async move {
             let src = identify(peer, local, &pids).await;
-            let counter = if src.is_some() { &stats.identified } else { &stats.unidentified };
+            let counter = if src.is_some() {
+                &stats.identified
+            } else {
+                &stats.unidentified
+            };
             counter.fetch_add(1, Ordering::Relaxed);
             serve(conn, src, dst, n, target, rx).await;
         });
@@ -168,11 +200,18 @@ async fn accept_loop(l: TcpListener, dst: usize, n: usize, target: SocketAddr, r
 }
 
 /// Finds which member opened the connection from `peer`.
-async fn identify(peer: SocketAddr, local: Option<SocketAddr>, pids: &Mutex<Vec<Option<u32>>>) -> Option<usize> {
+async fn identify(
+    peer: SocketAddr,
+    local: Option<SocketAddr>,
+    pids: &Mutex<Vec<Option<u32>>>,
+) -> Option<usize> {
     let local = local?;
     for _ in 0..5 {
         let pids = pids.lock().clone();
-        let found = tokio::task::spawn_blocking(move || find_owner(peer, local, &pids)).await.ok().flatten();
+        let found = tokio::task::spawn_blocking(move || find_owner(peer, local, &pids))
+            .await
+            .ok()
+            .flatten();
         if found.is_some() {
             return found;
         }
@@ -183,7 +222,11 @@ async fn identify(peer: SocketAddr, local: Option<SocketAddr>, pids: &Mutex<Vec<
 
 fn find_owner(peer: SocketAddr, local: SocketAddr, pids: &[Option<u32>]) -> Option<usize> {
     let hex = |a: SocketAddr| match a {
-        SocketAddr::V4(v4) => format!("{:08X}:{:04X}", u32::from_le_bytes(v4.ip().octets()), v4.port()),
+        SocketAddr::V4(v4) => format!(
+            "{:08X}:{:04X}",
+            u32::from_le_bytes(v4.ip().octets()),
+            v4.port()
+        ),
         SocketAddr::V6(v6) => format!(":{:04X}", v6.port()),
     };
     let (want_local, want_remote) = (hex(peer), hex(local));
@@ -196,11 +239,20 @@ fn find_owner(peer: SocketAddr, local: SocketAddr, pids: &[Option<u32>]) -> Opti
     pids.iter().enumerate().find_map(|(i, pid)| {
         let pid = (*pid)?;
         let dir = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
-        dir.flatten().any(|e| std::fs::read_link(e.path()).is_ok_and(|p| p.to_string_lossy() == needle)).then_some(i)
+        dir.flatten()
+            .any(|e| std::fs::read_link(e.path()).is_ok_and(|p| p.to_string_lossy() == needle))
+            .then_some(i)
     })
 }
 
-async fn serve(mut conn: TcpStream, src: Option<usize>, dst: usize, n: usize, target: SocketAddr, mut rx: watch::Receiver<Faults>) {
+async fn serve(
+    mut conn: TcpStream,
+    src: Option<usize>,
+    dst: usize,
+    n: usize,
+    target: SocketAddr,
+    mut rx: watch::Receiver<Faults>,
+) {
     // Black-hole while cut, then close so the member reconnects.
     if rx.borrow_and_update().is_cut(src, dst, n) {
         let mut buf = vec![0u8; 16 * 1024];
@@ -211,7 +263,9 @@ async fn serve(mut conn: TcpStream, src: Option<usize>, dst: usize, n: usize, ta
             }
         }
     }
-    let Ok(up) = TcpStream::connect(target).await else { return };
+    let Ok(up) = TcpStream::connect(target).await else {
+        return;
+    };
     let _ = conn.set_nodelay(true);
     let _ = up.set_nodelay(true);
     let (cr, cw) = conn.into_split();
@@ -236,7 +290,13 @@ async fn serve(mut conn: TcpStream, src: Option<usize>, dst: usize, n: usize, ta
 }
 
 /// Copies one direction, delaying chunks by the link's current delay.
-async fn pump(mut r: tokio::net::tcp::OwnedReadHalf, mut w: tokio::net::tcp::OwnedWriteHalf, src: Option<usize>, dst: usize, rx: watch::Receiver<Faults>) {
+async fn pump(
+    mut r: tokio::net::tcp::OwnedReadHalf,
+    mut w: tokio::net::tcp::OwnedWriteHalf,
+    src: Option<usize>,
+    dst: usize,
+    rx: watch::Receiver<Faults>,
+) {
     let (tx, mut q) = mpsc::channel::<(Instant, Vec<u8>)>(1024);
     let mut writer = AbortOnDrop(tokio::spawn(async move {
         while let Some((at, chunk)) = q.recv().await {
@@ -253,7 +313,11 @@ async fn pump(mut r: tokio::net::tcp::OwnedReadHalf, mut w: tokio::net::tcp::Own
             Ok(0) | Err(_) => break,
             Ok(k) => {
                 let d = rx.borrow().delay_of(src, dst);
-                if tx.send((Instant::now() + d, buf[..k].to_vec())).await.is_err() {
+                if tx
+                    .send((Instant::now() + d, buf[..k].to_vec()))
+                    .await
+                    .is_err()
+                {
                     break;
                 }
             }

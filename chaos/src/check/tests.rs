@@ -1,13 +1,19 @@
 //! Self-tests: a valid history passes, and each planted violation is caught
 //! by the checker responsible for it.
 
+#![allow(clippy::expect_used)]
+
 use super::testkit::Sim;
 use super::{check_all, Violation};
 use crate::history::*;
 
 fn caught(h: &History, checker: &str, needle: &str) -> Vec<Violation> {
     let v = check_all(h);
-    assert!(v.iter().any(|x| x.checker == checker && x.message.contains(needle)), "expected a {checker} violation containing {needle:?}, got {v:#?}");
+    assert!(
+        v.iter()
+            .any(|x| x.checker == checker && x.message.contains(needle)),
+        "expected a {checker} violation containing {needle:?}, got {v:#?}"
+    );
     v
 }
 
@@ -39,7 +45,10 @@ fn stale_read_is_caught() {
 fn wrong_read_value_is_caught() {
     let mut s = Sim::valid();
     let i = s.get(0, "a");
-    if let Outcome::Ok { response: Response::Get { kv: Some(kv), .. } } = &mut s.h.operations[i].outcome {
+    if let Outcome::Ok {
+        response: Response::Get { kv: Some(kv), .. },
+    } = &mut s.h.operations[i].outcome
+    {
         kv.value = "bogus".into();
     }
     caught(&s.finish(), "linearizable", "stale or wrong read");
@@ -55,7 +64,9 @@ fn lost_acknowledged_write_is_caught() {
         m.events.pop();
     }
     for w in &mut h.watchers {
-        w.sessions[0].responses.retain(|r| r.events.iter().all(|e| e.kv.value != "lost"));
+        w.sessions[0]
+            .responses
+            .retain(|r| r.events.iter().all(|e| e.kv.value != "lost"));
     }
     caught(&h, "lost-write", "not in the store's history");
 }
@@ -64,7 +75,9 @@ fn lost_acknowledged_write_is_caught() {
 fn failed_write_that_took_effect_is_caught() {
     let mut s = Sim::valid();
     let i = s.put(0, "z", "ghost");
-    s.h.operations[i].outcome = Outcome::Failed { error: "etcdserver: requested lease not found".into() };
+    s.h.operations[i].outcome = Outcome::Failed {
+        error: "etcdserver: requested lease not found".into(),
+    };
     caught(&s.finish(), "linearizable", "failed");
 }
 
@@ -73,9 +86,18 @@ fn cas_against_wrong_revision_is_caught() {
     let mut s = Sim::valid();
     let i = s.put(0, "a", "v9");
     // Claim it was a CAS expecting a mod_revision the key never had.
-    s.h.operations[i].request = Request::Cas { key: "a".into(), expected_mod_revision: 1, value: "v9".into() };
+    s.h.operations[i].request = Request::Cas {
+        key: "a".into(),
+        expected_mod_revision: 1,
+        value: "v9".into(),
+    };
     let rev = s.rev;
-    s.h.operations[i].outcome = Outcome::Ok { response: Response::Cas { revision: rev, succeeded: true } };
+    s.h.operations[i].outcome = Outcome::Ok {
+        response: Response::Cas {
+            revision: rev,
+            succeeded: true,
+        },
+    };
     caught(&s.finish(), "linearizable", "took effect at revision");
 }
 
@@ -83,10 +105,16 @@ fn cas_against_wrong_revision_is_caught() {
 fn revision_going_back_is_caught() {
     let mut s = Sim::valid();
     let i = s.get(0, "a");
-    if let Outcome::Ok { response: Response::Get { revision, .. } } = &mut s.h.operations[i].outcome {
+    if let Outcome::Ok {
+        response: Response::Get { revision, .. },
+    } = &mut s.h.operations[i].outcome
+    {
         *revision = 1;
     }
-    if let Outcome::Ok { response: Response::Get { kv, .. } } = &mut s.h.operations[i].outcome {
+    if let Outcome::Ok {
+        response: Response::Get { kv, .. },
+    } = &mut s.h.operations[i].outcome
+    {
         *kv = None;
     }
     caught(&s.finish(), "monotonic", "saw revision 1");
@@ -133,7 +161,14 @@ fn bookmark_ahead_of_events_is_caught() {
     let mut h = Sim::valid().finish();
     let last = h.final_revision;
     let r = &mut h.watchers[0].sessions[0].responses;
-    r.insert(2, WatchResponse { time_ns: 0, header_revision: last, events: vec![] });
+    r.insert(
+        2,
+        WatchResponse {
+            time_ns: 0,
+            header_revision: last,
+            events: vec![],
+        },
+    );
     caught(&h, "watch", "progress notification at revision");
 }
 

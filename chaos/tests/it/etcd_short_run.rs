@@ -15,12 +15,23 @@ async fn etcd_short_run_has_no_violations() {
     cfg.hold = Duration::from_secs(2);
     cfg.recover = Duration::from_secs(1);
     let out = tempfile::tempdir().expect("tempdir");
-    let reports = run_all(&etcd(), &Fault::ALL, &cfg, 1, out.path()).await.expect("every phase runs");
+    let reports = run_all(&etcd(), &Fault::ALL, &cfg, 1, out.path())
+        .await
+        .expect("every phase runs");
     assert_eq!(reports.len(), Fault::ALL.len());
     for r in &reports {
         let ok: usize = r.counts.values().map(|c| c[0]).sum();
-        assert!(ok > 100, "{}: the workload made progress ({ok} ok operations)", r.fault);
+        assert!(
+            ok > 100,
+            "{}: the workload made progress ({ok} ok operations)",
+            r.fault
+        );
         assert!(r.watch_events > 0, "{}: watchers saw events", r.fault);
-        assert!(r.violations.is_empty(), "etcd {}: {} violations:\n{r}", r.fault, r.violations.len());
+        assert!(
+            r.violations.is_empty(),
+            "etcd {}: {} violations:\n{r}",
+            r.fault,
+            r.violations.len()
+        );
     }
 }
