@@ -84,6 +84,8 @@ pub struct PhaseReport {
     pub action: String,
     /// Operation counts: `ok`, `failed`, `unknown` per request kind.
     pub counts: BTreeMap<String, [usize; 3]>,
+    /// The most frequent error messages with their counts.
+    pub top_errors: Vec<(String, usize)>,
     /// Watch sessions and events delivered.
     pub watch_sessions: usize,
     /// Events delivered over all watchers.
@@ -131,6 +133,9 @@ impl fmt::Display for PhaseReport {
             self.proxy_connections.0,
             self.proxy_connections.1
         )?;
+        for (e, k) in &self.top_errors {
+            writeln!(f, "    {k:>5} x {e}")?;
+        }
         for v in self.violations.iter().take(20) {
             writeln!(f, "    VIOLATION {v}")?;
         }
@@ -267,6 +272,15 @@ pub async fn run_phase(
             Outcome::Unknown { .. } => c[2] += 1,
         }
     }
+    let mut errors: BTreeMap<String, usize> = BTreeMap::new();
+    for op in &h.operations {
+        if let Outcome::Failed { error } | Outcome::Unknown { error } = &op.outcome {
+            *errors.entry(error.chars().take(110).collect()).or_default() += 1;
+        }
+    }
+    let mut top_errors: Vec<(String, usize)> = errors.into_iter().collect();
+    top_errors.sort_by_key(|e| std::cmp::Reverse(e.1));
+    top_errors.truncate(3);
     let saved = if violations.is_empty() && !cfg.save_all {
         None
     } else {
@@ -286,6 +300,7 @@ pub async fn run_phase(
         fault,
         action,
         counts,
+        top_errors,
         watch_sessions: h.watchers.iter().map(|w| w.sessions.len()).sum(),
         watch_events: h
             .watchers
