@@ -25,8 +25,9 @@
 //! 2. **Unknown outcomes.** A timed-out or Unavailable write may or may not
 //!    have happened. Values are unique per write, so if its value is in the
 //!    stream it happened at that revision, otherwise it had no effect.
-//!    Deletes with unknown outcome, lease revokes and lease expiry explain
-//!    delete events that no acknowledged delete claims. Any event that no
+//!    Deletes and lease revokes with unknown outcome explain delete events
+//!    that no acknowledged delete or revoke claims (leases are granted with
+//!    a TTL far longer than a run, so none expires). Any event that no
 //!    operation explains is a violation, and so is a definitely failed write
 //!    whose value shows up.
 //! 3. **Real time.** If operation A completed before B was invoked, then
@@ -70,7 +71,10 @@ pub fn check(h: &History, t: &Timeline) -> Vec<Violation> {
     let mut claimed_deletes: HashSet<(i64, &str)> = HashSet::new();
     let mut points: Vec<(usize, Point)> = Vec::new();
     let mut unknown_deletes: Vec<usize> = Vec::new();
-    let mut revoked_any: HashSet<i64> = HashSet::new();
+    // Leases whose revoke has an unknown outcome; they explain deletes of
+    // their keys. (Leases are granted with a TTL far longer than a run, so
+    // expiry explains none.)
+    let mut revoked_unknown: HashSet<i64> = HashSet::new();
 
     for (i, op) in h.operations.iter().enumerate() {
         match (&op.request, &op.outcome) {
@@ -229,7 +233,9 @@ pub fn check(h: &History, t: &Timeline) -> Vec<Violation> {
             }
             (Request::Delete { .. }, Outcome::Unknown { .. }) => unknown_deletes.push(i),
             (Request::LeaseRevoke { lease }, outcome) => {
-                revoked_any.insert(*lease);
+                if matches!(outcome, Outcome::Unknown { .. }) {
+                    revoked_unknown.insert(*lease);
+                }
                 if let Outcome::Ok {
                     response: Response::LeaseRevoke { revision },
                 } = outcome
@@ -303,8 +309,7 @@ pub fn check(h: &History, t: &Timeline) -> Vec<Violation> {
                         .state_at(&e.kv.key, rev - 1)
                         .map(|kv| kv.lease)
                         .unwrap_or(0);
-                    if prev_lease != 0 {
-                        // Lease revoke with unknown outcome, or expiry.
+                    if prev_lease != 0 && revoked_unknown.contains(&prev_lease) {
                         continue;
                     }
                     v.push(Violation::new(

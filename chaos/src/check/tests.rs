@@ -205,3 +205,12 @@ fn diverging_members_are_caught() {
     caught(&h, "durability", "HashKV");
     caught(&h, "durability", "range at revision");
 }
+
+#[test]
+fn delete_nobody_asked_for_is_caught() {
+    let mut s = Sim::valid();
+    let i = s.delete(1, "a");
+    // The client never sent it: drop the operation, keep the event.
+    s.h.operations.remove(i);
+    caught(&s.finish(), "linearizable", "requested by no client");
+}
