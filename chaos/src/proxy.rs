@@ -336,3 +336,99 @@ impl Drop for AbortOnDrop {
         self.0.abort();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used, clippy::unwrap_used)]
+
+    use super::*;
+
+    /// An echo server standing in for a member's peer port.
+    async fn echo() -> SocketAddr {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut c, _)) = l.accept().await {
+                tokio::spawn(async move {
+                    let (mut r, mut w) = c.split();
+                    let _ = tokio::io::copy(&mut r, &mut w).await;
+                });
+            }
+        });
+        addr
+    }
+
+    async fn roundtrip(c: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+        c.write_all(b"ping").await?;
+        let mut buf = [0u8; 4];
+        c.read_exact(&mut buf).await?;
+        Ok(buf.to_vec())
+    }
+
+    #[tokio::test]
+    async fn links_pass_cut_heal_and_delay_by_opener() {
+        let targets = vec![echo().await, echo().await, echo().await];
+        let p = PeerProxy::start(targets).await.unwrap();
+        // This test process plays member 0: its connections are attributed to it.
+        p.set_pid(0, Some(std::process::id()));
+        let mut to1 = TcpStream::connect(p.addr(1)).await.unwrap();
+        let mut to2 = TcpStream::connect(p.addr(2)).await.unwrap();
+        assert_eq!(roundtrip(&mut to1).await.unwrap(), b"ping");
+        assert_eq!(roundtrip(&mut to2).await.unwrap(), b"ping");
+        assert_eq!(p.stats(), (2, 0), "both connections attributed to member 0");
+
+        // Cut link 0-1 only: the open connection to 1 closes, the one to 2 still passes.
+        let mut f = Faults::default();
+        f.cut.insert(link(1, 0));
+        p.set(f);
+        let mut buf = [0u8; 4];
+        let r = tokio::time::timeout(Duration::from_secs(5), to1.read(&mut buf))
+            .await
+            .expect("closed, not hung");
+        assert!(
+            matches!(r, Ok(0) | Err(_)),
+            "the cut connection is closed: {r:?}"
+        );
+        assert_eq!(roundtrip(&mut to2).await.unwrap(), b"ping");
+        // A new connection on the cut link is black-holed: nothing comes back.
+        let mut again = TcpStream::connect(p.addr(1)).await.unwrap();
+        again.write_all(b"ping").await.unwrap();
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), again.read(&mut buf))
+                .await
+                .is_err(),
+            "black-holed"
+        );
+
+        // Heal: the black-holed connection is closed so the member reconnects; new ones pass.
+        p.heal();
+        let r = tokio::time::timeout(Duration::from_secs(5), again.read(&mut buf))
+            .await
+            .expect("closed on heal");
+        assert!(matches!(r, Ok(0) | Err(_)));
+        let mut fresh = TcpStream::connect(p.addr(1)).await.unwrap();
+        assert_eq!(roundtrip(&mut fresh).await.unwrap(), b"ping");
+
+        // Delay 0-2 by 200 ms each way: a round trip takes at least 400 ms.
+        let mut f = Faults::default();
+        f.delay.insert(link(0, 2), Duration::from_millis(200));
+        p.set(f);
+        let start = std::time::Instant::now();
+        assert_eq!(roundtrip(&mut to2).await.unwrap(), b"ping");
+        assert!(
+            start.elapsed() >= Duration::from_millis(400),
+            "delayed: {:?}",
+            start.elapsed()
+        );
+    }
+
+    #[test]
+    fn isolate_cuts_every_link_out_of_the_group() {
+        let mut f = Faults::default();
+        f.isolate(&[2], 3);
+        assert_eq!(f.cut, BTreeSet::from([(0, 2), (1, 2)]));
+        assert!(f.is_cut(Some(0), 2, 3) && f.is_cut(Some(2), 1, 3) && !f.is_cut(Some(0), 1, 3));
+        // An unattributed connection is cut only when its destination is cut from everyone.
+        assert!(f.is_cut(None, 2, 3) && !f.is_cut(None, 0, 3));
+    }
+}
