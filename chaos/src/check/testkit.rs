@@ -156,6 +156,75 @@ impl Sim {
         i
     }
 
+    /// Put with a lease.
+    pub fn put_lease(&mut self, client: usize, key: &str, value: &str, lease: i64) -> usize {
+        let i = self.put(client, key, value);
+        if let Some(kv) = self.store.get_mut(key) {
+            kv.lease = lease;
+        }
+        if let Some(e) = self.responses.last_mut().and_then(|r| r.events.last_mut()) {
+            e.kv.lease = lease;
+        }
+        if let Some(e) = self.events.last_mut() {
+            e.kv.lease = lease;
+        }
+        self.h.operations[i].request = Request::Put {
+            key: key.into(),
+            value: value.into(),
+            lease,
+        };
+        i
+    }
+
+    pub fn lease_grant(&mut self, client: usize, lease: i64) -> usize {
+        let rev = self.rev;
+        self.record(
+            client,
+            Request::LeaseGrant { ttl: 600 },
+            Response::LeaseGrant {
+                revision: rev,
+                lease,
+            },
+        )
+    }
+
+    /// Revoke: deletes the lease's keys in one revision.
+    pub fn revoke(&mut self, client: usize, lease: i64) -> usize {
+        let keys: Vec<String> = self
+            .store
+            .values()
+            .filter(|kv| kv.lease == lease)
+            .map(|kv| kv.key.clone())
+            .collect();
+        if !keys.is_empty() {
+            self.rev += 1;
+            let mut evs = Vec::new();
+            for k in keys {
+                let prev = self.store.remove(&k);
+                let kv = Kv {
+                    key: k,
+                    value: String::new(),
+                    mod_revision: self.rev,
+                    create_revision: 0,
+                    version: 0,
+                    lease: 0,
+                };
+                evs.push(Event {
+                    kind: EventKind::Delete,
+                    kv,
+                    prev_kv: prev,
+                });
+            }
+            self.emit(evs);
+        }
+        let rev = self.rev;
+        self.record(
+            client,
+            Request::LeaseRevoke { lease },
+            Response::LeaseRevoke { revision: rev },
+        )
+    }
+
     /// A write whose outcome the client never learned.
     pub fn put_unknown(&mut self, client: usize, key: &str, value: &str, applied: bool) -> usize {
         let i = if applied {
@@ -193,6 +262,12 @@ impl Sim {
         s.get(1, "c");
         s.put(2, "a", "v7");
         s.get(0, "a");
+        s.lease_grant(1, 77);
+        s.put_lease(1, "d", "v8", 77);
+        s.put_lease(1, "e", "v9", 77);
+        s.get(2, "e");
+        s.revoke(1, 77);
+        s.get(0, "d");
         s
     }
 

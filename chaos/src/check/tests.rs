@@ -214,3 +214,23 @@ fn delete_nobody_asked_for_is_caught() {
     s.h.operations.remove(i);
     caught(&s.finish(), "linearizable", "requested by no client");
 }
+
+#[test]
+fn key_surviving_its_revoked_lease_is_caught() {
+    let mut s = Sim::valid();
+    s.lease_grant(0, 88);
+    s.put_lease(0, "f", "v10", 88);
+    // The revoke is acknowledged at the current revision but deletes nothing.
+    let rev = s.rev;
+    s.h.operations.push(Operation {
+        client: 0,
+        member: 0,
+        call_ns: 1_000_000,
+        return_ns: 1_000_010,
+        request: Request::LeaseRevoke { lease: 88 },
+        outcome: Outcome::Ok {
+            response: Response::LeaseRevoke { revision: rev },
+        },
+    });
+    caught(&s.finish(), "linearizable", "still attached");
+}
