@@ -16,6 +16,9 @@ use crate::fault::Fault;
 use crate::history::*;
 use crate::workload::{self, Recorder};
 
+/// How long watchers get to deliver the final revision once it is known.
+pub const WATCH_CATCH_UP: Duration = Duration::from_secs(20);
+
 /// Timing and size of one phase.
 #[derive(Clone, Debug)]
 pub struct PhaseConfig {
@@ -244,12 +247,26 @@ pub async fn run_phase(
         ..Default::default()
     };
     let fin = finish(&cluster, &rec).await;
-    rec.give_up();
+    // Watchers stop once they reach the final revision; a watcher still
+    // behind after WATCH_CATCH_UP is stopped and reported by the checker.
+    let stopper = {
+        let rec = rec.clone();
+        let wait = if fin.is_ok() {
+            WATCH_CATCH_UP
+        } else {
+            Duration::ZERO
+        };
+        tokio::spawn(async move {
+            tokio::time::sleep(wait).await;
+            rec.give_up();
+        })
+    };
     for w in watchers {
         if let Ok(w) = w.await {
             h.watchers.push(w);
         }
     }
+    stopper.abort();
     h.operations = rec.operations();
     let mut violations = Vec::new();
     match fin {
