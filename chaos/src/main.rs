@@ -3,8 +3,8 @@
 //! a saved history. Exits 1 on any violation.
 //!
 //! ```text
-//! chaos --mode short                      # every fault, ~15 s each, raftstore
-//! chaos --mode long --target etcd         # every fault, ~1 min each, 3 rounds
+//! chaos --mode short                      # every fault, ~10 s each, raftstore
+//! chaos --mode long --target etcd         # every fault, ~50 s each, 3 rounds
 //! chaos --faults kill-leader,partition-leader --hold 10
 //! chaos check --history chaos-out/raftstore-kill-leader.json
 //! ```

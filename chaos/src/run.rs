@@ -47,7 +47,7 @@ pub struct PhaseConfig {
 }
 
 impl PhaseConfig {
-    /// `--mode short`: about 15 s per fault.
+    /// `--mode short`: about 10 s per fault (15-20 s for snapshot-restart).
     pub fn short() -> Self {
         PhaseConfig {
             warmup: Duration::from_secs(1),
@@ -62,7 +62,7 @@ impl PhaseConfig {
         }
     }
 
-    /// `--mode long`: about a minute per fault.
+    /// `--mode long`: about 50 s per fault.
     pub fn long() -> Self {
         PhaseConfig {
             warmup: Duration::from_secs(10),
