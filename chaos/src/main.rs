@@ -30,7 +30,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 struct Cli {
     #[command(subcommand)]
     command: Option<Cmd>,
-    /// short: every fault once, ~15 s each (CI). long: every fault, ~1 min each, several rounds.
+    /// short: every fault once, ~10 s each (CI). long: every fault, ~50 s each, 3 rounds.
     #[arg(long, value_enum, default_value = "short")]
     mode: Mode,
     /// The server to test.
