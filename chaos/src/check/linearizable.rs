@@ -75,6 +75,7 @@ pub fn check(h: &History, t: &Timeline) -> Vec<Violation> {
     // their keys. (Leases are granted with a TTL far longer than a run, so
     // expiry explains none.)
     let mut revoked_unknown: HashSet<i64> = HashSet::new();
+    let mut acked_revokes: Vec<(usize, i64, i64)> = Vec::new();
 
     for (i, op) in h.operations.iter().enumerate() {
         match (&op.request, &op.outcome) {
@@ -240,18 +241,9 @@ pub fn check(h: &History, t: &Timeline) -> Vec<Violation> {
                     response: Response::LeaseRevoke { revision },
                 } = outcome
                 {
-                    let mut deleted_here = false;
-                    if let Some(es) = t.by_revision.get(revision) {
-                        for e in es.iter().filter(|e| e.kind == EventKind::Delete) {
-                            if t.state_at(&e.kv.key, revision - 1)
-                                .is_some_and(|kv| kv.lease == *lease)
-                            {
-                                claimed_deletes.insert((*revision, e.kv.key.as_str()));
-                                deleted_here = true;
-                            }
-                        }
-                    }
-                    points.push((i, (*revision, if deleted_here { 0 } else { 1 })));
+                    // Whether it deleted keys is decided once every delete
+                    // is claimed (below).
+                    acked_revokes.push((i, *lease, *revision));
                     for k in t.keys() {
                         if let Some(kv) = t.state_at(k, *revision).filter(|kv| kv.lease == *lease) {
                             v.push(Violation::new(
@@ -276,6 +268,33 @@ pub fn check(h: &History, t: &Timeline) -> Vec<Violation> {
             }
             _ => {}
         }
+    }
+
+    // An acknowledged revoke wrote at its revision iff the deletes there are
+    // of its keys and no delete request claims them: a revoke that found no
+    // keys returns the current revision, which may be another client's
+    // delete of a key that happened to carry the lease.
+    for (i, lease, rev) in acked_revokes {
+        let es = t.by_revision.get(&rev).map(Vec::as_slice).unwrap_or(&[]);
+        let deletes: Vec<&str> = es
+            .iter()
+            .filter(|e| e.kind == EventKind::Delete)
+            .filter(|e| {
+                t.state_at(&e.kv.key, rev - 1)
+                    .is_some_and(|kv| kv.lease == lease)
+            })
+            .map(|e| e.kv.key.as_str())
+            .collect();
+        let others_claimed = es
+            .iter()
+            .any(|e| claimed_deletes.contains(&(rev, e.kv.key.as_str())));
+        let wrote = !deletes.is_empty() && !others_claimed;
+        if wrote {
+            for k in deletes {
+                claimed_deletes.insert((rev, k));
+            }
+        }
+        points.push((i, (rev, if wrote { 0 } else { 1 })));
     }
 
     // Every event must be explained by an operation.
