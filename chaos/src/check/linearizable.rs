@@ -297,6 +297,8 @@ pub fn check(h: &History, t: &Timeline) -> Vec<Violation> {
         points.push((i, (rev, if wrote { 0 } else { 1 })));
     }
 
+    let placed = Placed::new(h, &points);
+
     // Every event must be explained by an operation.
     for (rev, events) in &t.by_revision {
         for e in events {
@@ -316,19 +318,25 @@ pub fn check(h: &History, t: &Timeline) -> Vec<Violation> {
                     if claimed_deletes.contains(&(*rev, e.kv.key.as_str())) {
                         continue;
                     }
-                    let cand = unknown_deletes
-                        .iter()
-                        .position(|&i| h.operations[i].request.key() == Some(e.kv.key.as_str()));
-                    if let Some(pos) = cand {
-                        let i = unknown_deletes.remove(pos);
-                        points.push((i, (*rev, 0)));
-                        continue;
-                    }
+                    // A revoke of unknown outcome of the key's lease explains it.
                     let prev_lease = t
                         .state_at(&e.kv.key, rev - 1)
                         .map(|kv| kv.lease)
                         .unwrap_or(0);
                     if prev_lease != 0 && revoked_unknown.contains(&prev_lease) {
+                        continue;
+                    }
+                    // Else a delete of unknown outcome on the key, invoked
+                    // after every operation placed before this revision had
+                    // completed (events are visited in revision order, so any
+                    // eligible request will do).
+                    let cand = unknown_deletes.iter().position(|&i| {
+                        h.operations[i].request.key() == Some(e.kv.key.as_str())
+                            && placed.lower_bound(h.operations[i].call_ns) <= (*rev, 0)
+                    });
+                    if let Some(pos) = cand {
+                        let i = unknown_deletes.remove(pos);
+                        points.push((i, (*rev, 0)));
                         continue;
                     }
                     v.push(Violation::new(
@@ -346,6 +354,38 @@ pub fn check(h: &History, t: &Timeline) -> Vec<Violation> {
     v.extend(real_time(h, &points));
     v.extend(monotonic(h));
     v
+}
+
+/// Completed operations by completion time, with the running maximum of
+/// their points: the lowest point an operation invoked at `t` may take.
+struct Placed {
+    done: Vec<(u64, Point)>,
+}
+
+impl Placed {
+    fn new(h: &History, points: &[(usize, Point)]) -> Self {
+        let mut done: Vec<(u64, Point)> = points
+            .iter()
+            .filter(|(i, _)| !matches!(h.operations[*i].outcome, Outcome::Unknown { .. }))
+            .map(|(i, p)| (h.operations[*i].return_ns, *p))
+            .collect();
+        done.sort();
+        let mut max = (0, 0);
+        for d in &mut done {
+            max = max.max(d.1);
+            d.1 = max;
+        }
+        Placed { done }
+    }
+
+    fn lower_bound(&self, call_ns: u64) -> Point {
+        let n = self.done.partition_point(|(ret, _)| *ret < call_ns);
+        if n == 0 {
+            (0, 0)
+        } else {
+            self.done[n - 1].1
+        }
+    }
 }
 
 /// Checks `point(A) <= point(B)` whenever A completed before B started.

@@ -247,3 +247,23 @@ fn revoke_of_an_emptied_lease_after_a_delete_is_valid() {
     s.revoke(0, 99);
     assert_eq!(check_all(&s.finish()), vec![]);
 }
+
+#[test]
+fn delete_explained_by_an_unknown_revoke_not_a_later_delete() {
+    // A revoke times out but deletes the lease's key; later a delete of the
+    // same key also times out. The event belongs to the revoke; placing it
+    // on the later delete would break real time (seen with raftstore).
+    let mut s = Sim::valid();
+    s.lease_grant(0, 66);
+    s.put_lease(0, "h", "v12", 66);
+    let r = s.revoke(0, 66);
+    s.h.operations[r].outcome = Outcome::Unknown {
+        error: "leader changed".into(),
+    };
+    s.put(1, "a", "v13");
+    let d = s.delete(2, "h");
+    s.h.operations[d].outcome = Outcome::Unknown {
+        error: "leader changed".into(),
+    };
+    assert_eq!(check_all(&s.finish()), vec![]);
+}
