@@ -125,11 +125,18 @@ pub fn checkpoint(db: &DB, dir: &Path) -> io::Result<()> {
 }
 
 /// Removes every snapshot directory under `root` except `keep`.
+/// Removes every snapshot under `root` but `keep`. `recv-*` directories are
+/// snapshots the peer transport is still receiving (network.rs); deleting
+/// one mid-stream left a checkpoint whose MANIFEST named removed files, and
+/// installing it stopped RaftCore for good (found by the chaos harness).
+/// They go only once untouched for an hour: leftovers of a crash.
 fn prune_snapshots(root: &Path, keep: &Path) {
     if let Ok(rd) = std::fs::read_dir(root) {
         for entry in rd.flatten() {
             let p = entry.path();
-            if p != keep {
+            let receiving = entry.file_name().to_string_lossy().starts_with("recv-")
+                && entry.metadata().and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok()).is_none_or(|age| age < std::time::Duration::from_secs(3600));
+            if p != keep && !receiving {
                 let _ = std::fs::remove_dir_all(&p);
             }
         }

@@ -1,0 +1,286 @@
+//! The faults, composed from the primitives kill, restart, pause, resume
+//! and the proxy's per-link cut and delay (in the manner of a Jepsen
+//! nemesis). Each [`Fault::inject`] starts the fault, holds it, and heals it.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use crate::cluster::{connect, Cluster};
+use crate::proxy::{link, Faults};
+
+/// One fault type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// No fault: a baseline.
+    None,
+    /// SIGKILL the leader, restart it after the hold time.
+    KillLeader,
+    /// SIGKILL a follower, restart it after the hold time.
+    KillFollower,
+    /// SIGSTOP the leader, SIGCONT after the hold time.
+    PauseLeader,
+    /// SIGSTOP a follower, SIGCONT after the hold time.
+    PauseFollower,
+    /// Cut the leader from both others (leader in the minority).
+    PartitionLeader,
+    /// Cut one follower from both others.
+    PartitionFollower,
+    /// Delay every peer link by 100 ms each way.
+    Delay,
+    /// Drop peer traffic intermittently: random members' links are cut and
+    /// healed every 300 ms.
+    Drop,
+    /// Kill a follower, write enough that its peers snapshot and purge
+    /// their Raft log past it, then restart it: it must install a snapshot.
+    SnapshotRestart,
+}
+
+impl Fault {
+    /// Every fault, in the order the short mode runs them.
+    pub const ALL: [Fault; 10] = [
+        Fault::None,
+        Fault::KillLeader,
+        Fault::KillFollower,
+        Fault::PauseLeader,
+        Fault::PauseFollower,
+        Fault::PartitionLeader,
+        Fault::PartitionFollower,
+        Fault::Delay,
+        Fault::Drop,
+        Fault::SnapshotRestart,
+    ];
+
+    /// The kebab-case name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::None => "none",
+            Fault::KillLeader => "kill-leader",
+            Fault::KillFollower => "kill-follower",
+            Fault::PauseLeader => "pause-leader",
+            Fault::PauseFollower => "pause-follower",
+            Fault::PartitionLeader => "partition-leader",
+            Fault::PartitionFollower => "partition-follower",
+            Fault::Delay => "delay",
+            Fault::Drop => "drop",
+            Fault::SnapshotRestart => "snapshot-restart",
+        }
+    }
+
+    /// Injects the fault on `c`, holds it for `hold`, and heals it. Returns
+    /// a short description of what was done.
+    ///
+    /// # Errors
+    /// If no leader is known or a process cannot be signalled or started.
+    pub async fn inject(self, c: &mut Cluster, hold: Duration, seed: u64) -> Result<String> {
+        let n = c.members.len();
+        let leader = match self {
+            Fault::None | Fault::Delay | Fault::Drop => 0,
+            _ => match c.leader().await {
+                Some(l) => l,
+                None => bail!("no leader before injecting {self}"),
+            },
+        };
+        let follower = (leader + 1) % n;
+        Ok(match self {
+            Fault::None => {
+                tokio::time::sleep(hold).await;
+                "nothing".into()
+            }
+            Fault::KillLeader | Fault::KillFollower => {
+                let i = if self == Fault::KillLeader {
+                    leader
+                } else {
+                    follower
+                };
+                c.kill(i);
+                tokio::time::sleep(hold).await;
+                c.restart(i)?;
+                format!("killed and restarted m{i}")
+            }
+            Fault::PauseLeader | Fault::PauseFollower => {
+                let i = if self == Fault::PauseLeader {
+                    leader
+                } else {
+                    follower
+                };
+                c.pause(i)?;
+                tokio::time::sleep(hold).await;
+                c.resume(i)?;
+                format!("paused and resumed m{i}")
+            }
+            Fault::PartitionLeader | Fault::PartitionFollower => {
+                let i = if self == Fault::PartitionLeader {
+                    leader
+                } else {
+                    follower
+                };
+                let mut f = Faults::default();
+                f.isolate(&[i], n);
+                c.proxy.set(f);
+                tokio::time::sleep(hold).await;
+                c.proxy.heal();
+                format!("isolated m{i}, then healed")
+            }
+            Fault::Delay => {
+                let mut f = Faults::default();
+                for a in 0..n {
+                    for b in a + 1..n {
+                        f.delay.insert(link(a, b), Duration::from_millis(100));
+                    }
+                }
+                c.proxy.set(f);
+                tokio::time::sleep(hold).await;
+                c.proxy.heal();
+                "delayed all peer links by 100ms".into()
+            }
+            Fault::Drop => {
+                let mut rng = SmallRng::seed_from_u64(seed);
+                let end = Instant::now() + hold;
+                let mut flaps = 0;
+                while Instant::now() < end {
+                    let mut f = Faults::default();
+                    if rng.random_bool(0.5) {
+                        f.isolate(&[rng.random_range(0..n)], n);
+                    }
+                    c.proxy.set(f);
+                    flaps += 1;
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+                c.proxy.heal();
+                format!("{flaps} drop/pass flaps")
+            }
+            Fault::SnapshotRestart => {
+                c.kill(follower);
+                let writes =
+                    c.opts.target.entries_kept_after_snapshot() + 3 * c.opts.snapshot_count + 100;
+                let wrote = fill(c, follower, writes).await?;
+                // Give the peers time to snapshot and purge.
+                tokio::time::sleep(hold).await;
+                c.restart(follower)?;
+                let how = caught_up_by_snapshot(c, follower).await;
+                format!("killed m{follower}, wrote {wrote} entries past it, restarted it; {how}")
+            }
+        })
+    }
+}
+
+/// Waits (up to 20 s) until `i` has applied the cluster's current
+/// revision, then says whether it installed a snapshot: raftstore keeps a
+/// received snapshot as `<data-dir>/snapshots/installed-<index>`; etcd
+/// leaves no such trace, so for etcd this only reports the catch-up.
+async fn caught_up_by_snapshot(c: &Cluster, i: usize) -> String {
+    let other = (i + 1) % c.members.len();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let target = match connect(&c.endpoint(other), Duration::from_secs(2)).await {
+        Ok(mut cl) => cl
+            .get("health", None)
+            .await
+            .ok()
+            .and_then(|r| r.header().map(|h| h.revision()))
+            .unwrap_or(0),
+        Err(_) => 0,
+    };
+    let mut applied = 0;
+    while Instant::now() < deadline {
+        if let Ok(mut cl) = connect(&c.endpoint(i), Duration::from_secs(1)).await {
+            applied = cl
+                .get(
+                    "health",
+                    Some(etcd_client::GetOptions::new().with_serializable()),
+                )
+                .await
+                .ok()
+                .and_then(|r| r.header().map(|h| h.revision()))
+                .unwrap_or(0);
+            if applied >= target {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let caught = if applied >= target {
+        format!("caught up to revision {target}")
+    } else {
+        format!("only at revision {applied} of {target} after 20s")
+    };
+    let snaps = c.opts.dir.join(&c.members[i].name).join("snapshots");
+    let installed = std::fs::read_dir(&snaps)
+        .map(|d| {
+            d.flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with("installed-"))
+        })
+        .unwrap_or(false);
+    match c.opts.target {
+        crate::cluster::Target::Raftstore(_) if installed => {
+            format!("{caught} by installing a snapshot")
+        }
+        crate::cluster::Target::Raftstore(_) => {
+            format!("{caught} WITHOUT a snapshot (log not purged far enough)")
+        }
+        crate::cluster::Target::Etcd(_) => caught,
+    }
+}
+
+/// Writes `count` puts outside the workload prefix through members other
+/// than `skip`, 16 at a time. Returns how many succeeded.
+async fn fill(c: &Cluster, skip: usize, count: u64) -> Result<u64> {
+    let eps: Vec<String> = (0..c.members.len())
+        .filter(|&i| i != skip)
+        .map(|i| c.endpoint(i))
+        .collect();
+    let mut tasks = Vec::new();
+    for t in 0..16u64 {
+        let ep = eps[t as usize % eps.len()].clone();
+        tasks.push(tokio::spawn(async move {
+            let mut ok = 0u64;
+            let Ok(mut cl) = connect(&ep, Duration::from_secs(2)).await else {
+                return 0;
+            };
+            let mut i = t;
+            while i < count {
+                if let Ok(Ok(_)) = tokio::time::timeout(
+                    Duration::from_secs(2),
+                    cl.put(format!("/chaos-fill/{}", i % 50), format!("f{i}"), None),
+                )
+                .await
+                {
+                    ok += 1;
+                }
+                i += 16;
+            }
+            ok
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap_or(0);
+    }
+    Ok(total)
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Fault {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Fault::ALL
+            .iter()
+            .copied()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown fault {s:?}; one of: {}",
+                    Fault::ALL.map(|f| f.name()).join(", ")
+                )
+            })
+    }
+}
