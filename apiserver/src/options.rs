@@ -38,4 +38,13 @@ pub struct Options {
     /// Peer URL of the embedded store (port 0 picks one).
     #[arg(long, default_value = "http://127.0.0.1:0")]
     pub etcd_listen_peer_url: String,
+    /// Serve list, get and watch from the watch cache (kube's
+    /// `--watch-cache`); `false` reads the store directly.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub watch_cache: bool,
+    /// Events each resource's watch cache keeps (kube's
+    /// `--default-watch-cache-size`); clamped to 100..=102400. The default
+    /// holds ~75 s of a busy resource's events.
+    #[arg(long, default_value_t = crate::watchcache::DEFAULT_CAPACITY)]
+    pub default_watch_cache_size: usize,
 }

@@ -68,6 +68,12 @@ async fn open_storage(opts: &Options) -> anyhow::Result<Arc<dyn Storage>> {
     Ok(Arc::new(KvStorage::new(kv)))
 }
 
+/// The watch cache in front of `storage`, one cache per stored resource.
+pub fn cached(storage: Arc<dyn Storage>, registry: &Registry, capacity: usize) -> Arc<dyn Storage> {
+    let prefixes: Vec<String> = registry.group_versions().into_iter().flat_map(|(g, v)| registry.of_group_version(g, v)).map(|r| registry.storage_resource(&r).prefix(None)).collect();
+    Arc::new(crate::watchcache::CachedStorage::new(storage, prefixes, capacity))
+}
+
 async fn bootstrap_namespaces(storage: &dyn Storage) -> anyhow::Result<()> {
     for ns in SYSTEM_NAMESPACES {
         let obj = json!({
@@ -104,6 +110,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
 
     let storage = open_storage(&opts).await?;
     bootstrap_namespaces(storage.as_ref()).await?;
+    let registry = Registry::builtin();
+    let storage = if opts.watch_cache { cached(storage, &registry, opts.default_watch_cache_size) } else { storage };
 
     let listener = TcpListener::bind((opts.bind_address.as_str(), opts.secure_port)).await.with_context(|| format!("listen on {}:{}", opts.bind_address, opts.secure_port))?;
     let addr: SocketAddr = listener.local_addr()?;
@@ -114,7 +122,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     crate::pki::write_kubeconfig(&kubeconfig, &server_url, &generated.ca_cert, &generated.admin_cert, &generated.admin_key)?;
     let kubeconfig_abs = std::fs::canonicalize(&kubeconfig).unwrap_or(kubeconfig);
 
-    let state = Arc::new(ApiState { registry: Registry::builtin(), storage, advertise_address: host_port.clone(), openapi: Default::default() });
+    let state = Arc::new(ApiState { registry, storage, advertise_address: host_port.clone(), openapi: Default::default() });
     // Parse the type schemas and build the OpenAPI documents off the request
     // path, so the first kubectl apply does not wait for them.
     let warm = state.clone();
