@@ -166,13 +166,9 @@ impl HubWatcher {
                 },
                 _ = tick.tick() => {
                     let to = self.ctx.hub.published();
-                    if to > self.last {
-                        match self.replay(to).await {
-                            Ok(()) => self.progress().await,
-                            Err(g) => Err(g),
-                        }
-                    } else {
-                        Ok(())
+                    match self.replay(to).await {
+                        Ok(()) => self.progress().await,
+                        Err(g) => Err(g),
                     }
                 }
                 _ = self.tx.closed() => Err(Gone),

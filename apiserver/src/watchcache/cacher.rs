@@ -21,8 +21,8 @@ use crate::storage::{
 /// kube's 504 `Too large resource version` (kube's `blockTimeout`, 3 s).
 pub const FRESHNESS_TIMEOUT: Duration = Duration::from_secs(3);
 /// How often a watcher with `allowWatchBookmarks` gets a BOOKMARK when
-/// nothing else happens (kube sends one about every minute; clients need
-/// them only to resume close to the present).
+/// nothing else happens, by default (kube sends one about every minute;
+/// clients need them only to resume close to the present).
 pub const BOOKMARK_INTERVAL: Duration = Duration::from_secs(10);
 /// Events buffered between a watcher's ring reader and its HTTP stream.
 const WATCHER_BUFFER: usize = 64;
@@ -82,6 +82,7 @@ pub struct Cacher {
     prefix: String,
     inner: Arc<dyn Storage>,
     capacity: usize,
+    bookmark_interval: Duration,
     generation: ArcSwap<Generation>,
     snapshot: ArcSwap<Snapshot>,
     /// The revision the cache has seen everything up to (events and
@@ -96,12 +97,13 @@ impl Cacher {
     /// Starts a cache of the keys under `prefix` of `inner` with a ring of
     /// `capacity` events. The cache fills in the background; reads wait for
     /// it.
-    pub fn start(prefix: String, inner: Arc<dyn Storage>, capacity: usize) -> Arc<Self> {
+    pub fn start(prefix: String, inner: Arc<dyn Storage>, capacity: usize, bookmark_interval: Duration) -> Arc<Self> {
         let (revision_tx, _) = watch::channel(0);
         let c = Arc::new(Cacher {
             prefix,
             inner,
             capacity,
+            bookmark_interval,
             generation: ArcSwap::from_pointee(Generation { ring: Ring::new(1), start_revision: 0 }),
             snapshot: ArcSwap::from_pointee(Snapshot::default()),
             revision: AtomicI64::new(0),
@@ -499,7 +501,8 @@ impl Watcher {
                     if self.generation.ring.is_closed() {
                         break;
                     }
-                    if self.bookmarks && rev > bookmarked_rev && last_bookmark.elapsed() >= BOOKMARK_INTERVAL {
+                    let interval = self.cacher.bookmark_interval;
+                    if self.bookmarks && rev > bookmarked_rev && last_bookmark.elapsed() >= interval {
                         if self.tx.send(Ok(WatchEvent::bookmark(rev, false))).await.is_err() {
                             break;
                         }
@@ -507,7 +510,7 @@ impl Watcher {
                         last_bookmark = tokio::time::Instant::now();
                         continue;
                     }
-                    let next_bookmark = BOOKMARK_INTERVAL.saturating_sub(last_bookmark.elapsed()).max(Duration::from_millis(100));
+                    let next_bookmark = interval.saturating_sub(last_bookmark.elapsed()).max(Duration::from_millis(100));
                     tokio::select! {
                         _ = self.generation.ring.wait(self.position) => {}
                         _ = tokio::time::sleep(next_bookmark), if self.bookmarks => {}

@@ -55,6 +55,7 @@ pub struct CachedStorage {
     /// Resource prefixes (`/registry/<group>/<resource>/`), longest first.
     prefixes: Vec<String>,
     capacity: usize,
+    bookmark_interval: std::time::Duration,
     caches: Mutex<HashMap<String, Arc<Cacher>>>,
 }
 
@@ -65,7 +66,14 @@ impl CachedStorage {
         let mut prefixes: Vec<String> = prefixes.into_iter().collect();
         prefixes.sort_by_key(|p| std::cmp::Reverse(p.len()));
         prefixes.dedup();
-        CachedStorage { inner, prefixes, capacity: capacity.clamp(CAPACITY_BOUNDS.0, CAPACITY_BOUNDS.1), caches: Mutex::new(HashMap::new()) }
+        CachedStorage { inner, prefixes, capacity: capacity.clamp(CAPACITY_BOUNDS.0, CAPACITY_BOUNDS.1), bookmark_interval: cacher::BOOKMARK_INTERVAL, caches: Mutex::new(HashMap::new()) }
+    }
+
+    /// Sets how often idle watchers that allow bookmarks get one (default
+    /// [`cacher::BOOKMARK_INTERVAL`]); for tests.
+    pub fn with_bookmark_interval(mut self, interval: std::time::Duration) -> Self {
+        self.bookmark_interval = interval;
+        self
     }
 
     /// The store behind the caches.
@@ -78,7 +86,7 @@ impl CachedStorage {
     pub fn cacher(&self, key: &str) -> Option<Arc<Cacher>> {
         let prefix = self.prefixes.iter().find(|p| key.starts_with(p.as_str()))?;
         let mut caches = self.caches.lock();
-        Some(caches.entry(prefix.clone()).or_insert_with(|| Cacher::start(prefix.clone(), self.inner.clone(), self.capacity)).clone())
+        Some(caches.entry(prefix.clone()).or_insert_with(|| Cacher::start(prefix.clone(), self.inner.clone(), self.capacity, self.bookmark_interval)).clone())
     }
 }
 

@@ -6,6 +6,7 @@
 
 mod common;
 mod openapi;
+mod listwatch;
 mod python;
 mod resources;
 mod storage;
