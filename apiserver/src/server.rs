@@ -56,6 +56,10 @@ async fn open_storage(opts: &Options) -> anyhow::Result<Arc<dyn Storage>> {
             data_dir: opts.data_dir.join("store"),
             listen_client_urls: vec![opts.etcd_listen_client_url.clone()],
             listen_peer_urls: vec![opts.etcd_listen_peer_url.clone()],
+            initial_cluster: opts.initial_cluster()?,
+            initial_cluster_state: opts.initial_cluster_state.clone(),
+            initial_cluster_token: opts.initial_cluster_token.clone(),
+            initial_advertise_peer_urls: crate::options::split_urls(&opts.initial_advertise_peer_urls),
             ..Default::default()
         };
         let handle = raftstore::node::start(cfg).await.context("start the embedded store")?;
@@ -99,7 +103,10 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     std::fs::create_dir_all(&opts.data_dir).with_context(|| format!("create {}", opts.data_dir.display()))?;
 
-    let generated = crate::pki::ensure(&opts.data_dir, std::slice::from_ref(&opts.bind_address))?;
+    let generated = match &opts.pki_dir {
+        Some(dir) => crate::pki::ensure_in(dir, std::slice::from_ref(&opts.bind_address))?,
+        None => crate::pki::ensure(&opts.data_dir, std::slice::from_ref(&opts.bind_address))?,
+    };
     let (cert, key) = match (&opts.tls_cert_file, &opts.tls_private_key_file) {
         (Some(c), Some(k)) => (c.clone(), k.clone()),
         (None, None) => (generated.serving_cert.clone(), generated.serving_key.clone()),
