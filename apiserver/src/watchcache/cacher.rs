@@ -164,10 +164,11 @@ impl Cacher {
         metrics().initializations.with_label_values(&[&self.prefix]).inc();
         let list = self.inner.list(&self.prefix, &ListOptions::default()).await?;
         let mut objects = imbl::OrdMap::new();
-        for o in &list.items {
-            let key: Arc<str> = self.key_of(o).into();
-            objects.insert(key, CachedObject { encoded: Bytes::from(serde_json::to_vec(o).map_err(|e| Error::Internal(e.to_string()))?) });
+        for o in list.items {
+            let key: Arc<str> = self.key_of(&o).into();
+            objects.insert(key, CachedObject { encoded: Bytes::from(serde_json::to_vec(&o).map_err(|e| Error::Internal(e.to_string()))?) });
         }
+        let list = ListResult { revision: list.revision, ..Default::default() };
         let mut events = self
             .inner
             .watch(&self.prefix, &WatchOptions { revision: list.revision, recursive: true, initial_events: Some(false), bookmarks: true, ..Default::default() })

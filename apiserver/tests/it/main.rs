@@ -7,6 +7,7 @@
 mod cluster;
 mod common;
 mod openapi;
+mod kube_client;
 mod listwatch;
 mod python;
 mod resources;
