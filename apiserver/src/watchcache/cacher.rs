@@ -166,7 +166,7 @@ impl Cacher {
         let mut objects = imbl::OrdMap::new();
         for o in list.items {
             let key: Arc<str> = self.key_of(&o).into();
-            objects.insert(key, CachedObject { encoded: Bytes::from(serde_json::to_vec(&o).map_err(|e| Error::Internal(e.to_string()))?) });
+            objects.insert(key, CachedObject { encoded: encode(&o)? });
         }
         let list = ListResult { revision: list.revision, ..Default::default() };
         let mut events = self
@@ -211,7 +211,7 @@ impl Cacher {
             let key: Arc<str> = self.key_of(&ev.object).into();
             let encoded = match ev.encoded {
                 Some(b) => b,
-                None => Bytes::from(serde_json::to_vec(&*ev.object).map_err(|e| Error::Internal(e.to_string()))?),
+                None => encode(&ev.object)?,
             };
             if ev.kind == EventType::Deleted {
                 snap.objects.remove(&key);
@@ -403,6 +403,15 @@ impl Cacher {
         tokio::spawn(w.run(initial));
         Ok(rx)
     }
+}
+
+/// An object's JSON, in an allocation of exactly its size (the encoder's
+/// buffer grows by doubling; the cache keeps the bytes for the object's
+/// lifetime).
+fn encode(obj: &Value) -> Result<Bytes> {
+    let mut v = serde_json::to_vec(obj).map_err(|e| Error::Internal(e.to_string()))?;
+    v.shrink_to_fit();
+    Ok(Bytes::from(v))
 }
 
 /// The oldest revision a watch can start after.
