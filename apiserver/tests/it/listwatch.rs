@@ -295,3 +295,51 @@ async fn watch_cache_window_and_slow_watchers() {
     let mut recent = s.watch(NS, &WatchOptions { revision: last - 1, recursive: true, ..Default::default() }).await.unwrap();
     assert_eq!(rv(&next(&mut recent).await.unwrap().object), last);
 }
+
+/// The same contract over HTTP, with kubectl's raw client: kube's
+/// validation errors, 504 for a future resourceVersion, the 410 ERROR event
+/// of a watch from before the window, the initial-events-end bookmark and
+/// the watch cache metrics.
+#[test]
+fn list_watch_parameters_over_http() {
+    let s = crate::common::Server::start();
+    let raw = |path: &str| s.kubectl(33, &["get", "--raw", path]);
+    s.kubectl_stdin(33, &["create", "--validate=false", "-f", "-"], Some("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: h1\n")).ok();
+
+    let bad = raw("/api/v1/namespaces/default/configmaps?resourceVersionMatch=Exact");
+    assert_eq!(bad.code, 1);
+    assert!(bad.stderr.contains("resourceVersionMatch is forbidden unless resourceVersion is provided"), "{bad:?}");
+    let bad = raw("/api/v1/namespaces/default/configmaps?resourceVersion=0&resourceVersionMatch=Exact");
+    assert!(bad.stderr.contains(r#"resourceVersionMatch "exact" is forbidden for resourceVersion "0""#), "{bad:?}");
+    let bad = raw("/api/v1/namespaces/default/configmaps?resourceVersion=1&resourceVersionMatch=Sometime");
+    assert!(bad.stderr.contains(r#"Unsupported value: "Sometime""#), "{bad:?}");
+
+    let list: Value = serde_json::from_str(raw("/api/v1/namespaces/default/configmaps").ok()).unwrap();
+    assert_eq!(list["kind"], "ConfigMapList");
+    assert_eq!(names(list["items"].as_array().unwrap()), ["h1"]);
+    let current: i64 = list["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
+    let any: Value = serde_json::from_str(raw("/api/v1/namespaces/default/configmaps?resourceVersion=0").ok()).unwrap();
+    assert_eq!(names(any["items"].as_array().unwrap()), ["h1"]);
+
+    let future = raw(&format!("/api/v1/namespaces/default/configmaps?resourceVersion={}&resourceVersionMatch=NotOlderThan", current + 1000));
+    assert_eq!(future.code, 1);
+    assert!(future.stderr.contains("Too large resource version"), "{future:?}");
+
+    let old = raw("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=1&timeoutSeconds=2");
+    let first: Value = serde_json::from_str(old.ok().lines().next().unwrap()).unwrap();
+    assert_eq!(first["type"], "ERROR");
+    assert_eq!(first["object"]["code"], 410);
+    assert!(first["object"]["message"].as_str().unwrap().starts_with("too old resource version: 1 ("), "{first}");
+
+    let stream = raw("/api/v1/namespaces/default/configmaps?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=2");
+    let events: Vec<Value> = stream.ok().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(events[0]["type"], "ADDED");
+    assert_eq!(events[0]["object"]["metadata"]["name"], "h1");
+    assert_eq!(events[1]["type"], "BOOKMARK");
+    assert_eq!(events[1]["object"]["kind"], "ConfigMap");
+    assert_eq!(events[1]["object"]["metadata"]["annotations"][INITIAL_EVENTS_END], "true");
+
+    let metrics = raw("/metrics");
+    assert!(metrics.ok().contains("apiserver_watch_cache_events_received_total"), "{metrics:?}");
+    assert!(metrics.ok().contains("apiserver_terminated_watchers_total") || metrics.ok().contains("apiserver_watch_cache_resource_version"), "{metrics:?}");
+}
