@@ -6,6 +6,7 @@
 //! - [`registry`]: served resources and their strategies;
 //! - [`storage`]: the storage interface and its embedded and remote etcd
 //!   backends;
+//! - [`watchcache`]: the per-resource caches that serve list, get and watch;
 //! - [`errors`]: every `Status` a client can see;
 //! - [`openapi`]: the built-in type schemas, the OpenAPI v2/v3 documents
 //!   and unknown-field detection;
@@ -28,3 +29,4 @@ pub mod selectors;
 pub mod server;
 pub mod storage;
 pub mod strategicpatch;
+pub mod watchcache;

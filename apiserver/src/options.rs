@@ -33,9 +33,62 @@ pub struct Options {
     #[arg(long, default_value = "default")]
     pub name: String,
     /// Client URL of the embedded store (etcd API; port 0 picks one).
-    #[arg(long, default_value = "http://127.0.0.1:0")]
+    #[arg(long, alias = "listen-client-urls", default_value = "http://127.0.0.1:0")]
     pub etcd_listen_client_url: String,
-    /// Peer URL of the embedded store (port 0 picks one).
-    #[arg(long, default_value = "http://127.0.0.1:0")]
+    /// Peer URL of the embedded store (port 0 picks one; in a cluster, the
+    /// URL named for this member in `--initial-cluster`).
+    #[arg(long, alias = "listen-peer-urls", default_value = "http://127.0.0.1:0")]
     pub etcd_listen_peer_url: String,
+    /// The embedded store's cluster, as etcd's `--initial-cluster`:
+    /// `name=peerURL,...`, this member (`--name`) among them. Empty: a
+    /// single-member cluster. Every member serves the API from its own
+    /// replica; writes go through Raft from any of them.
+    #[arg(long, default_value = "")]
+    pub initial_cluster: String,
+    /// `new` (bootstrap with `--initial-cluster`) or `existing` (join a
+    /// running cluster), as etcd.
+    #[arg(long, default_value = "new", value_parser = ["new", "existing"])]
+    pub initial_cluster_state: String,
+    /// etcd's `--initial-cluster-token` (member IDs derive from it).
+    #[arg(long, default_value = "etcd-cluster")]
+    pub initial_cluster_token: String,
+    /// Peer URL announced to the other members (empty: the bound one).
+    #[arg(long, default_value = "")]
+    pub initial_advertise_peer_urls: String,
+    /// Directory of the CA, serving and admin certificates (default:
+    /// `<data-dir>/pki`). Nodes of one cluster share one: create it on the
+    /// first node (or with any node's first start) and give every node the
+    /// same directory (or a copy), so one kubeconfig works on all of them.
+    #[arg(long)]
+    pub pki_dir: Option<PathBuf>,
+    /// Serve list, get and watch from the watch cache (kube's
+    /// `--watch-cache`); `false` reads the store directly.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub watch_cache: bool,
+    /// Events each resource's watch cache keeps (kube's
+    /// `--default-watch-cache-size`); clamped to 100..=102400. The default
+    /// holds ~75 s of a busy resource's events.
+    #[arg(long, default_value_t = crate::watchcache::DEFAULT_CAPACITY)]
+    pub default_watch_cache_size: usize,
+}
+
+impl Options {
+    /// `--initial-cluster` as (name, peer URL) pairs.
+    ///
+    /// # Errors
+    /// An entry that is not `name=URL`.
+    pub fn initial_cluster(&self) -> anyhow::Result<Vec<(String, String)>> {
+        split_urls(&self.initial_cluster)
+            .into_iter()
+            .map(|kv| match kv.split_once('=') {
+                Some((n, u)) if !n.is_empty() && !u.is_empty() => Ok((n.to_string(), u.to_string())),
+                _ => Err(anyhow::anyhow!("invalid --initial-cluster entry {kv:?} (want name=peerURL)")),
+            })
+            .collect()
+    }
+}
+
+/// Splits a comma-separated URL list.
+pub fn split_urls(s: &str) -> Vec<String> {
+    s.split(',').map(str::trim).filter(|u| !u.is_empty()).map(String::from).collect()
 }

@@ -48,7 +48,15 @@ fn write_private(path: &Path, data: &str) -> anyhow::Result<()> {
 /// # Errors
 /// I/O or certificate generation errors.
 pub fn ensure(data_dir: &Path, extra_sans: &[String]) -> anyhow::Result<Pki> {
-    let dir = data_dir.join("pki");
+    ensure_in(&data_dir.join("pki"), extra_sans)
+}
+
+/// [`ensure`] with the certificates in `dir` itself (`--pki-dir`).
+///
+/// # Errors
+/// As [`ensure`].
+pub fn ensure_in(dir: &Path, extra_sans: &[String]) -> anyhow::Result<Pki> {
+    let dir = dir.to_path_buf();
     std::fs::create_dir_all(&dir)?;
     let pki = Pki {
         ca_cert: dir.join("ca.crt"),

@@ -56,6 +56,10 @@ async fn open_storage(opts: &Options) -> anyhow::Result<Arc<dyn Storage>> {
             data_dir: opts.data_dir.join("store"),
             listen_client_urls: vec![opts.etcd_listen_client_url.clone()],
             listen_peer_urls: vec![opts.etcd_listen_peer_url.clone()],
+            initial_cluster: opts.initial_cluster()?,
+            initial_cluster_state: opts.initial_cluster_state.clone(),
+            initial_cluster_token: opts.initial_cluster_token.clone(),
+            initial_advertise_peer_urls: crate::options::split_urls(&opts.initial_advertise_peer_urls),
             ..Default::default()
         };
         let handle = raftstore::node::start(cfg).await.context("start the embedded store")?;
@@ -66,6 +70,12 @@ async fn open_storage(opts: &Options) -> anyhow::Result<Arc<dyn Storage>> {
         Arc::new(RemoteKv::connect(&opts.etcd_servers).await.context("connect to --etcd-servers")?)
     };
     Ok(Arc::new(KvStorage::new(kv)))
+}
+
+/// The watch cache in front of `storage`, one cache per stored resource.
+pub fn cached(storage: Arc<dyn Storage>, registry: &Registry, capacity: usize) -> Arc<dyn Storage> {
+    let prefixes: Vec<String> = registry.group_versions().into_iter().flat_map(|(g, v)| registry.of_group_version(g, v)).map(|r| registry.storage_resource(&r).prefix(None)).collect();
+    Arc::new(crate::watchcache::CachedStorage::new(storage, prefixes, capacity))
 }
 
 async fn bootstrap_namespaces(storage: &dyn Storage) -> anyhow::Result<()> {
@@ -93,7 +103,10 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     std::fs::create_dir_all(&opts.data_dir).with_context(|| format!("create {}", opts.data_dir.display()))?;
 
-    let generated = crate::pki::ensure(&opts.data_dir, std::slice::from_ref(&opts.bind_address))?;
+    let generated = match &opts.pki_dir {
+        Some(dir) => crate::pki::ensure_in(dir, std::slice::from_ref(&opts.bind_address))?,
+        None => crate::pki::ensure(&opts.data_dir, std::slice::from_ref(&opts.bind_address))?,
+    };
     let (cert, key) = match (&opts.tls_cert_file, &opts.tls_private_key_file) {
         (Some(c), Some(k)) => (c.clone(), k.clone()),
         (None, None) => (generated.serving_cert.clone(), generated.serving_key.clone()),
@@ -104,6 +117,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
 
     let storage = open_storage(&opts).await?;
     bootstrap_namespaces(storage.as_ref()).await?;
+    let registry = Registry::builtin();
+    let storage = if opts.watch_cache { cached(storage, &registry, opts.default_watch_cache_size) } else { storage };
 
     let listener = TcpListener::bind((opts.bind_address.as_str(), opts.secure_port)).await.with_context(|| format!("listen on {}:{}", opts.bind_address, opts.secure_port))?;
     let addr: SocketAddr = listener.local_addr()?;
@@ -114,7 +129,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     crate::pki::write_kubeconfig(&kubeconfig, &server_url, &generated.ca_cert, &generated.admin_cert, &generated.admin_key)?;
     let kubeconfig_abs = std::fs::canonicalize(&kubeconfig).unwrap_or(kubeconfig);
 
-    let state = Arc::new(ApiState { registry: Registry::builtin(), storage, advertise_address: host_port.clone(), openapi: Default::default() });
+    let state = Arc::new(ApiState { registry, storage, advertise_address: host_port.clone(), openapi: Default::default() });
     // Parse the type schemas and build the OpenAPI documents off the request
     // path, so the first kubectl apply does not wait for them.
     let warm = state.clone();

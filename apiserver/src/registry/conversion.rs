@@ -59,6 +59,7 @@ impl Storage for Converting {
     async fn list(&self, prefix: &str, opts: &ListOptions) -> Result<ListResult> {
         // Selectors are evaluated on the served form.
         let mut opts = opts.clone();
+        opts.allow_encoded = false;
         if let Some(p) = opts.predicate.take() {
             let (stored, served) = (self.stored.clone(), self.served.clone());
             opts.predicate = Some(Arc::new(move |o: &Value| p(&convert(&stored, &served, o.clone()))));
@@ -89,14 +90,23 @@ impl Storage for Converting {
     }
 
     async fn watch(&self, key: &str, opts: &WatchOptions) -> Result<WatchStream> {
-        let mut inner = self.inner.watch(key, opts).await?;
+        // Selectors are evaluated on the served form.
+        let mut opts = opts.clone();
+        if let Some(p) = opts.predicate.take() {
+            let (stored, served) = (self.stored.clone(), self.served.clone());
+            opts.predicate = Some(Arc::new(move |o: &Value| p(&convert(&stored, &served, o.clone()))));
+        }
+        let mut inner = self.inner.watch(key, &opts).await?;
         let (tx, rx) = mpsc::channel(64);
         let (stored, served) = (self.stored.clone(), self.served.clone());
         tokio::spawn(async move {
             while let Some(ev) = inner.recv().await {
                 let ev = ev.map(|mut e| {
-                    e.object = convert(&stored, &served, e.object);
-                    e.prev = e.prev.map(|p| convert(&stored, &served, p));
+                    if e.kind != crate::storage::EventType::Bookmark {
+                        e.object = Arc::new(convert(&stored, &served, (*e.object).clone()));
+                        e.prev = e.prev.map(|p| Arc::new(convert(&stored, &served, (*p).clone())));
+                        e.encoded = None;
+                    }
                     e
                 });
                 if tx.send(ev).await.is_err() {

@@ -22,13 +22,16 @@ use raftstore::server::kv::KvService;
 use raftstore::server::Ctx;
 use tokio::sync::{broadcast, mpsc};
 
-use super::kv::{CasResult, EventBatch, EventKind, Kv, KeyValue, KvEvent, RangeResult, WriteOp};
+use super::kv::{CasResult, EventBatch, EventKind, Kv, KeyValue, KvBatch, KvEvent, RangeResult, WriteOp};
 use super::{Error, Result};
 
 /// Revisions read from disk per catch-up step.
 const HISTORY_STEP: usize = 500;
 /// Event batches buffered per watcher before the watcher waits.
 const WATCH_BUFFER: usize = 256;
+/// How often an idle watcher checks the hub for revisions it was not told
+/// about (a snapshot install advances the store without events).
+const PROGRESS_TICK: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// The embedded member's KV.
 pub struct EmbeddedKv {
@@ -146,17 +149,29 @@ struct Gone;
 
 impl HubWatcher {
     async fn run(mut self, published: i64) {
-        if self.replay(published).await.is_err() {
+        if self.replay(published).await.is_err() || self.progress().await.is_err() {
             return;
         }
+        let mut tick = tokio::time::interval(PROGRESS_TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let step = match self.rx.recv().await {
-                Ok(r) => self.on_revision(&r).await,
-                Err(broadcast::error::RecvError::Lagged(_)) => {
+            let step = tokio::select! {
+                r = self.rx.recv() => match r {
+                    Ok(r) => self.on_revision(&r).await,
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        let to = self.ctx.hub.published();
+                        self.replay(to).await
+                    }
+                    Err(broadcast::error::RecvError::Closed) => Err(Gone),
+                },
+                _ = tick.tick() => {
                     let to = self.ctx.hub.published();
-                    self.replay(to).await
+                    match self.replay(to).await {
+                        Ok(()) => self.progress().await,
+                        Err(g) => Err(g),
+                    }
                 }
-                Err(broadcast::error::RecvError::Closed) => Err(Gone),
+                _ = self.tx.closed() => Err(Gone),
             };
             if step.is_err() {
                 return;
@@ -164,14 +179,24 @@ impl HubWatcher {
         }
     }
 
-    async fn send(&self, events: Vec<KvEvent>) -> std::result::Result<(), Gone> {
+    async fn send(&self, revision: i64, events: Vec<KvEvent>) -> std::result::Result<(), Gone> {
         if events.is_empty() {
-            return Ok(());
+            // Progress only: never wait for a busy consumer, a later batch
+            // carries a newer revision anyway.
+            return match self.tx.try_send(Ok(KvBatch { revision, events })) {
+                Err(mpsc::error::TrySendError::Closed(_)) => Err(Gone),
+                _ => Ok(()),
+            };
         }
         tokio::select! {
-            r = self.tx.send(Ok(events)) => r.map_err(|_| Gone),
+            r = self.tx.send(Ok(KvBatch { revision, events })) => r.map_err(|_| Gone),
             _ = self.tx.closed() => Err(Gone),
         }
+    }
+
+    /// Tells the consumer how far this watcher has seen.
+    async fn progress(&self) -> std::result::Result<(), Gone> {
+        self.send(self.last, Vec::new()).await
     }
 
     async fn on_revision(&mut self, r: &RevisionEvents) -> std::result::Result<(), Gone> {
@@ -182,7 +207,7 @@ impl HubWatcher {
             self.replay(r.revision - 1).await?;
         }
         self.last = r.revision;
-        self.send(events_of(std::slice::from_ref(r), &self.key, &self.end)).await
+        self.send(r.revision, events_of(std::slice::from_ref(r), &self.key, &self.end)).await
     }
 
     /// Delivers `(last, to]` from disk.
@@ -211,7 +236,10 @@ impl HubWatcher {
                 self.last = to;
                 break;
             };
-            self.send(events_of(&chunk, &self.key, &self.end)).await?;
+            let events = events_of(&chunk, &self.key, &self.end);
+            if !events.is_empty() {
+                self.send(last, events).await?;
+            }
             self.last = last;
         }
         Ok(())

@@ -75,8 +75,20 @@ pub struct CasResult {
     pub current: Option<KeyValue>,
 }
 
-/// A batch of events of one or more revisions, or a terminal error.
-pub type EventBatch = Result<Vec<KvEvent>>;
+/// What one watch message carries: the events of one or more revisions, or
+/// none at all (a progress notification, etcd `WatchResponse` with an empty
+/// event list).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KvBatch {
+    /// The watch has seen every change up to and including this revision
+    /// (for a progress notification: the store revision it reports).
+    pub revision: i64,
+    /// The events, in revision order; empty for progress.
+    pub events: Vec<KvEvent>,
+}
+
+/// A batch of events or progress, or a terminal error.
+pub type EventBatch = Result<KvBatch>;
 
 /// The etcd operations the apiserver needs.
 ///
@@ -102,6 +114,12 @@ pub trait Kv: Send + Sync + 'static {
     /// Watches `[key, end)` from `start_revision` (inclusive), with previous
     /// values. Events arrive in revision order; a revision's events arrive
     /// together. A compacted start gives one `Err(Compacted)` and the end.
+    ///
+    /// Progress: when the store moves past revisions without events for
+    /// this range, the stream sends batches without events whose `revision`
+    /// says how far it has seen (etcd progress notifications, which KEP-2340
+    /// uses to tell a cache it is fresh). They may be coalesced, but a
+    /// watcher idle for a quarter second learns the current revision.
     ///
     /// # Errors
     /// [`super::Error::Unavailable`] if the watch cannot be set up.

@@ -16,7 +16,7 @@
 pub mod embedded;
 pub mod kv;
 pub mod remote;
-mod store;
+pub(crate) mod store;
 
 use std::sync::Arc;
 
@@ -24,7 +24,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-pub use store::KvStorage;
+pub use store::{inconsistent_continue, KvStorage};
 
 use crate::errors::Status;
 
@@ -52,6 +52,16 @@ pub enum Error {
     /// The revision asked for is ahead of the store.
     #[error("required revision is a future revision")]
     FutureRevision,
+    /// A read asked for a resourceVersion newer than the store (or the
+    /// cache) reached in time; kube answers 504 `Too large resource
+    /// version` with cause `ResourceVersionTooLarge`.
+    #[error("Too large resource version: {requested}, current: {current}")]
+    TooLargeResourceVersion {
+        /// The resourceVersion asked for.
+        requested: i64,
+        /// The newest revision available.
+        current: i64,
+    },
     /// A malformed continue token; the message is kube's.
     #[error("continue key is not valid: {0}")]
     InvalidContinue(String),
@@ -134,11 +144,31 @@ pub type TryUpdate<'a> = dyn FnMut(Option<Value>) -> std::result::Result<Update,
 /// A filter on objects (label and field selectors).
 pub type Predicate = Arc<dyn Fn(&Value) -> bool + Send + Sync>;
 
+/// How a read's `revision` is matched (Kubernetes api-concepts,
+/// "resourceVersionMatch").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RevisionMatch {
+    /// Exactly `revision`; `revision == 0` means the current revision read
+    /// linearizably (a resourceVersion left unset: a consistent read).
+    #[default]
+    Exact,
+    /// Any revision `>= revision`; `revision == 0` means any revision at all
+    /// (resourceVersion `"0"`).
+    NotOlderThan,
+}
+
 /// Options of [`Storage::list`].
 #[derive(Clone, Default)]
 pub struct ListOptions {
-    /// Revision to read at; 0 = the current revision (linearizable read).
+    /// Revision to read at (see `revision_match`); 0 with `Exact` = the
+    /// current revision (linearizable read).
     pub revision: i64,
+    /// How `revision` is matched.
+    pub revision_match: RevisionMatch,
+    /// The caller takes items as encoded JSON ([`ListResult::encoded`]) when
+    /// the store has them so (the watch cache does); otherwise and by
+    /// default items come as values.
+    pub allow_encoded: bool,
     /// At most this many matching items (0 = all).
     pub limit: i64,
     /// A continue token from an earlier page (pins that page's revision).
@@ -152,6 +182,10 @@ pub struct ListOptions {
 pub struct ListResult {
     /// The objects, in key order, each with its resourceVersion.
     pub items: Vec<Value>,
+    /// Instead of `items` (only when asked with
+    /// [`ListOptions::allow_encoded`]): each object's JSON encoding, with
+    /// its resourceVersion, shared with the cache (no copy per list).
+    pub encoded: Vec<bytes::Bytes>,
     /// The revision the list was read at (the list's resourceVersion).
     pub revision: i64,
     /// A token for the next page, if there may be more.
@@ -168,27 +202,115 @@ pub enum EventType {
     /// The object was deleted; the event carries its last state with the
     /// delete's revision as resourceVersion.
     Deleted,
+    /// No change: the watch has seen everything up to the object's
+    /// resourceVersion (`object` is `{"metadata":{"resourceVersion":..}}`,
+    /// plus the `k8s.io/initial-events-end: "true"` annotation for the
+    /// bookmark that ends the initial events). The handler adds kind and
+    /// apiVersion.
+    Bookmark,
 }
 
-/// One watch event.
+impl EventType {
+    /// The wire name (`ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+            EventType::Bookmark => "BOOKMARK",
+        }
+    }
+}
+
+/// One watch event, as seen by one watcher (selector transitions already
+/// applied: an object that stops matching arrives as `Deleted`).
+///
+/// Objects are shared (`Arc`): a cache hands the same event to every
+/// watcher without copying it.
 #[derive(Debug, Clone)]
 pub struct WatchEvent {
     /// What happened.
     pub kind: EventType,
-    /// The object after the event (for deletes: before it).
-    pub object: Value,
-    /// The object before the event, if known (selector transitions need it).
-    pub prev: Option<Value>,
+    /// The object after the event (for deletes: before it, with the delete's
+    /// revision).
+    pub object: Arc<Value>,
+    /// The object before the event, if known.
+    pub prev: Option<Arc<Value>>,
+    /// `object` encoded as JSON, when the store has it so; whoever changes
+    /// `object` must clear it.
+    pub encoded: Option<bytes::Bytes>,
 }
 
+impl WatchEvent {
+    /// An event without an encoding.
+    pub fn new(kind: EventType, object: Value, prev: Option<Value>) -> Self {
+        WatchEvent { kind, object: Arc::new(object), prev: prev.map(Arc::new), encoded: None }
+    }
+
+    /// A bookmark at `revision`; `initial_events_end` adds kube's
+    /// `k8s.io/initial-events-end` annotation.
+    pub fn bookmark(revision: i64, initial_events_end: bool) -> Self {
+        let mut meta = serde_json::json!({"resourceVersion": revision.to_string()});
+        if initial_events_end {
+            meta["annotations"] = serde_json::json!({INITIAL_EVENTS_END: "true"});
+        }
+        WatchEvent::new(EventType::Bookmark, serde_json::json!({ "metadata": meta }), None)
+    }
+}
+
+/// The annotation of the bookmark that ends a watch's initial events
+/// (Kubernetes api-concepts, "Streaming lists").
+pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
 /// Options of [`Storage::watch`].
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct WatchOptions {
-    /// Start after this revision. 0: begin with synthetic `Added` events for
-    /// the current state, then follow changes (kube's RV "0"/unset).
+    /// Start after this revision; 0 = now. With `revision_match`
+    /// `NotOlderThan` and initial events, the initial state is read at any
+    /// revision `>= revision`.
     pub revision: i64,
     /// Watch every key under the prefix `key` (which must end with `/`).
     pub recursive: bool,
+    /// For `revision == 0`: `Exact` (resourceVersion unset) reads the
+    /// initial state at the current revision, linearizably; `NotOlderThan`
+    /// (resourceVersion "0") at any revision the store has.
+    pub revision_match: RevisionMatch,
+    /// Begin with synthetic `Added` events for the state at the start
+    /// revision. `None`: kube's legacy rule, only when `revision == 0`.
+    pub initial_events: Option<bool>,
+    /// End the initial events with a bookmark carrying
+    /// [`INITIAL_EVENTS_END`] (`sendInitialEvents=true`).
+    pub initial_events_end: bool,
+    /// Send periodic bookmarks (`allowWatchBookmarks=true`).
+    pub bookmarks: bool,
+    /// Only events of matching objects, with selector transitions
+    /// (see [`WatchEvent`]).
+    pub predicate: Option<Predicate>,
+}
+
+impl WatchOptions {
+    /// Whether to begin with the initial state.
+    pub fn wants_initial_events(&self) -> bool {
+        self.initial_events.unwrap_or(self.revision == 0)
+    }
+}
+
+/// The event a watcher with `predicate` sees for a change from `prev` to
+/// `obj`, or `None` to skip it (kube's filtered watch): an object that starts
+/// matching is `Added`, one that stops matching `Deleted`.
+pub fn filter_event(kind: EventType, obj: &Value, prev: Option<&Value>, predicate: Option<&Predicate>) -> Option<EventType> {
+    let Some(p) = predicate else { return Some(kind) };
+    match kind {
+        EventType::Bookmark => Some(kind),
+        EventType::Added => p(obj).then_some(EventType::Added),
+        EventType::Deleted => p(prev.unwrap_or(obj)).then_some(EventType::Deleted),
+        EventType::Modified => match (p(obj), prev.map(|o| p(o))) {
+            (true, Some(true)) => Some(EventType::Modified),
+            (true, _) => Some(EventType::Added),
+            (false, Some(true)) => Some(EventType::Deleted),
+            (false, _) => None,
+        },
+    }
 }
 
 /// A stream of watch events; an `Err` item ends it.
@@ -202,6 +324,24 @@ pub trait Storage: Send + Sync + 'static {
     /// # Errors
     /// [`Error::NotFound`]; [`Error::Unavailable`].
     async fn get(&self, key: &str) -> Result<Value>;
+
+    /// Reads one object at any revision `>= min_revision` (a GET with
+    /// resourceVersion set; "0" = any). Stores without a cache read the
+    /// current state.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`]; [`Error::TooLargeResourceVersion`] if the store
+    /// is behind `min_revision`.
+    async fn get_not_older_than(&self, key: &str, min_revision: i64) -> Result<Value> {
+        let obj = self.get(key).await?;
+        if min_revision > 0 {
+            let current = self.current_revision().await?;
+            if min_revision > current {
+                return Err(Error::TooLargeResourceVersion { requested: min_revision, current });
+            }
+        }
+        Ok(obj)
+    }
 
     /// Lists the objects under `prefix` (ending with `/`).
     ///

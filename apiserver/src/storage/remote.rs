@@ -8,11 +8,13 @@ use proto::mvccpb::event_type;
 use tokio::sync::mpsc;
 
 use super::embedded::{cas_from_pb, kv_from_pb};
-use super::kv::{from_grpc, CasResult, EventBatch, EventKind, Kv, KvEvent, RangeResult, WriteOp};
+use super::kv::{from_grpc, CasResult, EventBatch, EventKind, Kv, KvBatch, KvEvent, RangeResult, WriteOp};
 use super::{Error, Result};
 
 /// Event batches buffered per watcher.
 const WATCH_BUFFER: usize = 256;
+/// How often an idle watch asks etcd for a progress notification.
+const PROGRESS_TICK: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// A client of etcd endpoints.
 #[derive(Clone)]
@@ -72,12 +74,20 @@ impl Kv for RemoteKv {
         if !end.is_empty() {
             opts = opts.with_range(end.to_vec());
         }
-        let mut stream = self.client.clone().watch(key.to_vec(), Some(opts)).await.map_err(map_err)?;
+        let (mut watcher, mut stream) = self.client.clone().watch(key.to_vec(), Some(opts)).await.map_err(map_err)?.split();
         let (tx, rx) = mpsc::channel(WATCH_BUFFER);
         tokio::spawn(async move {
+            let mut tick = tokio::time::interval(PROGRESS_TICK);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 let msg = tokio::select! {
-                    m = stream.message() => m,
+                    m = futures::StreamExt::next(&mut stream) => m.transpose(),
+                    _ = tick.tick() => {
+                        // etcd answers with a WatchResponse without events
+                        // whose header carries the current revision.
+                        let _ = watcher.request_progress().await;
+                        continue;
+                    }
                     _ = tx.closed() => return,
                 };
                 let resp = match msg {
@@ -104,7 +114,21 @@ impl Kv for RemoteKv {
                         Some(KvEvent { kind, kv: kv_from_pb(e.kv?), prev: e.prev_kv.map(kv_from_pb) })
                     })
                     .collect();
-                if !events.is_empty() && tx.send(Ok(events)).await.is_err() {
+                let revision = resp.header.as_ref().map(|h| h.revision).unwrap_or(0);
+                if events.is_empty() {
+                    if resp.created || revision == 0 {
+                        continue;
+                    }
+                    if let Err(mpsc::error::TrySendError::Closed(_)) = tx.try_send(Ok(KvBatch { revision, events })) {
+                        return;
+                    }
+                    continue;
+                }
+                // A batch's revision is that of its last event: a response
+                // may hold the events of several revisions, the header the
+                // store's revision when it was sent.
+                let last = events.last().map(|e| e.kv.mod_revision).unwrap_or(revision);
+                if tx.send(Ok(KvBatch { revision: last, events })).await.is_err() {
                     return;
                 }
             }

@@ -9,7 +9,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::kv::{prefix_end, EventKind, Kv, KeyValue, KvEvent, WriteOp};
-use super::{Error, EventType, ListOptions, ListResult, Preconditions, Result, Storage, TryUpdate, Update, WatchEvent, WatchOptions, WatchStream};
+use super::{filter_event, Error, EventType, ListOptions, ListResult, Preconditions, Result, RevisionMatch, Storage, TryUpdate, Update, WatchEvent, WatchOptions, WatchStream};
 
 /// Give up a guaranteed update after this many lost races.
 const MAX_UPDATE_ATTEMPTS: usize = 64;
@@ -63,7 +63,9 @@ struct ContinueToken {
     start_key: String,
 }
 
-fn encode_continue(next_key: &[u8], prefix: &str, rev: i64) -> Option<String> {
+/// Encodes a continue token for the key after `next_key`'s predecessor at
+/// revision `rev` (-1: an inconsistent continuation at the latest revision).
+pub(crate) fn encode_continue(next_key: &[u8], prefix: &str, rev: i64) -> Option<String> {
     let key = String::from_utf8_lossy(next_key);
     let start = key.strip_prefix(prefix)?;
     let tok = ContinueToken { api_version: "meta.k8s.io/v1".into(), resource_version: rev, start_key: start.to_string() };
@@ -71,8 +73,10 @@ fn encode_continue(next_key: &[u8], prefix: &str, rev: i64) -> Option<String> {
     Some(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json))
 }
 
-/// Returns (start key, revision) of a continue token.
-fn decode_continue(token: &str, prefix: &str) -> Result<(Vec<u8>, i64)> {
+/// Returns (start key, revision) of a continue token; revision -1 marks an
+/// inconsistent continuation (kube hands one out with a 410 after
+/// compaction).
+pub(crate) fn decode_continue(token: &str, prefix: &str) -> Result<(Vec<u8>, i64)> {
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(token.trim_end_matches('='))
         .map_err(|e| Error::InvalidContinue(e.to_string()))?;
@@ -86,10 +90,21 @@ fn decode_continue(token: &str, prefix: &str) -> Result<(Vec<u8>, i64)> {
     if tok.start_key.starts_with('/') || tok.start_key.split('/').any(|s| s == "..") {
         return Err(Error::InvalidContinue("path traversal attempts are not allowed".into()));
     }
-    if tok.resource_version <= 0 {
+    if tok.resource_version == 0 || tok.resource_version < -1 {
         return Err(Error::InvalidContinue("incorrect encoded start resourceVersion (version meta.k8s.io/v1)".into()));
     }
     Ok((format!("{prefix}{}", tok.start_key).into_bytes(), tok.resource_version))
+}
+
+/// The token that continues the list of `token` at the latest revision,
+/// which kube sends in the `metadata.continue` of the 410 for a compacted
+/// continue token ("an inconsistent list").
+///
+/// # Errors
+/// [`Error::InvalidContinue`] for a malformed token.
+pub fn inconsistent_continue(token: &str, prefix: &str) -> Result<String> {
+    let (key, _) = decode_continue(token, prefix)?;
+    encode_continue(&key, prefix, -1).ok_or_else(|| Error::InvalidContinue("encoded start key empty".into()))
 }
 
 fn to_event(e: &KvEvent) -> Result<Option<WatchEvent>> {
@@ -101,14 +116,14 @@ fn to_event(e: &KvEvent) -> Result<Option<WatchEvent>> {
                 None => None,
             };
             let kind = if e.kv.create_revision == e.kv.mod_revision || prev.is_none() { EventType::Added } else { EventType::Modified };
-            Ok(Some(WatchEvent { kind, object, prev }))
+            Ok(Some(WatchEvent::new(kind, object, prev)))
         }
         EventKind::Delete => {
             // Without the previous value there is nothing to show.
             let Some(p) = &e.prev else { return Ok(None) };
             let object = decode(p, e.kv.mod_revision)?;
             let prev = decode(p, p.mod_revision)?;
-            Ok(Some(WatchEvent { kind: EventType::Deleted, object, prev: Some(prev) }))
+            Ok(Some(WatchEvent::new(EventType::Deleted, object, Some(prev))))
         }
     }
 }
@@ -130,7 +145,11 @@ impl Storage for KvStorage {
     async fn list(&self, prefix: &str, opts: &ListOptions) -> Result<ListResult> {
         let end = prefix_end(prefix.as_bytes());
         let (mut from, mut rev) = match &opts.continue_token {
-            Some(t) if !t.is_empty() => decode_continue(t, prefix)?,
+            Some(t) if !t.is_empty() => {
+                let (k, r) = decode_continue(t, prefix)?;
+                (k, r.max(0))
+            }
+            _ if opts.revision_match == RevisionMatch::NotOlderThan => (prefix.as_bytes().to_vec(), 0),
             _ => (prefix.as_bytes().to_vec(), opts.revision),
         };
         let limit = opts.limit.max(0);
@@ -167,8 +186,11 @@ impl Storage for KvStorage {
                 fetch = (fetch * 2).min(MAX_FETCH);
             }
         }
+        if opts.continue_token.is_none() && opts.revision_match == RevisionMatch::NotOlderThan && opts.revision > rev {
+            return Err(Error::TooLargeResourceVersion { requested: opts.revision, current: rev });
+        }
         let continue_token = next.and_then(|k| encode_continue(&k, prefix, rev));
-        Ok(ListResult { items, revision: rev, continue_token })
+        Ok(ListResult { items, revision: rev, continue_token, ..Default::default() })
     }
 
     async fn create(&self, key: &str, obj: Value) -> Result<Value> {
@@ -229,18 +251,31 @@ impl Storage for KvStorage {
     async fn watch(&self, key: &str, opts: &WatchOptions) -> Result<WatchStream> {
         let (start, end) = if opts.recursive { (key.as_bytes().to_vec(), prefix_end(key.as_bytes())) } else { (key.as_bytes().to_vec(), Vec::new()) };
         let (tx, rx) = mpsc::channel(WATCH_BUFFER);
+        let pred = opts.predicate.clone();
         let mut initial = Vec::new();
-        let from = if opts.revision == 0 {
-            // RV 0: the current state as ADDED events, then changes after it.
+        let from = if opts.wants_initial_events() {
+            // The current state as ADDED events, then changes after it.
             let r = self.kv.range(&start, &end, 0, 0).await?;
+            if opts.revision > r.revision {
+                return Err(Error::TooLargeResourceVersion { requested: opts.revision, current: r.revision });
+            }
             for kv in &r.kvs {
-                initial.push(WatchEvent { kind: EventType::Added, object: decode(kv, kv.mod_revision)?, prev: None });
+                let obj = decode(kv, kv.mod_revision)?;
+                if pred.as_ref().is_none_or(|p| p(&obj)) {
+                    initial.push(WatchEvent::new(EventType::Added, obj, None));
+                }
+            }
+            if opts.initial_events_end {
+                initial.push(WatchEvent::bookmark(r.revision, true));
             }
             r.revision + 1
+        } else if opts.revision == 0 {
+            self.current_revision().await? + 1
         } else {
             opts.revision + 1
         };
         let mut events = self.kv.watch(&start, &end, from).await?;
+        let bookmarks = opts.bookmarks;
         tokio::spawn(async move {
             for e in initial {
                 if tx.send(Ok(e)).await.is_err() {
@@ -260,9 +295,21 @@ impl Storage for KvStorage {
                         return;
                     }
                 };
-                for e in &batch {
+                if batch.events.is_empty() {
+                    if bookmarks && tx.try_send(Ok(WatchEvent::bookmark(batch.revision, false))).is_err() && tx.is_closed() {
+                        return;
+                    }
+                    continue;
+                }
+                for e in &batch.events {
                     let ev = match to_event(e) {
-                        Ok(Some(ev)) => Ok(ev),
+                        Ok(Some(mut ev)) => match filter_event(ev.kind, &ev.object, ev.prev.as_deref(), pred.as_ref()) {
+                            Some(kind) => {
+                                ev.kind = kind;
+                                Ok(ev)
+                            }
+                            None => continue,
+                        },
                         Ok(None) => continue,
                         Err(e) => Err(e),
                     };

@@ -4,8 +4,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err, missing_docs)]
 
+mod cluster;
 mod common;
 mod openapi;
+mod kube_client;
+mod listwatch;
 mod python;
 mod resources;
 mod storage;

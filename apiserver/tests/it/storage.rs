@@ -61,7 +61,7 @@ async fn suite(s: Arc<dyn Storage>) {
 
     // watch from a revision sees later changes in order, deletes with the last state
     let from = s.current_revision().await.unwrap();
-    let mut w = s.watch(p, &WatchOptions { revision: from, recursive: true }).await.unwrap();
+    let mut w = s.watch(p, &WatchOptions { revision: from, recursive: true, ..Default::default() }).await.unwrap();
     let mut up = |cur: Option<Value>| -> Result<Update, Status> {
         let mut o = cur.unwrap();
         o["data"]["v"] = json!("3");
@@ -82,7 +82,7 @@ async fn suite(s: Arc<dyn Storage>) {
     assert!(got.windows(2).all(|w| w[0].2 < w[1].2));
 
     // watch from 0 starts with the current state
-    let mut w0 = s.watch(p, &WatchOptions { revision: 0, recursive: true }).await.unwrap();
+    let mut w0 = s.watch(p, &WatchOptions { revision: 0, recursive: true, ..Default::default() }).await.unwrap();
     let first = tokio::time::timeout(Duration::from_secs(10), w0.recv()).await.unwrap().unwrap().unwrap();
     assert_eq!(first.kind, EventType::Added);
     assert_eq!(first.object["metadata"]["name"], "a");

@@ -252,6 +252,7 @@ pub async fn non_resource(state: &ApiState, req: &Request, info: &RequestInfo) -
             None => responses::status(&Status::resource_not_found()),
         },
         ["version"] => responses::json(200, &version_info()),
+        ["metrics"] => responses::text(200, &crate::watchcache::metrics::render()),
         ["openapi", rest @ ..] => super::openapi::serve(state, req, rest),
         [check @ ("healthz" | "livez" | "readyz"), rest @ ..] => health(state, check, rest, req.uri().query()).await,
         _ => responses::text(404, "404 page not found\n"),

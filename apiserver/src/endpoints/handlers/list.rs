@@ -1,15 +1,30 @@
 //! LIST (kube `handlers/get.go` `ListResource`): label and field selectors,
-//! limit and continue, resourceVersion semantics of api-concepts.
+//! limit and continue, and the resourceVersion / resourceVersionMatch
+//! semantics of Kubernetes api-concepts ("Semantics for get and list").
+//!
+//! | resourceVersion | match          | read                                  |
+//! |-----------------|----------------|---------------------------------------|
+//! | unset           | -              | consistent (the latest revision)      |
+//! | `"0"`           | unset/NotOlderThan | any revision (the cache's)        |
+//! | `N`             | unset, no limit | not older than N                     |
+//! | `N`             | unset, limit   | exactly N (legacy pagination rule)    |
+//! | `N`             | NotOlderThan   | not older than N                      |
+//! | `N`             | Exact          | exactly N                             |
+//!
+//! With the watch cache in front of the store, all but exact older reads
+//! are served from memory (see [`crate::watchcache`]).
 
 use std::sync::Arc;
 
+use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::Value;
 
 use super::Scope;
-use crate::endpoints::{negotiation, responses, Response};
-use crate::errors::Status;
+use crate::endpoints::negotiation::{self, Output};
+use crate::endpoints::{responses, Response};
+use crate::errors::{Cause, Status};
 use crate::selectors::{FieldSelector, LabelSelector};
-use crate::storage::{ListOptions, Predicate};
+use crate::storage::{ListOptions, Predicate, RevisionMatch};
 
 /// Parses the selectors of a list or watch into one predicate.
 ///
@@ -49,42 +64,126 @@ pub fn parse_rv(v: Option<&str>) -> Result<i64, Status> {
     }
 }
 
+/// The 422 of kube's `ValidateListOptions`.
+pub fn invalid_options(causes: Vec<Cause>) -> Status {
+    Status::invalid("meta.k8s.io", "ListOptions", "", causes)
+}
+
+fn not_supported(field: &str, value: &str, supported: &[&str]) -> Cause {
+    let list = supported.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", ");
+    Cause { reason: "FieldValueNotSupported".into(), message: format!("Unsupported value: {value:?}: supported values: {list}"), field: field.into() }
+}
+
+/// kube's list-option validation for a LIST (`ValidateListOptions`).
+fn validate(scope: &Scope) -> Result<(), Status> {
+    let q = &scope.query;
+    let mut causes = Vec::new();
+    let rv = q.get("resourceVersion").unwrap_or("");
+    if let Some(m) = q.get("resourceVersionMatch").filter(|m| !m.is_empty()) {
+        if rv.is_empty() {
+            causes.push(Cause::forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden unless resourceVersion is provided"));
+        }
+        if q.get("continue").is_some_and(|c| !c.is_empty()) {
+            causes.push(Cause::forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"));
+        }
+        if m != "Exact" && m != "NotOlderThan" {
+            causes.push(not_supported("resourceVersionMatch", m, &["Exact", "NotOlderThan", ""]));
+        }
+        if m == "Exact" && rv == "0" {
+            causes.push(Cause::forbidden("resourceVersionMatch", "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""));
+        }
+    }
+    if q.get("sendInitialEvents").is_some() {
+        causes.push(Cause::forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"));
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid_options(causes))
+    }
+}
+
+/// The 504 for a resourceVersion the server has not reached.
+pub fn too_large(requested: i64, current: i64) -> Status {
+    let mut s = Status::timeout(format!("Too large resource version: {requested}, current: {current}"));
+    s.details = Some(crate::errors::Details {
+        causes: vec![Cause { reason: "ResourceVersionTooLarge".into(), message: "Too large resource version".into(), field: String::new() }],
+        retry_after_seconds: Some(1),
+        ..Default::default()
+    });
+    s
+}
+
 /// Handles `list`.
 ///
 /// # Errors
-/// 400 for bad parameters, 410 for expired continue tokens or revisions.
+/// 400 for bad parameters, 422 for invalid resourceVersionMatch use, 410
+/// for expired continue tokens or revisions (with an inconsistent continue
+/// token), 504 for a resourceVersion not reached.
 pub async fn handle(scope: Scope) -> Result<Response, Status> {
+    validate(&scope)?;
     let q = &scope.query;
     let rv = parse_rv(q.get("resourceVersion"))?;
+    let rv_set = q.get("resourceVersion").is_some_and(|r| !r.is_empty());
     let cont = q.get("continue").filter(|c| !c.is_empty()).map(String::from);
     let limit: i64 = q.get("limit").map(|l| l.parse().map_err(|_| Status::bad_request(format!("limit: Invalid value: {l:?}")))).transpose()?.unwrap_or(0);
     let rv_match = q.get("resourceVersionMatch").unwrap_or("");
     if cont.is_some() && rv > 0 {
         return Err(Status::bad_request("specifying resource version is not allowed when using continue"));
     }
-    if !rv_match.is_empty() && q.get("resourceVersion").is_none_or(str::is_empty) {
-        return Err(Status::bad_request("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"));
-    }
-    // Exact reads happen at the given revision; NotOlderThan and "0" are
-    // served at the current one (always at least as new, since there is no
-    // cache yet).
-    let exact = rv > 0 && (rv_match == "Exact" || (rv_match.is_empty() && limit > 0 && cont.is_none()));
-    let opts = ListOptions { revision: if exact { rv } else { 0 }, limit, continue_token: cont.clone(), predicate: predicate(&scope)? };
-    let result = scope.storage.list(&scope.prefix(), &opts).await.map_err(|e| match e {
-        crate::storage::Error::Compacted { .. } if cont.is_some() => Status::expired(
-            "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
-        ),
+    let revision_match = match rv_match {
+        "Exact" => RevisionMatch::Exact,
+        "NotOlderThan" => RevisionMatch::NotOlderThan,
+        // Legacy: a resourceVersion with a limit (first page) is exact.
+        _ if rv > 0 && limit > 0 && cont.is_none() => RevisionMatch::Exact,
+        _ if rv_set => RevisionMatch::NotOlderThan,
+        _ => RevisionMatch::Exact,
+    };
+    let opts = ListOptions { revision: rv, revision_match, limit, continue_token: cont.clone(), predicate: predicate(&scope)?, allow_encoded: scope.output == Output::Object };
+    let prefix = scope.prefix();
+    let result = scope.storage.list(&prefix, &opts).await.map_err(|e| match e {
+        crate::storage::Error::Compacted { .. } if cont.is_some() => {
+            let mut s = Status::expired(
+                "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+            );
+            if let Some(t) = cont.as_deref().and_then(|t| crate::storage::inconsistent_continue(t, &prefix).ok()) {
+                s.metadata.insert("continue".into(), Value::String(t));
+            }
+            s
+        }
+        crate::storage::Error::TooLargeResourceVersion { requested, current } => too_large(requested, current),
         e => scope.storage_error(e, ""),
     })?;
-    if rv > result.revision && !exact {
-        let mut s = Status::timeout(format!("Too large resource version: {rv}, current: {}", result.revision));
-        s.details = Some(crate::errors::Details {
-            causes: vec![crate::errors::Cause { reason: "ResourceVersionTooLarge".into(), message: "Too large resource version".into(), field: String::new() }],
-            retry_after_seconds: Some(1),
-            ..Default::default()
-        });
-        return Err(s);
+    let rv_out = result.revision.to_string();
+    if !result.encoded.is_empty() || (scope.output == Output::Object && result.items.is_empty()) {
+        return Ok(encoded_list(&scope, &result.encoded, &rv_out, result.continue_token.as_deref()));
     }
-    let v = negotiation::transform_list(scope.output, &scope.resource, result.items, &result.revision.to_string(), result.continue_token.as_deref(), scope.include);
+    let v = negotiation::transform_list(scope.output, &scope.resource, result.items, &rv_out, result.continue_token.as_deref(), scope.include);
     Ok(responses::json(200, &v))
+}
+
+/// A `<Kind>List` written around the cached JSON of its items, without
+/// decoding or re-encoding them.
+fn encoded_list(scope: &Scope, items: &[Bytes], rv: &str, cont: Option<&str>) -> Response {
+    let head = negotiation::list(&scope.resource, Vec::new(), rv, cont);
+    let field = |k: &str| serde_json::to_vec(&head[k]).unwrap_or_default();
+    let size: usize = items.iter().map(|b| b.len() + 1).sum::<usize>() + 256;
+    let mut out = BytesMut::with_capacity(size);
+    out.put_slice(b"{\"kind\":");
+    out.put_slice(&field("kind"));
+    out.put_slice(b",\"apiVersion\":");
+    out.put_slice(&field("apiVersion"));
+    out.put_slice(b",\"metadata\":");
+    out.put_slice(&field("metadata"));
+    out.put_slice(b",\"items\":[");
+    for (i, b) in items.iter().enumerate() {
+        if i > 0 {
+            out.put_u8(b',');
+        }
+        out.put_slice(b);
+    }
+    out.put_slice(b"]}");
+    let mut r = http::Response::new(responses::full(out.freeze()));
+    r.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    r
 }

@@ -1,12 +1,26 @@
 //! WATCH (kube `handlers/watch.go`): a chunked stream of newline-delimited
-//! JSON events `{"type":"ADDED|MODIFIED|DELETED|ERROR","object":...}`, read
-//! straight from the store.
+//! JSON events `{"type":"ADDED|MODIFIED|DELETED|BOOKMARK|ERROR","object":...}`,
+//! served from the watch cache (or the store, for resources it does not
+//! cache).
 //!
-//! With selectors, an object that stops matching is reported as DELETED and
-//! one that starts matching as ADDED (kube's filtered watch). For Table
-//! output only the first event carries `columnDefinitions`. The stream ends
-//! after `timeoutSeconds` (default: a random 30–60 minutes), which kubectl
-//! treats as a normal end.
+//! Parameters (Kubernetes api-concepts, "Efficient detection of changes"
+//! and "Streaming lists"):
+//! - `resourceVersion`: unset = the current state (consistent) as ADDED
+//!   events, then changes; `"0"` = any state, then changes; `N` = changes
+//!   after N, or an ERROR event with 410 Expired ("too old resource
+//!   version") when N has left the cache's window.
+//! - `sendInitialEvents=true` with `resourceVersionMatch=NotOlderThan`: the
+//!   state first, ended by a BOOKMARK annotated `k8s.io/initial-events-end`.
+//! - `allowWatchBookmarks=true`: periodic BOOKMARKs carrying the latest
+//!   resourceVersion.
+//! - `timeoutSeconds` (default: a random 30–60 minutes), after which the
+//!   stream ends normally.
+//! - label and field selectors: an object that stops matching arrives as
+//!   DELETED, one that starts matching as ADDED.
+//!
+//! Objects the cache has encoded are written as shared bytes between a
+//! static prefix and suffix: no per-watcher copy. Table output (kubectl
+//! `get -w`) carries `columnDefinitions` only in the first event.
 
 use std::time::Duration;
 
@@ -17,107 +31,187 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::list::{parse_rv, predicate};
+use super::list::{invalid_options, parse_rv, predicate, too_large};
 use super::Scope;
 use crate::endpoints::negotiation::{self, Output};
 use crate::endpoints::Response;
-use crate::errors::Status;
-use crate::storage::{EventType, WatchEvent, WatchOptions};
+use crate::errors::{Cause, Status};
+use crate::storage::{EventType, RevisionMatch, WatchEvent, WatchOptions};
+use crate::watchcache::cacher::BOOKMARK_INTERVAL;
 
-fn frame(v: &Value) -> Result<Frame<Bytes>, std::io::Error> {
+type FrameResult = Result<Frame<Bytes>, std::io::Error>;
+
+fn frame(v: &Value) -> FrameResult {
     let mut b = serde_json::to_vec(v).map_err(std::io::Error::other)?;
     b.push(b'\n');
     Ok(Frame::data(Bytes::from(b)))
 }
 
+/// The bytes before an encoded object in a watch event of `kind`.
+fn prefix(kind: EventType) -> Bytes {
+    Bytes::from_static(match kind {
+        EventType::Added => b"{\"type\":\"ADDED\",\"object\":",
+        EventType::Modified => b"{\"type\":\"MODIFIED\",\"object\":",
+        EventType::Deleted => b"{\"type\":\"DELETED\",\"object\":",
+        EventType::Bookmark => b"{\"type\":\"BOOKMARK\",\"object\":",
+    })
+}
+
+/// kube's `validateWatchOptions`.
+fn validate(scope: &Scope) -> Result<(), Status> {
+    let q = &scope.query;
+    let mut causes = Vec::new();
+    let m = q.get("resourceVersionMatch").unwrap_or("");
+    let sie = q.get("sendInitialEvents");
+    if sie.is_some() && m != "NotOlderThan" {
+        causes.push(Cause::forbidden("resourceVersionMatch", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"));
+    }
+    if !m.is_empty() {
+        if sie.is_none() {
+            causes.push(Cause::forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"));
+        }
+        if m != "NotOlderThan" {
+            causes.push(Cause { reason: "FieldValueNotSupported".into(), message: format!("Unsupported value: {m:?}: supported values: \"NotOlderThan\""), field: "resourceVersionMatch".into() });
+        }
+        if q.get("continue").is_some_and(|c| !c.is_empty()) {
+            causes.push(Cause::forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"));
+        }
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid_options(causes))
+    }
+}
+
 /// Handles `watch`.
 ///
 /// # Errors
-/// 400 for bad parameters; a compacted start revision is reported in the
-/// stream as an ERROR event with 410 Expired, as kube does.
+/// 400 for bad parameters, 422 for invalid option combinations. An expired
+/// or too new start revision is reported in the stream as an ERROR event
+/// (410 Expired / 504 Timeout), as kube does.
 pub async fn handle(scope: Scope) -> Result<Response, Status> {
-    let rv = parse_rv(scope.query.get("resourceVersion"))?;
+    validate(&scope)?;
+    let q = &scope.query;
+    let rv = parse_rv(q.get("resourceVersion"))?;
+    let rv_set = q.get("resourceVersion").is_some_and(|r| !r.is_empty());
     let pred = predicate(&scope)?;
-    if scope.query.flag("sendInitialEvents") {
-        return Err(Status::invalid("meta.k8s.io", "ListOptions", "", vec![crate::errors::Cause::forbidden("sendInitialEvents", "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled")]));
-    }
-    let timeout = match scope.query.get("timeoutSeconds").and_then(|t| t.parse::<u64>().ok()) {
+    let send_initial = q.get("sendInitialEvents").map(|_| q.flag("sendInitialEvents"));
+    let bookmarks = q.flag("allowWatchBookmarks");
+    let timeout = match q.get("timeoutSeconds").and_then(|t| t.parse::<u64>().ok()) {
         Some(t) if t > 0 => Duration::from_secs(t),
         _ => Duration::from_secs(rand::random_range(1800..3600)),
     };
     let single = !scope.info.name.is_empty();
     let (key, recursive) = if single { (scope.key(), false) } else { (scope.prefix(), true) };
-    let mut events = scope.storage.watch(&key, &WatchOptions { revision: rv, recursive }).await.map_err(|e| scope.storage_error(e, &scope.info.name))?;
-
-    let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(64);
-    let resource = scope.resource.clone();
-    let output = scope.output;
-    let include = scope.include;
-    let requested_rv = rv;
-    tokio::spawn(async move {
-        let deadline = tokio::time::sleep(timeout);
-        tokio::pin!(deadline);
-        let mut first = true;
-        loop {
-            let ev = tokio::select! {
-                e = events.recv() => e,
-                _ = &mut deadline => return,
-                _ = tx.closed() => return,
-            };
-            let Some(ev) = ev else { return };
-            let (kind, obj) = match ev {
-                Ok(WatchEvent { kind, object, prev }) => {
-                    let Some(kind) = filtered(kind, &object, prev.as_ref(), pred.as_ref()) else { continue };
-                    (kind, object)
-                }
-                Err(crate::storage::Error::Compacted { compact_revision }) => {
-                    let s = Status::expired(format!("too old resource version: {requested_rv} ({compact_revision})"));
-                    let _ = tx.send(frame(&json!({"type": "ERROR", "object": s.to_value()}))).await;
-                    return;
-                }
-                Err(e) => {
-                    let s = Status::internal(e);
-                    let _ = tx.send(frame(&json!({"type": "ERROR", "object": s.to_value()}))).await;
-                    return;
-                }
-            };
-            let object = match output {
-                Output::Object => obj,
-                Output::Metadata => negotiation::partial_metadata(&obj),
-                Output::Table => {
-                    let rv = crate::meta::resource_version(&obj).to_string();
-                    negotiation::table(&resource, std::slice::from_ref(&obj), &rv, None, include, first)
-                }
-            };
-            first = false;
-            if tx.send(frame(&json!({"type": kind, "object": object}))).await.is_err() {
-                return;
-            }
+    let opts = WatchOptions {
+        revision: rv,
+        recursive,
+        revision_match: if rv_set { RevisionMatch::NotOlderThan } else { RevisionMatch::Exact },
+        initial_events: send_initial,
+        initial_events_end: send_initial == Some(true),
+        bookmarks,
+        predicate: pred,
+    };
+    let requested = q.get("resourceVersion").unwrap_or("").to_string();
+    let (tx, rx) = mpsc::channel::<FrameResult>(64);
+    match scope.storage.watch(&key, &opts).await {
+        Ok(events) => {
+            let w = Writer { tx, resource: scope.resource.clone(), output: scope.output, include: scope.include, bookmarks, requested };
+            tokio::spawn(w.run(events, timeout));
         }
-    });
+        Err(crate::storage::Error::TooLargeResourceVersion { requested, current }) => {
+            let _ = tx.try_send(frame(&json!({"type": "ERROR", "object": too_large(requested, current).to_value()})));
+        }
+        Err(e) => return Err(scope.storage_error(e, &scope.info.name)),
+    }
     let body = StreamBody::new(ReceiverStream::new(rx)).boxed();
     let mut resp = http::Response::new(body);
     resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
     Ok(resp)
 }
 
-/// The event type a filtered watcher sees, or `None` to skip the event.
-fn filtered(kind: EventType, obj: &Value, prev: Option<&Value>, pred: Option<&crate::storage::Predicate>) -> Option<&'static str> {
-    let Some(p) = pred else {
-        return Some(match kind {
-            EventType::Added => "ADDED",
-            EventType::Modified => "MODIFIED",
-            EventType::Deleted => "DELETED",
-        });
-    };
-    match kind {
-        EventType::Added => p(obj).then_some("ADDED"),
-        EventType::Deleted => p(prev.unwrap_or(obj)).then_some("DELETED"),
-        EventType::Modified => match (p(obj), prev.map(|o| p(o))) {
-            (true, Some(true)) => Some("MODIFIED"),
-            (true, _) => Some("ADDED"),
-            (false, Some(true)) => Some("DELETED"),
-            (false, _) => None,
-        },
+/// Writes one watcher's events to its HTTP stream.
+struct Writer {
+    tx: mpsc::Sender<FrameResult>,
+    resource: std::sync::Arc<crate::registry::Resource>,
+    output: Output,
+    include: negotiation::IncludeObject,
+    bookmarks: bool,
+    requested: String,
+}
+
+impl Writer {
+    async fn run(self, mut events: crate::storage::WatchStream, timeout: Duration) {
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let mut first = true;
+        let mut last_bookmark: Option<tokio::time::Instant> = None;
+        loop {
+            let ev = tokio::select! {
+                e = events.recv() => e,
+                _ = &mut deadline => return,
+                _ = self.tx.closed() => return,
+            };
+            let Some(ev) = ev else { return };
+            let ev = match ev {
+                Ok(ev) => ev,
+                Err(crate::storage::Error::Compacted { compact_revision }) => {
+                    let s = Status::expired(format!("too old resource version: {} ({compact_revision})", self.requested));
+                    let _ = self.tx.send(frame(&json!({"type": "ERROR", "object": s.to_value()}))).await;
+                    return;
+                }
+                Err(crate::storage::Error::TooLargeResourceVersion { requested, current }) => {
+                    let _ = self.tx.send(frame(&json!({"type": "ERROR", "object": too_large(requested, current).to_value()}))).await;
+                    return;
+                }
+                Err(e) => {
+                    let s = Status::internal(e);
+                    let _ = self.tx.send(frame(&json!({"type": "ERROR", "object": s.to_value()}))).await;
+                    return;
+                }
+            };
+            if ev.kind == EventType::Bookmark {
+                let end = ev.object["metadata"]["annotations"][crate::storage::INITIAL_EVENTS_END] == "true";
+                // Bookmarks from the store come with its progress; clients
+                // get them only when asked, and at most every interval.
+                if !end && (!self.bookmarks || last_bookmark.is_some_and(|t| t.elapsed() < BOOKMARK_INTERVAL)) {
+                    continue;
+                }
+                last_bookmark = Some(tokio::time::Instant::now());
+                let mut obj = (*ev.object).clone();
+                obj["kind"] = json!(self.resource.kind);
+                obj["apiVersion"] = json!(self.resource.api_version());
+                if self.tx.send(frame(&json!({"type": "BOOKMARK", "object": obj}))).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            if !self.send(ev, first).await {
+                return;
+            }
+            first = false;
+        }
+    }
+
+    /// Sends one change; false when the client is gone.
+    async fn send(&self, ev: WatchEvent, first: bool) -> bool {
+        if let (Output::Object, Some(encoded)) = (self.output, &ev.encoded) {
+            for f in [prefix(ev.kind), encoded.clone(), Bytes::from_static(b"}\n")] {
+                if self.tx.send(Ok(Frame::data(f))).await.is_err() {
+                    return false;
+                }
+            }
+            return true;
+        }
+        let object = match self.output {
+            Output::Object => (*ev.object).clone(),
+            Output::Metadata => negotiation::partial_metadata(&ev.object),
+            Output::Table => {
+                let rv = crate::meta::resource_version(&ev.object).to_string();
+                negotiation::table(&self.resource, std::slice::from_ref(&*ev.object), &rv, None, self.include, first)
+            }
+        };
+        self.tx.send(frame(&json!({"type": ev.kind.as_str(), "object": object}))).await.is_ok()
     }
 }

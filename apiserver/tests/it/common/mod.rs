@@ -20,10 +20,23 @@ impl Server {
     /// Starts `apiserver --secure-port 0 --data-dir <tmp>` and waits for its
     /// `serving on` line.
     pub fn start() -> Server {
+        Self::start_with(&[])
+    }
+
+    /// Starts `apiserver --secure-port 0 --data-dir <tmp> <extra>` and waits
+    /// for its `serving on` line.
+    pub fn start_with(extra: &[String]) -> Server {
+        Self::spawn(extra).wait()
+    }
+
+    /// Starts an apiserver without waiting for it (cluster members wait for
+    /// each other).
+    pub fn spawn(extra: &[String]) -> Starting {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut child = Command::new(env!("CARGO_BIN_EXE_apiserver"))
             .args(["--secure-port", "0", "--data-dir"])
             .arg(dir.path())
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -37,8 +50,7 @@ impl Server {
                 }
             }
         });
-        let url = rx.recv_timeout(Duration::from_secs(120)).expect("apiserver did not print `serving on`");
-        Server { child, url, dir }
+        Starting { child: Some(child), rx, dir: Some(dir) }
     }
 
     /// The admin kubeconfig.
@@ -88,6 +100,72 @@ impl Server {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn kubectl")
+    }
+}
+
+/// An apiserver process that has not printed `serving on` yet.
+pub struct Starting {
+    child: Option<Child>,
+    rx: mpsc::Receiver<String>,
+    dir: Option<tempfile::TempDir>,
+}
+
+impl Starting {
+    /// Waits for `serving on`.
+    pub fn wait(mut self) -> Server {
+        let url = self.rx.recv_timeout(Duration::from_secs(120)).expect("apiserver did not print `serving on`");
+        Server { child: self.child.take().expect("child"), url, dir: self.dir.take().expect("dir") }
+    }
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        if let Some(c) = self.child.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A free loopback port (for URLs that must be known before binding).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+/// Three apiservers forming one embedded-store cluster, sharing one PKI
+/// (`--pki-dir`), so one admin identity works on every node.
+pub struct Cluster {
+    /// The nodes.
+    pub nodes: Vec<Server>,
+    /// The shared PKI dir.
+    pub _pki: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// Starts the three nodes and waits until each serves.
+    pub fn start() -> Cluster {
+        let pki = tempfile::tempdir().expect("tempdir");
+        apiserver::pki::ensure_in(pki.path(), &["127.0.0.1".to_string()]).expect("pki");
+        let peers: Vec<String> = (0..3).map(|_| format!("http://127.0.0.1:{}", free_port())).collect();
+        let initial = peers.iter().enumerate().map(|(i, p)| format!("n{i}={p}")).collect::<Vec<_>>().join(",");
+        let starting: Vec<Starting> = peers
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let args: Vec<String> = vec![
+                    "--name".into(),
+                    format!("n{i}"),
+                    "--listen-peer-urls".into(),
+                    p.clone(),
+                    "--initial-cluster".into(),
+                    initial.clone(),
+                    "--pki-dir".into(),
+                    pki.path().display().to_string(),
+                ];
+                Server::spawn(&args)
+            })
+            .collect();
+        Cluster { nodes: starting.into_iter().map(Starting::wait).collect(), _pki: pki }
     }
 }
 
