@@ -7,6 +7,7 @@
 mod common;
 mod openapi;
 mod python;
+mod review;
 mod resources;
 mod storage;
 mod writes;

@@ -43,9 +43,11 @@ impl Query {
         self.0.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str())
     }
 
-    /// A boolean parameter (`strconv.ParseBool` spellings).
+    /// A boolean parameter as kube's `Convert_Slice_string_To_bool` reads
+    /// it: absent, `0` and `false` (any case) are false; any other value,
+    /// including the empty string, is true.
     pub fn flag(&self, k: &str) -> bool {
-        matches!(self.get(k), Some("1" | "t" | "T" | "true" | "TRUE" | "True"))
+        self.get(k).is_some_and(|v| v != "0" && !v.eq_ignore_ascii_case("false"))
     }
 
     /// `fieldValidation` (unset is `Warn`).
