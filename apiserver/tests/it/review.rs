@@ -40,3 +40,33 @@ fn watch_param_any_value_but_false_is_a_watch() {
         assert!(out.contains(r#""kind":"ConfigMapList""#), "watch={v}: {out}");
     }
 }
+
+/// Bad `dryRun` and `fieldValidation` values are 422 Invalid on the verb's
+/// options type (`CreateOptions.meta.k8s.io "" is invalid: ...`), as kube's
+/// `ValidateCreateOptions`/`ValidateDeleteOptions` answer; `dryRun=All`
+/// repeated is fine.
+#[test]
+fn bad_dry_run_and_field_validation_are_422_on_the_options() {
+    let s = Server::start();
+    let cm = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"opts"}}"#;
+    let post = |q: &str| curl(&s, &format!("/api/v1/namespaces/default/configmaps?{q}"), &["-X", "POST", "-H", "Content-Type: application/json", "--data-binary", cm]);
+
+    let out = post("dryRun=bogus");
+    assert!(out.starts_with("HTTP/1.1 422"), "{out}");
+    assert!(out.contains(r#""reason":"Invalid""#), "{out}");
+    assert!(out.contains(r#"CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: []string{\"bogus\"}: supported values: \"All\""#), "{out}");
+    assert!(out.contains(r#""reason":"FieldValueNotSupported""#) && out.contains(r#""field":"dryRun""#), "{out}");
+
+    let out = post("fieldValidation=bogus");
+    assert!(out.starts_with("HTTP/1.1 422"), "{out}");
+    assert!(out.contains(r#"CreateOptions.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported value: \"bogus\": supported values: \"\", \"Ignore\", \"Strict\", \"Warn\""#), "{out}");
+
+    let out = post("dryRun=All&dryRun=All");
+    assert!(out.starts_with("HTTP/1.1 201"), "{out}");
+    let out = curl(&s, "/api/v1/namespaces/default/configmaps/opts?dryRun=x", &["-X", "DELETE"]);
+    assert!(out.starts_with("HTTP/1.1 422"), "{out}");
+    assert!(out.contains(r#"DeleteOptions.meta.k8s.io \"\" is invalid: dryRun"#), "{out}");
+    let out = curl(&s, "/api/v1/namespaces/default/configmaps/opts?fieldValidation=x", &["-X", "PATCH", "-H", "Content-Type: application/merge-patch+json", "--data-binary", "{}"]);
+    assert!(out.starts_with("HTTP/1.1 422"), "{out}");
+    assert!(out.contains(r#"PatchOptions.meta.k8s.io \"\" is invalid: fieldValidation"#), "{out}");
+}

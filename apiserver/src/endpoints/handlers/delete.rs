@@ -27,7 +27,7 @@ struct DeleteOptions {
 
 async fn delete_options(scope: &mut Scope) -> Result<DeleteOptions, Status> {
     let bytes = scope.body_bytes().await?;
-    let mut opts = DeleteOptions { dry_run: scope.query.dry_run()?, ..Default::default() };
+    let mut opts = DeleteOptions { dry_run: scope.query.dry_run("DeleteOptions")?, ..Default::default() };
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(opts);
     }

@@ -50,26 +50,32 @@ impl Query {
         self.get(k).is_some_and(|v| v != "0" && !v.eq_ignore_ascii_case("false"))
     }
 
-    /// `fieldValidation` (unset is `Warn`).
+    /// `fieldValidation` (unset or empty is `Warn`).
     ///
     /// # Errors
-    /// 400 for other values.
-    pub fn field_validation(&self) -> Result<crate::openapi::fields::FieldValidation, Status> {
-        crate::openapi::fields::FieldValidation::parse(self.get("fieldValidation"))
-            .map_err(|v| Status::bad_request(format!("fieldValidation: Unsupported value: {v:?}: supported values: \"Ignore\", \"Strict\", \"Warn\"")))
+    /// 422 Invalid on `options_kind` (`CreateOptions`...) of `meta.k8s.io`
+    /// for other values, as kube's `ValidateFieldValidation`.
+    pub fn field_validation(&self, options_kind: &str) -> Result<crate::openapi::fields::FieldValidation, Status> {
+        let value = self.get("fieldValidation").filter(|v| !v.is_empty());
+        crate::openapi::fields::FieldValidation::parse(value).map_err(|v| {
+            let cause = crate::errors::Cause::not_supported("fieldValidation", &format!("{v:?}"), &["", "Ignore", "Strict", "Warn"]);
+            Status::invalid("meta.k8s.io", options_kind, "", vec![cause])
+        })
     }
 
-    /// `dryRun=All`.
+    /// `dryRun=All` (repeating `All` is allowed).
     ///
     /// # Errors
-    /// 400 for other values, as kube.
-    pub fn dry_run(&self) -> Result<bool, Status> {
+    /// 422 Invalid on `options_kind` (`CreateOptions`...) of `meta.k8s.io`
+    /// for other values, as kube's `ValidateDryRun`.
+    pub fn dry_run(&self, options_kind: &str) -> Result<bool, Status> {
         let vals: Vec<&str> = self.0.iter().filter(|(k, _)| k == "dryRun").map(|(_, v)| v.as_str()).collect();
-        match vals.as_slice() {
-            [] => Ok(false),
-            ["All"] => Ok(true),
-            other => Err(Status::bad_request(format!("dryRun: Unsupported value: {:?}: supported values: \"All\"", other.join(",")))),
+        if vals.iter().all(|v| *v == "All") {
+            return Ok(!vals.is_empty());
         }
+        let go: Vec<String> = vals.iter().map(|v| format!("{v:?}")).collect();
+        let cause = crate::errors::Cause::not_supported("dryRun", &format!("[]string{{{}}}", go.join(", ")), &["All"]);
+        Err(Status::invalid("meta.k8s.io", options_kind, "", vec![cause]))
     }
 }
 
@@ -198,12 +204,24 @@ impl Scope {
     /// 400 for malformed JSON, and for duplicates under Strict.
     pub fn decode_json(&self, bytes: &[u8]) -> Result<Value, Status> {
         let v = serde_json::from_slice(bytes).map_err(|e| Status::bad_request(format!("the body of the request could not be decoded as JSON: {e}")))?;
-        let directive = self.query.field_validation()?;
+        let directive = self.query.field_validation(self.options_kind())?;
         if directive != crate::openapi::fields::FieldValidation::Ignore {
             let dups = crate::openapi::fields::duplicate_fields(bytes).iter().map(|p| format!("duplicate field {p:?}")).collect();
             rest::report_field_errors(self, directive, dups)?;
         }
         Ok(v)
+    }
+
+    /// The options type of this request's verb, named in 422s about its query
+    /// parameters: `CreateOptions`, `PatchOptions`, `DeleteOptions` or
+    /// `UpdateOptions`.
+    pub fn options_kind(&self) -> &'static str {
+        match self.info.verb.as_str() {
+            "create" => "CreateOptions",
+            "patch" => "PatchOptions",
+            "delete" | "deletecollection" => "DeleteOptions",
+            _ => "UpdateOptions",
+        }
     }
 
     /// Reads the raw request body.

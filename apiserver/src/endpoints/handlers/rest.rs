@@ -66,10 +66,10 @@ fn check_namespace(scope: &Scope, obj: &mut Value) -> Result<(), Status> {
 ///
 /// # Errors
 /// 400 for a value of the wrong JSON type (always); 400 strict decoding
-/// error; 400 for a bad `fieldValidation` value.
+/// error; 422 for a bad `fieldValidation` value.
 pub fn prune_unknown_fields(scope: &Scope, obj: &mut Value) -> Result<(), Status> {
     use crate::openapi::fields::prune_unknown;
-    let directive = scope.query.field_validation()?;
+    let directive = scope.query.field_validation(scope.options_kind())?;
     let r = &scope.resource;
     let defs = crate::openapi::definitions::builtin();
     let Some(root) = defs.name_of(r.group, r.version, r.kind) else { return Ok(()) };
@@ -175,12 +175,7 @@ pub fn validate_field_manager(scope: &Scope) -> Result<(), Status> {
     } else {
         return Ok(());
     };
-    let kind = match scope.info.verb.as_str() {
-        "create" => "CreateOptions",
-        "patch" => "PatchOptions",
-        _ => "UpdateOptions",
-    };
-    Err(Status::invalid("meta.k8s.io", kind, "", vec![cause]))
+    Err(Status::invalid("meta.k8s.io", scope.options_kind(), "", vec![cause]))
 }
 
 /// Records the request's manager in `metadata.managedFields` (operation

@@ -57,7 +57,7 @@ pub fn from_scale(scale: &Value, old: &Value) -> Result<Value, Status> {
 /// Whatever `make` or the update checks return; 404 if the object is missing
 /// and the type does not create on update.
 pub async fn apply_update(scope: &Scope, create_body: Option<Value>, make: &(dyn Fn(&Value) -> Result<Value, Status> + Sync)) -> Result<(Value, bool), Status> {
-    let dry_run = scope.query.dry_run()?;
+    let dry_run = scope.query.dry_run(scope.options_kind())?;
     let mut dry_result: Option<Value> = None;
     let mut created = false;
     let mut f = |cur: Option<Value>| -> Result<Update, Status> {
