@@ -97,6 +97,48 @@ fn walk(defs: &Definitions, schema: &Value, obj: &mut Value, path: &str, out: &m
     }
 }
 
+/// Removes the map fields (`additionalProperties` schemas: labels,
+/// annotations, a ConfigMap's data, a selector's matchLabels...) of `obj`
+/// that are empty or null, as Go's `omitempty` drops an empty map when kube
+/// encodes the object: `kubectl label cm x a-` on the last label leaves no
+/// `labels: {}`. Struct-typed fields (an `emptyDir: {}`, a `selector: {}`)
+/// are kept.
+pub fn drop_empty_maps(defs: &Definitions, schema: &Value, obj: &mut Value) {
+    let s = defs.resolve(schema);
+    if s.get("x-kubernetes-preserve-unknown-fields").and_then(Value::as_bool) == Some(true) {
+        return;
+    }
+    let is_map = |ps: &Value| defs.resolve(ps).get("additionalProperties").is_some_and(Value::is_object);
+    match obj {
+        Value::Object(m) => {
+            if let Some(props) = s.get("properties").and_then(Value::as_object) {
+                m.retain(|k, v| {
+                    let Some(ps) = props.get(k) else { return true };
+                    let empty = v.is_null() || v.as_object().is_some_and(serde_json::Map::is_empty);
+                    !(empty && is_map(ps))
+                });
+                for (k, v) in m.iter_mut() {
+                    if let Some(ps) = props.get(k) {
+                        drop_empty_maps(defs, ps, v);
+                    }
+                }
+            } else if let Some(ap) = s.get("additionalProperties").filter(|a| a.is_object()) {
+                for v in m.values_mut() {
+                    drop_empty_maps(defs, ap, v);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(is) = s.get("items") {
+                for v in items.iter_mut() {
+                    drop_empty_maps(defs, is, v);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 /// The first value of `obj` whose JSON type its schema does not allow, as
 /// Go's decoder words it: `json: cannot unmarshal string into Go struct
 /// field DeploymentSpec.spec.replicas of type int32`. kube-apiserver fails

@@ -70,3 +70,25 @@ fn bad_dry_run_and_field_validation_are_422_on_the_options() {
     assert!(out.starts_with("HTTP/1.1 422"), "{out}");
     assert!(out.contains(r#"PatchOptions.meta.k8s.io \"\" is invalid: fieldValidation"#), "{out}");
 }
+
+/// Removing the last label leaves no `labels: {}`, and an emptied map
+/// (`data: {}`) is dropped, as kube's `omitempty` encoding does; empty
+/// structs such as `emptyDir: {}` stay.
+#[test]
+fn emptied_maps_are_dropped_as_omitempty() {
+    let s = Server::start();
+    s.kubectl(33, &["create", "cm", "lbl", "--from-literal=a=b"]).ok();
+    s.kubectl(33, &["label", "cm", "lbl", "x=y"]).ok();
+    s.kubectl(33, &["label", "cm", "lbl", "x-"]).ok();
+    s.kubectl(33, &["patch", "cm", "lbl", "--type", "merge", "-p", r#"{"data":{"a":null}}"#]).ok();
+    let cm: serde_json::Value = serde_json::from_str(s.kubectl(33, &["get", "cm", "lbl", "-o", "json"]).ok()).unwrap();
+    assert!(cm["metadata"].get("labels").is_none(), "{cm}");
+    assert!(cm.get("data").is_none(), "{cm}");
+
+    let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","annotations":{}},"spec":{"containers":[{"name":"c","image":"i"}],"nodeSelector":{},"volumes":[{"name":"v","emptyDir":{}}]}}"#;
+    s.kubectl_stdin(33, &["create", "-f", "-"], Some(pod)).ok();
+    let p: serde_json::Value = serde_json::from_str(s.kubectl(33, &["get", "pod", "p", "-o", "json"]).ok()).unwrap();
+    assert!(p["metadata"].get("annotations").is_none(), "{p}");
+    assert!(p["spec"].get("nodeSelector").is_none(), "{p}");
+    assert_eq!(p["spec"]["volumes"][0]["emptyDir"], serde_json::json!({}), "{p}");
+}

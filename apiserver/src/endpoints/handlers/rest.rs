@@ -62,7 +62,8 @@ fn check_namespace(scope: &Scope, obj: &mut Value) -> Result<(), Status> {
 /// Checks value types and drops the fields the type's schema does not
 /// declare, as kube's decoder does, and applies `fieldValidation` to the
 /// dropped ones: Strict fails, Warn adds a warning per field, Ignore says
-/// nothing. Types without a schema keep every field.
+/// nothing. Empty or null map fields are dropped, as Go's `omitempty`
+/// encodes them. Types without a schema keep every field.
 ///
 /// # Errors
 /// 400 for a value of the wrong JSON type (always); 400 strict decoding
@@ -78,6 +79,7 @@ pub fn prune_unknown_fields(scope: &Scope, obj: &mut Value) -> Result<(), Status
         return Err(Status::bad_request(format!("{} in version {:?} cannot be handled as a {}: {e}", r.kind, r.version, r.kind)));
     }
     let unknown: Vec<String> = prune_unknown(defs, schema, obj).iter().map(|p| format!("unknown field {p:?}")).collect();
+    crate::openapi::fields::drop_empty_maps(defs, schema, obj);
     report_field_errors(scope, directive, unknown)
 }
 
