@@ -92,3 +92,37 @@ fn emptied_maps_are_dropped_as_omitempty() {
     assert!(p["spec"].get("nodeSelector").is_none(), "{p}");
     assert_eq!(p["spec"]["volumes"][0]["emptyDir"], serde_json::json!({}), "{p}");
 }
+
+/// A client certificate the cluster CA did not sign completes the TLS
+/// handshake and gets 401 Unauthorized, as kube-apiserver answers (it asks
+/// for a certificate and verifies it in its x509 authenticator), not a TLS
+/// alert; the admin certificate still works on the same server.
+#[test]
+fn foreign_client_certificate_is_401() {
+    let s = Server::start();
+    let dir = s.dir.path();
+    let (key, crt) = (dir.join("other.key"), dir.join("other.crt"));
+    let gen = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", "/CN=kubernetes-admin/O=system:masters", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&crt)
+        .output()
+        .expect("openssl");
+    assert!(gen.status.success(), "{gen:?}");
+    let out = Command::new("curl")
+        .args(["-s", "-i", "--http1.1", "--max-time", "5", "--cacert"])
+        .arg(s.ca())
+        .arg("--cert")
+        .arg(&crt)
+        .arg("--key")
+        .arg(&key)
+        .arg(format!("https://{}/api/v1/namespaces", s.host_port()))
+        .output()
+        .expect("curl");
+    let out = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.starts_with("HTTP/1.1 401"), "{out}");
+    assert!(out.contains(r#""reason":"Unauthorized""#), "{out}");
+    let ok = curl(&s, "/api/v1/namespaces/default", &[]);
+    assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+}
