@@ -126,3 +126,41 @@ fn foreign_client_certificate_is_401() {
     let ok = curl(&s, "/api/v1/namespaces/default", &[]);
     assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
 }
+
+/// DeleteOptions from the query are read and checked as kube does: a bad
+/// `propagationPolicy` is 422 NotSupported (and deletes nothing), both
+/// `orphanDependents` and `propagationPolicy` is 422, a non-integer
+/// `gracePeriodSeconds` is 400; a body's bad `dryRun` is 422 too.
+#[test]
+fn delete_options_from_the_query_are_validated() {
+    let s = Server::start();
+    s.kubectl(33, &["create", "cm", "del"]).ok();
+    let del = |q: &str, body: Option<&str>| {
+        let mut extra = vec!["-X", "DELETE"];
+        if let Some(b) = body {
+            extra.extend(["-H", "Content-Type: application/json", "--data-binary", b]);
+        }
+        curl(&s, &format!("/api/v1/namespaces/default/configmaps/del{q}"), &extra)
+    };
+    let out = del("?propagationPolicy=Bogus", None);
+    assert!(out.starts_with("HTTP/1.1 422"), "{out}");
+    assert!(out.contains(r#"DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"Bogus\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""#), "{out}");
+    let out = del("?propagationPolicy=Foreground&orphanDependents=true", None);
+    assert!(out.starts_with("HTTP/1.1 422"), "{out}");
+    assert!(out.contains(r#"propagationPolicy: Invalid value: \"Foreground\": orphanDependents and deletionPropagation cannot be both set"#), "{out}");
+    let out = del("", Some(r#"{"propagationPolicy":"Background","orphanDependents":false}"#));
+    assert!(out.starts_with("HTTP/1.1 422"), "{out}");
+    let out = del("", Some(r#"{"dryRun":["Nope"]}"#));
+    assert!(out.starts_with("HTTP/1.1 422"), "{out}");
+    assert!(out.contains(r#"dryRun: Unsupported value: []string{\"Nope\"}: supported values: \"All\""#), "{out}");
+    let out = del("?gracePeriodSeconds=abc", None);
+    assert!(out.starts_with("HTTP/1.1 400"), "{out}");
+    // Nothing above deleted it; a dry run does not either; a plain delete does.
+    assert_eq!(s.kubectl(33, &["get", "cm", "del", "-o", "name"]).ok().trim(), "configmap/del");
+    let out = del("?dryRun=All&propagationPolicy=Background", None);
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    assert_eq!(s.kubectl(33, &["get", "cm", "del", "-o", "name"]).ok().trim(), "configmap/del");
+    let out = del("?propagationPolicy=Foreground", None);
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    assert_eq!(s.kubectl(33, &["get", "cm", "del", "--ignore-not-found", "-o", "name"]).ok().trim(), "");
+}

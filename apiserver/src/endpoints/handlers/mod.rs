@@ -43,6 +43,11 @@ impl Query {
         self.0.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str())
     }
 
+    /// Every value of a repeated parameter, in order.
+    pub fn all(&self, k: &str) -> Vec<&str> {
+        self.0.iter().filter(|(key, _)| key == k).map(|(_, v)| v.as_str()).collect()
+    }
+
     /// A boolean parameter as kube's `Convert_Slice_string_To_bool` reads
     /// it: absent, `0` and `false` (any case) are false; any other value,
     /// including the empty string, is true.
