@@ -164,3 +164,37 @@ fn delete_options_from_the_query_are_validated() {
     assert!(out.starts_with("HTTP/1.1 200"), "{out}");
     assert_eq!(s.kubectl(33, &["get", "cm", "del", "--ignore-not-found", "-o", "name"]).ok().trim(), "");
 }
+
+/// A JSON patch that cannot be applied is kube's generic 422 ("the server
+/// rejected our request due to an error in our request"); a body that is
+/// not a list is 400. The scale subresource reports negative replicas on
+/// the Scale (`Scale.autoscaling "x" is invalid`) and refuses a Scale named
+/// other than the URL (400), as kube.
+#[test]
+fn json_patch_failures_and_scale_checks_as_kube() {
+    let s = Server::start();
+    let d = s.kubectl(33, &["create", "deploy", "web", "--image=nginx"]);
+    d.ok();
+    let out = s.kubectl(33, &["patch", "deploy", "web", "--type", "json", "-p", r#"[{"op":"test","path":"/spec/replicas","value":99}]"#]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("The request is invalid: the server rejected our request due to an error in our request"), "{out:?}");
+    let out = s.kubectl(33, &["patch", "deploy", "web", "--type", "json", "-p", r#"[{"op":"remove","path":"/metadata/labels/nope"}]"#]);
+    assert!(out.stderr.contains("the server rejected our request due to an error in our request"), "{out:?}");
+    let path = "/apis/apps/v1/namespaces/default/deployments/web";
+    let out = curl(&s, path, &["-X", "PATCH", "-H", "Content-Type: application/json-patch+json", "--data-binary", r#"{"op":"add"}"#]);
+    assert!(out.starts_with("HTTP/1.1 400"), "{out}");
+
+    let scale = |name: &str, replicas: i64| {
+        let body = format!(r#"{{"apiVersion":"autoscaling/v1","kind":"Scale","metadata":{{"name":"{name}","namespace":"default"}},"spec":{{"replicas":{replicas}}}}}"#);
+        curl(&s, &format!("{path}/scale"), &["-X", "PUT", "-H", "Content-Type: application/json", "--data-binary", &body])
+    };
+    let out = scale("web", -1);
+    assert!(out.starts_with("HTTP/1.1 422"), "{out}");
+    assert!(out.contains(r#"Scale.autoscaling \"web\" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0"#), "{out}");
+    let out = scale("other", 3);
+    assert!(out.starts_with("HTTP/1.1 400"), "{out}");
+    assert!(out.contains("the name of the object (other) does not match the name on the URL (web)"), "{out}");
+    let out = scale("web", 3);
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    assert_eq!(s.kubectl(33, &["get", "deploy", "web", "-o", "jsonpath={.spec.replicas}"]).ok(), "3");
+}
