@@ -198,3 +198,19 @@ fn json_patch_failures_and_scale_checks_as_kube() {
     assert!(out.starts_with("HTTP/1.1 200"), "{out}");
     assert_eq!(s.kubectl(33, &["get", "deploy", "web", "-o", "jsonpath={.spec.replicas}"]).ok(), "3");
 }
+
+/// A Table request with an unknown `includeObject` is 400, worded as kube's
+/// `ValidateTableOptions`; the known values still work.
+#[test]
+fn table_include_object_is_validated() {
+    let s = Server::start();
+    let table = ["-H", "Accept: application/json;as=Table;v=v1;g=meta.k8s.io"];
+    let out = curl(&s, "/api/v1/namespaces?includeObject=Bogus", &table);
+    assert!(out.starts_with("HTTP/1.1 400"), "{out}");
+    assert!(out.contains(r#"Unable to convert to Table as requested: includeObject: Invalid value: \"Bogus\": must be 'Metadata', 'Object', 'None', or empty"#), "{out}");
+    let out = curl(&s, "/api/v1/namespaces?includeObject=None", &table);
+    assert!(out.starts_with("HTTP/1.1 200") && out.contains(r#""kind":"Table""#), "{out}");
+    // Without a Table the parameter is not looked at, as in kube.
+    let out = curl(&s, "/api/v1/namespaces?includeObject=Bogus", &[]);
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+}

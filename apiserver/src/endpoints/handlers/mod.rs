@@ -303,6 +303,11 @@ impl Router {
             return reject(req, s).await;
         }
         let output = negotiation::output(accept);
+        if output == negotiation::Output::Table {
+            if let Err(s) = IncludeObject::validate(query.get("includeObject")) {
+                return reject(req, s).await;
+            }
+        }
         let include = IncludeObject::parse(query.get("includeObject"));
         let user = req.extensions().get::<UserInfo>().cloned().unwrap_or_default();
         let storage = self.state.registry.storage_for(&resource, self.state.storage.clone());
