@@ -214,3 +214,40 @@ fn table_include_object_is_validated() {
     let out = curl(&s, "/api/v1/namespaces?includeObject=Bogus", &[]);
     assert!(out.starts_with("HTTP/1.1 200"), "{out}");
 }
+
+/// Label keys and values and annotation keys are validated as kube's
+/// `ValidateObjectMeta` does (422 with kube's messages); valid prefixed
+/// keys and empty values pass.
+#[test]
+fn label_and_annotation_keys_are_validated() {
+    let s = Server::start();
+    let create = |meta: &str| {
+        let body = format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"m",{meta}}}}}"#);
+        let file = s.dir.path().join("meta.json");
+        std::fs::write(&file, body).unwrap();
+        let at = format!("@{}", file.display());
+        curl(&s, "/api/v1/namespaces/default/configmaps", &["-X", "POST", "-H", "Content-Type: application/json", "--data-binary", &at])
+    };
+    let out = create(r#""labels":{"a/b/c":"x"}"#);
+    assert!(out.starts_with("HTTP/1.1 422"), "{out}");
+    assert!(out.contains(r#"ConfigMap \"m\" is invalid: metadata.labels: Invalid value: \"a/b/c\": a qualified name must consist of alphanumeric characters"#), "{out}");
+    let out = create(r#""labels":{"k":"v v"}"#);
+    assert!(out.starts_with("HTTP/1.1 422"), "{out}");
+    assert!(out.contains(r#"metadata.labels: Invalid value: \"v v\": a valid label must be an empty string or consist of alphanumeric characters"#), "{out}");
+    let out = create(r#""labels":{"Bad_Prefix/k":"v"}"#);
+    assert!(out.contains(r#"metadata.labels: Invalid value: \"Bad_Prefix/k\": prefix part a lowercase RFC 1123 subdomain"#), "{out}");
+    let out = create(&format!(r#""labels":{{"k":"{}"}}"#, "v".repeat(64)));
+    assert!(out.contains("must be no more than 63 characters"), "{out}");
+    let out = create(r#""annotations":{"-bad":"x"}"#);
+    assert!(out.starts_with("HTTP/1.1 422"), "{out}");
+    assert!(out.contains(r#"metadata.annotations: Invalid value: \"-bad\": name part must consist of alphanumeric characters"#), "{out}");
+    let out = create(&format!(r#""annotations":{{"big":"{}"}}"#, "x".repeat(256 * 1024)));
+    assert!(out.starts_with("HTTP/1.1 422"), "{out}");
+    assert!(out.contains("metadata.annotations: Too long: may not be more than 262144 bytes"), "{out}");
+    let out = create(r#""labels":{"example.com/Key_1":"","app":"web"},"annotations":{"Example.com/Note":"any value at all"}"#);
+    assert!(out.starts_with("HTTP/1.1 201"), "{out}");
+    // Patches go through the same checks.
+    let bad = s.kubectl(33, &["patch", "cm", "m", "--type", "merge", "-p", r#"{"metadata":{"labels":{"x":"y z"}}}"#]);
+    assert_eq!(bad.code, 1, "{bad:?}");
+    assert!(bad.stderr.contains("metadata.labels: Invalid value: \"y z\""), "{bad:?}");
+}
