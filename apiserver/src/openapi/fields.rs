@@ -239,6 +239,11 @@ fn check_type(defs: &Definitions, schema: &Value, v: &Value, parent: &str, path:
     if !fits(s, v) {
         return Some(format!("json: cannot unmarshal {} into Go struct field {parent}.{path} of type {}", json_kind(v), go_type(defs, schema)));
     }
+    if let (Value::String(text), Some("byte")) = (v, s.get("format").and_then(Value::as_str)) {
+        if let Err(at) = go_base64(text) {
+            return Some(format!("illegal base64 data at input byte {at}"));
+        }
+    }
     // Fields below this value belong to its own struct, if it is one.
     let own = struct_name(defs, schema, parent);
     match v {
@@ -266,6 +271,26 @@ fn check_type(defs: &Definitions, schema: &Value, v: &Value, parent: &str, path:
         }
         _ => None,
     }
+}
+
+/// Decodes a `format: byte` string as Go's `encoding/json` does for
+/// `[]byte` (`base64.StdEncoding`: padded, trailing bits allowed, CR and LF
+/// skipped).
+///
+/// # Errors
+/// The offset of the first byte Go reports as illegal.
+pub fn go_base64(text: &str) -> Result<Vec<u8>, usize> {
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    use base64::{DecodeError, Engine as _};
+    const GO_STD: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true).with_decode_padding_mode(DecodePaddingMode::RequireCanonical),
+    );
+    let clean: String = text.chars().filter(|c| *c != '\r' && *c != '\n').collect();
+    GO_STD.decode(&clean).map_err(|e| match e {
+        DecodeError::InvalidByte(at, _) | DecodeError::InvalidLastSymbol(at, _) => at,
+        DecodeError::InvalidLength(_) | DecodeError::InvalidPadding => clean.len() / 4 * 4,
+    })
 }
 
 /// The paths of keys that occur more than once in one JSON object of

@@ -251,3 +251,39 @@ fn label_and_annotation_keys_are_validated() {
     assert_eq!(bad.code, 1, "{bad:?}");
     assert!(bad.stderr.contains("metadata.labels: Invalid value: \"y z\""), "{bad:?}");
 }
+
+/// ConfigMap and Secret keys are checked as kube's `IsConfigMapKey`, a key
+/// may not be in both `data` and `binaryData`, and `format: byte` fields
+/// (a Secret's data, binaryData) must be base64: kube's 400 "illegal base64
+/// data" instead of storing the text.
+#[test]
+fn config_keys_and_base64_data_are_checked() {
+    let s = Server::start();
+    let post = |path: &str, body: &str| curl(&s, path, &["-X", "POST", "-H", "Content-Type: application/json", "--data-binary", body]);
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let out = post(cms, r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"k"},"data":{"a b":"x"}}"#);
+    assert!(out.starts_with("HTTP/1.1 422"), "{out}");
+    assert!(out.contains(r#"ConfigMap \"k\" is invalid: data[a b]: Invalid value: \"a b\": a valid config key must consist of alphanumeric characters, '-', '_' or '.'"#), "{out}");
+    let out = post(cms, r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"k"},"data":{"a":"x"},"binaryData":{"a":"eA=="}}"#);
+    assert!(out.starts_with("HTTP/1.1 422"), "{out}");
+    assert!(out.contains(r#"data[a]: Invalid value: \"a\": duplicate of key present in binaryData"#), "{out}");
+    let out = post(cms, r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"k"},"binaryData":{"b":"not base64!"}}"#);
+    assert!(out.starts_with("HTTP/1.1 400"), "{out}");
+    assert!(out.contains(r#"ConfigMap in version \"v1\" cannot be handled as a ConfigMap: illegal base64 data at input byte 3"#), "{out}");
+    let secrets = "/api/v1/namespaces/default/secrets";
+    let out = post(secrets, r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s"},"data":{"password":"hunter2"}}"#);
+    assert!(out.starts_with("HTTP/1.1 400"), "{out}");
+    assert!(out.contains("illegal base64 data at input byte"), "{out}");
+    let out = post(secrets, r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s"},"data":{"..x":"eA=="}}"#);
+    assert!(out.starts_with("HTTP/1.1 422"), "{out}");
+    assert!(out.contains(r#"data[..x]: Invalid value: \"..x\": must not start with '..'"#), "{out}");
+    let out = post(secrets, r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s"},"data":{"tls.crt":"aGVsbG8=","K_2":"aGk="}}"#);
+    assert!(out.starts_with("HTTP/1.1 201"), "{out}");
+    let ok = s.kubectl(33, &["create", "secret", "generic", "g", "--from-literal=user=admin"]);
+    assert_eq!(ok.ok().trim(), "secret/g created");
+    // The webhook fixture's caBundle placeholder is not base64 either.
+    let raw = crate::common::fixtures().join("webhook-configurations.yaml");
+    let out = s.kubectl(33, &["create", "-f", raw.to_str().unwrap()]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("MutatingWebhookConfiguration in version \"v1\" cannot be handled as a MutatingWebhookConfiguration: illegal base64 data at input byte 2"), "{out:?}");
+}
