@@ -228,7 +228,16 @@ where
                     req.extensions_mut().insert(u);
                 }
             }
-            Ok::<_, Infallible>(chain.call(req).await)
+            let head_h2 = req.method() == http::Method::HEAD && req.version() == http::Version::HTTP_2;
+            let mut resp = chain.call(req).await;
+            if head_h2 {
+                // A HEAD answer carries no body; over HTTP/2 a
+                // content-length that its DATA frames do not match makes
+                // the stream a PROTOCOL_ERROR, so it goes with the body.
+                resp.headers_mut().remove(http::header::CONTENT_LENGTH);
+                *resp.body_mut() = crate::endpoints::responses::full(bytes::Bytes::new());
+            }
+            Ok::<_, Infallible>(resp)
         }
     });
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
