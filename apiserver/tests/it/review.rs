@@ -310,3 +310,30 @@ fn head_requests_over_http2() {
         assert!(text.starts_with("HTTP/2 200") || text.starts_with("HTTP/1.1 200"), "{text}");
     }
 }
+
+/// A body over the 3 MiB limit gets kube's 413 Status over HTTP/2 too (curl
+/// used to see a reset stream, "Stream error in the HTTP/2 framing layer").
+#[test]
+fn over_limit_body_is_413_over_http2() {
+    let s = Server::start();
+    let body = s.dir.path().join("huge.json");
+    let value = "x".repeat(8 * 1024 * 1024);
+    std::fs::write(&body, format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"huge"}},"data":{{"a":"{value}"}}}}"#)).unwrap();
+    let pki = s.ca().parent().expect("pki dir").to_path_buf();
+    let out = Command::new("curl")
+        .args(["-s", "-S", "-i", "--http2", "--max-time", "20", "-X", "POST", "-H", "Content-Type: application/json", "--cacert"])
+        .arg(s.ca())
+        .arg("--cert")
+        .arg(pki.join("admin.crt"))
+        .arg("--key")
+        .arg(pki.join("admin.key"))
+        .arg("--data-binary")
+        .arg(format!("@{}", body.display()))
+        .arg(format!("https://{}/api/v1/namespaces/default/configmaps", s.host_port()))
+        .output()
+        .expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.starts_with("HTTP/2 413"), "{text}");
+    assert!(text.contains(r#""reason":"RequestEntityTooLarge""#) && text.contains("Request entity too large: limit is 3145728"), "{text}");
+}

@@ -28,6 +28,10 @@ use crate::storage;
 /// Largest request body accepted (kube's `MaxRequestBodyBytes`, 3 MiB).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
+/// How much of an over-limit body is read and dropped before answering 413,
+/// so that HTTP/2 clients get the Status instead of a reset stream.
+const DRAIN_BYTES: usize = 64 * 1024 * 1024;
+
 /// Parsed query parameters (first value of each key wins).
 #[derive(Debug, Clone, Default)]
 pub struct Query(Vec<(String, String)>);
@@ -235,11 +239,7 @@ impl Scope {
     /// 413 over [`MAX_BODY_BYTES`]; 400 if the body cannot be read.
     pub async fn body_bytes(&mut self) -> Result<bytes::Bytes, Status> {
         let body = std::mem::replace(self.req.body_mut(), responses::full(bytes::Bytes::new()));
-        match http_body_util::Limited::new(body, MAX_BODY_BYTES).collect().await {
-            Ok(c) => Ok(c.to_bytes()),
-            Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(Status::too_large()),
-            Err(e) => Err(Status::bad_request(format!("unable to read the request body: {e}"))),
-        }
+        read_body(body).await
     }
 
     /// A single object in the requested form.
@@ -248,12 +248,38 @@ impl Scope {
     }
 }
 
+/// Reads a request body of at most [`MAX_BODY_BYTES`]. An over-limit body
+/// is read on (up to `DRAIN_BYTES`) and dropped, so an HTTP/2 client still
+/// gets the 413 rather than a reset stream.
+///
+/// # Errors
+/// 413 over the limit; 400 if the body cannot be read.
+async fn read_body(mut body: crate::endpoints::Body) -> Result<bytes::Bytes, Status> {
+    use http_body_util::BodyExt as _;
+    let mut buf = bytes::BytesMut::new();
+    let mut seen = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| Status::bad_request(format!("unable to read the request body: {e}")))?;
+        let Ok(data) = frame.into_data() else { continue };
+        seen = seen.saturating_add(data.len());
+        if seen <= MAX_BODY_BYTES {
+            buf.extend_from_slice(&data);
+        } else if seen > DRAIN_BYTES {
+            break;
+        }
+    }
+    if seen > MAX_BODY_BYTES {
+        return Err(Status::too_large());
+    }
+    Ok(buf.freeze())
+}
+
 /// Answers `status` to a request refused before its handler ran, first
-/// reading (up to [`MAX_BODY_BYTES`] of) its body: an HTTP/2 stream whose
+/// reading (and dropping) its body: an HTTP/2 stream whose
 /// body the server never read is reset, and clients such as curl then
 /// report a framing error instead of the Status.
 async fn reject(req: Request, status: Status) -> Response {
-    let _ = http_body_util::Limited::new(req.into_body(), MAX_BODY_BYTES).collect().await;
+    let _ = read_body(req.into_body()).await;
     responses::status(&status)
 }
 
