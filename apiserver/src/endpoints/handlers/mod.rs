@@ -14,7 +14,6 @@ pub mod watch;
 
 use std::sync::Arc;
 
-use http_body_util::BodyExt;
 use serde_json::Value;
 
 use super::filters::authentication::UserInfo;
