@@ -337,3 +337,26 @@ fn over_limit_body_is_413_over_http2() {
     assert!(text.starts_with("HTTP/2 413"), "{text}");
     assert!(text.contains(r#""reason":"RequestEntityTooLarge""#) && text.contains("Request entity too large: limit is 3145728"), "{text}");
 }
+
+/// An apps/v1 Deployment's (ReplicaSet's, DaemonSet's) selector cannot
+/// change: 422 with kube's "field is immutable" and the selector as Go
+/// prints it; other spec changes still apply.
+#[test]
+fn apps_selectors_are_immutable() {
+    let s = Server::start();
+    s.kubectl(33, &["create", "deploy", "web", "--image=nginx"]).ok();
+    let out = s.kubectl(33, &["patch", "deploy", "web", "--type", "merge", "-p", r#"{"spec":{"selector":{"matchLabels":{"app":"x"}},"template":{"metadata":{"labels":{"app":"x"}}}}}"#]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains(r#"The Deployment "web" is invalid: spec.selector: Invalid value: v1.LabelSelector{MatchLabels:map[string]string{"app":"x"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: field is immutable"#),
+        "{out:?}"
+    );
+    assert_eq!(s.kubectl(33, &["get", "deploy", "web", "-o", "jsonpath={.spec.selector.matchLabels.app}"]).ok(), "web");
+    let ok = s.kubectl(33, &["patch", "deploy", "web", "--type", "merge", "-p", r#"{"spec":{"replicas":2}}"#]);
+    assert_eq!(ok.ok().trim(), "deployment.apps/web patched");
+    let rs = r#"{"apiVersion":"apps/v1","kind":"ReplicaSet","metadata":{"name":"rs"},"spec":{"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b","c":"d"}},"spec":{"containers":[{"name":"c","image":"i"}]}}}}"#;
+    s.kubectl_stdin(33, &["create", "-f", "-"], Some(rs)).ok();
+    let out = s.kubectl(33, &["patch", "rs", "rs", "--type", "merge", "-p", r#"{"spec":{"selector":{"matchLabels":{"c":"d"}}}}"#]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("spec.selector: Invalid value: v1.LabelSelector{MatchLabels:map[string]string{\"a\":\"b\", \"c\":\"d\"}"), "{out:?}");
+}
