@@ -360,3 +360,23 @@ fn apps_selectors_are_immutable() {
     assert_eq!(out.code, 1, "{out:?}");
     assert!(out.stderr.contains("spec.selector: Invalid value: v1.LabelSelector{MatchLabels:map[string]string{\"a\":\"b\", \"c\":\"d\"}"), "{out:?}");
 }
+
+/// `default`, `kube-system` and `kube-public` cannot be deleted (403, as
+/// kube's NamespaceLifecycle admission answers), even as a dry run; other
+/// namespaces can.
+#[test]
+fn immortal_namespaces_are_not_deleted() {
+    let s = Server::start();
+    for ns in ["default", "kube-system", "kube-public"] {
+        for extra in [&["--dry-run=server"][..], &[][..]] {
+            let mut args = vec!["delete", "ns", ns, "--wait=false"];
+            args.extend_from_slice(extra);
+            let out = s.kubectl(33, &args);
+            assert_eq!(out.code, 1, "{out:?}");
+            assert!(out.stderr.contains(&format!("Error from server (Forbidden): namespaces \"{ns}\" is forbidden: this namespace may not be deleted")), "{out:?}");
+        }
+        assert_eq!(s.kubectl(33, &["get", "ns", ns, "-o", "jsonpath={.status.phase}"]).ok(), "Active");
+    }
+    s.kubectl(33, &["create", "ns", "mortal"]).ok();
+    assert_eq!(s.kubectl(33, &["delete", "ns", "mortal", "--wait=false"]).ok().trim(), "namespace \"mortal\" deleted");
+}

@@ -93,9 +93,16 @@ fn go_value(v: &Value) -> String {
     }
 }
 
+/// Namespaces kube never deletes (`default`, `kube-system`, `kube-public`).
+const IMMORTAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
+
 /// Deletes one object: (object or Status, removed now?).
 async fn delete_one(scope: &Scope, key: &str, name: &str, opts: &DeleteOptions) -> Result<(Value, bool), Status> {
-    let is_namespace = scope.resource.resource == "namespaces";
+    let is_namespace = scope.resource.resource == "namespaces" && scope.resource.group.is_empty();
+    if is_namespace && IMMORTAL_NAMESPACES.contains(&name) {
+        // kube's NamespaceLifecycle admission.
+        return Err(Status::forbidden("", "namespaces", name, format!("namespaces {name:?} is forbidden: this namespace may not be deleted")));
+    }
     let mut removed = false;
     let mut dry: Option<Value> = None;
     let mut f = |cur: Option<Value>| -> Result<Update, Status> {
