@@ -281,6 +281,43 @@ impl Strategy for Pods {
     }
 }
 
+/// The common part of kube's `ValidateService`: a supported type, ports
+/// (required unless headless or ExternalName; 1-65535; a known protocol;
+/// named when there are several), an ExternalName's name.
+fn validate_service_spec(spec: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let ty = spec["type"].as_str().unwrap_or("ClusterIP");
+    let types = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"];
+    if !types.contains(&ty) {
+        let list: Vec<String> = types.iter().map(|t| format!("{t:?}")).collect();
+        causes.push(Cause { reason: "FieldValueNotSupported".into(), message: format!("Unsupported value: {ty:?}: supported values: {}", list.join(", ")), field: "spec.type".into() });
+    }
+    if ty == "ExternalName" && spec["externalName"].as_str().is_none_or(str::is_empty) {
+        causes.push(Cause::required("spec.externalName", ""));
+    }
+    let ports = spec["ports"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let headless = spec["clusterIP"] == "None";
+    if ports.is_empty() && !headless && ty != "ExternalName" {
+        causes.push(Cause::required("spec.ports", ""));
+    }
+    for (i, p) in ports.iter().enumerate() {
+        let path = format!("spec.ports[{i}]");
+        let name = p["name"].as_str().unwrap_or("");
+        if ports.len() > 1 && name.is_empty() {
+            causes.push(Cause::required(&format!("{path}.name"), ""));
+        }
+        let port = p["port"].as_i64().unwrap_or(0);
+        if !(1..=65535).contains(&port) {
+            causes.push(Cause::invalid(&format!("{path}.port"), &json!(port), "must be between 1 and 65535, inclusive"));
+        }
+        let proto = p["protocol"].as_str().unwrap_or("TCP");
+        if !["SCTP", "TCP", "UDP"].contains(&proto) {
+            causes.push(Cause { reason: "FieldValueNotSupported".into(), message: format!("Unsupported value: {proto:?}: supported values: \"SCTP\", \"TCP\", \"UDP\""), field: format!("{path}.protocol") });
+        }
+    }
+    causes
+}
+
 struct Services;
 impl Strategy for Services {
     fn name_rule(&self) -> NameRule {
@@ -304,6 +341,9 @@ impl Strategy for Services {
                 }
             }
         }
+    }
+    fn validate(&self, o: &Value) -> Vec<Cause> {
+        validate_service_spec(&o["spec"])
     }
     fn columns(&self) -> Vec<Column> {
         vec![

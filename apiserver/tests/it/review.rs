@@ -380,3 +380,27 @@ fn immortal_namespaces_are_not_deleted() {
     s.kubectl(33, &["create", "ns", "mortal"]).ok();
     assert_eq!(s.kubectl(33, &["delete", "ns", "mortal", "--wait=false"]).ok().trim(), "namespace \"mortal\" deleted");
 }
+
+/// Services are validated as kube's `ValidateService` does for the common
+/// mistakes: no ports, a bad port, an unknown type, unnamed ports.
+#[test]
+fn services_are_validated() {
+    let s = Server::start();
+    let create = |spec: &str| {
+        let body = format!(r#"{{"apiVersion":"v1","kind":"Service","metadata":{{"name":"svc"}},"spec":{spec}}}"#);
+        curl(&s, "/api/v1/namespaces/default/services", &["-X", "POST", "-H", "Content-Type: application/json", "--data-binary", &body])
+    };
+    let out = create("{}");
+    assert!(out.starts_with("HTTP/1.1 422"), "{out}");
+    assert!(out.contains(r#"Service \"svc\" is invalid: spec.ports: Required value"#), "{out}");
+    let out = create(r#"{"ports":[{"port":0}]}"#);
+    assert!(out.contains("spec.ports[0].port: Invalid value: 0: must be between 1 and 65535, inclusive"), "{out}");
+    let out = create(r#"{"type":"Bogus","ports":[{"port":80}]}"#);
+    assert!(out.contains(r#"spec.type: Unsupported value: \"Bogus\": supported values: \"ClusterIP\", \"ExternalName\", \"LoadBalancer\", \"NodePort\""#), "{out}");
+    let out = create(r#"{"ports":[{"port":80,"name":"a"},{"port":81}]}"#);
+    assert!(out.contains("spec.ports[1].name: Required value"), "{out}");
+    let out = create(r#"{"clusterIP":"None"}"#);
+    assert!(out.starts_with("HTTP/1.1 201"), "headless needs no ports: {out}");
+    let ok = s.kubectl(33, &["create", "service", "clusterip", "web", "--tcp=80:8080"]);
+    assert_eq!(ok.ok().trim(), "service/web created");
+}
