@@ -68,6 +68,17 @@ pub fn object_meta(obj: &Value, rule: NameRule, namespaced: bool) -> Vec<Cause> 
     let mut causes = Vec::new();
     let meta = &obj["metadata"];
     let name = meta["name"].as_str().unwrap_or("");
+    if let Some(prefix) = meta["generateName"].as_str().filter(|g| !g.is_empty()) {
+        // Kube checks the prefix with a trailing dash masked
+        // (`maskTrailingDash`), then the generated name too.
+        let masked = match prefix.strip_suffix('-') {
+            Some(rest) if !rest.is_empty() => format!("{rest}a"),
+            _ => prefix.to_string(),
+        };
+        for e in name_errors(&masked, rule) {
+            causes.push(Cause::invalid("metadata.generateName", &Value::String(prefix.into()), &e));
+        }
+    }
     if name.is_empty() {
         causes.push(Cause::required("metadata.name", "name or generateName is required"));
     } else {

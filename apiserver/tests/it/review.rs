@@ -404,3 +404,22 @@ fn services_are_validated() {
     let ok = s.kubectl(33, &["create", "service", "clusterip", "web", "--tcp=80:8080"]);
     assert_eq!(ok.ok().trim(), "service/web created");
 }
+
+/// A bad `generateName` is reported on `metadata.generateName` (as well as
+/// on the generated name), as kube's `ValidateObjectMeta`; a good prefix
+/// with its trailing dash works.
+#[test]
+fn generate_name_prefix_is_validated() {
+    let s = Server::start();
+    let create = |meta: &str| {
+        let body = format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{{meta}}}}}"#);
+        curl(&s, "/api/v1/namespaces/default/configmaps", &["-X", "POST", "-H", "Content-Type: application/json", "--data-binary", &body])
+    };
+    let out = create(r#""generateName":"Gen_""#);
+    assert!(out.starts_with("HTTP/1.1 422"), "{out}");
+    assert!(out.contains(r#""field":"metadata.generateName""#), "{out}");
+    assert!(out.contains(r#"metadata.generateName: Invalid value: \"Gen_\": a lowercase RFC 1123 subdomain"#), "{out}");
+    let out = create(r#""generateName":"web-""#);
+    assert!(out.starts_with("HTTP/1.1 201"), "{out}");
+    assert!(out.contains(r#""name":"web-"#), "{out}");
+}
