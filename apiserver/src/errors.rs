@@ -82,6 +82,13 @@ impl Cause {
         Cause { reason: "FieldValueTooLong".into(), message: format!("Too long: may not be more than {max_bytes} bytes"), field: field.into() }
     }
 
+    /// `field: Unsupported value: <value>: supported values: "a", "b"`
+    /// (`field.NotSupported`); `value` is already rendered as Go prints it.
+    pub fn not_supported(field: &str, value: &str, supported: &[&str]) -> Self {
+        let list: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+        Cause { reason: "FieldValueNotSupported".into(), message: format!("Unsupported value: {value}: supported values: {}", list.join(", ")), field: field.into() }
+    }
+
     /// `field: Forbidden: <detail>` (`field.Forbidden`).
     pub fn forbidden(field: &str, detail: &str) -> Self {
         Cause { reason: "FieldValueForbidden".into(), message: format!("Forbidden: {detail}"), field: field.into() }

@@ -9,13 +9,16 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use http_body_util::BodyExt;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::client::danger::HandshakeSignatureValid;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
+use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
 use serde_json::json;
 use tokio::net::TcpListener;
 
-use crate::endpoints::filters::authentication::PeerCertificates;
+use crate::endpoints::filters::authentication::{PeerCertificates, UnverifiedCertificate};
 use crate::endpoints::{build_handler_chain, ApiState, Handler};
 use crate::options::Options;
 use crate::registry::Registry;
@@ -31,7 +34,58 @@ fn load_certs(path: &Path) -> anyhow::Result<Vec<CertificateDer<'static>>> {
     Ok(certs)
 }
 
-fn tls_config(cert: &Path, key: &Path, client_ca: &Path) -> anyhow::Result<rustls::ServerConfig> {
+/// Asks for a client certificate and checks only the handshake signature,
+/// so that a certificate from another CA still completes the handshake:
+/// the chain is verified afterwards ([`verify_peer`]) and a bad one gets
+/// 401 Unauthorized, as kube-apiserver (`tls.RequestClientCert` and its x509
+/// authenticator) answers, instead of a TLS alert.
+#[derive(Debug)]
+struct DeferredClientVerifier(Arc<dyn ClientCertVerifier>);
+
+impl ClientCertVerifier for DeferredClientVerifier {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.0.root_hint_subjects()
+    }
+
+    fn verify_client_cert(&self, _end_entity: &CertificateDer<'_>, _intermediates: &[CertificateDer<'_>], _now: UnixTime) -> Result<ClientCertVerified, rustls::Error> {
+        Ok(ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}
+
+/// Verifies a connection's client chain (leaf first) against the client CA:
+/// the verified chain, or why it is not trusted.
+fn verify_peer(verifier: &dyn ClientCertVerifier, chain: Vec<CertificateDer<'static>>) -> Result<PeerCertificates, UnverifiedCertificate> {
+    if let Some((leaf, intermediates)) = chain.split_first() {
+        if let Err(e) = verifier.verify_client_cert(leaf, intermediates, UnixTime::now()) {
+            return Err(UnverifiedCertificate(e.to_string().into()));
+        }
+    }
+    Ok(PeerCertificates(Arc::new(chain)))
+}
+
+/// The TLS config and the client-CA verifier its connections are checked
+/// with after the handshake.
+fn tls_config(cert: &Path, key: &Path, client_ca: &Path) -> anyhow::Result<(rustls::ServerConfig, Arc<dyn ClientCertVerifier>)> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut roots = rustls::RootCertStore::empty();
     for c in load_certs(client_ca)? {
@@ -42,11 +96,11 @@ fn tls_config(cert: &Path, key: &Path, client_ca: &Path) -> anyhow::Result<rustl
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .context("TLS versions")?
-        .with_client_cert_verifier(verifier)
+        .with_client_cert_verifier(Arc::new(DeferredClientVerifier(verifier.clone())))
         .with_single_cert(load_certs(cert)?, key)
         .context("serving certificate")?;
     cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(cfg)
+    Ok((cfg, verifier))
 }
 
 async fn open_storage(opts: &Options) -> anyhow::Result<Arc<dyn Storage>> {
@@ -113,7 +167,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         _ => anyhow::bail!("--tls-cert-file and --tls-private-key-file go together"),
     };
     let client_ca = opts.client_ca_file.clone().unwrap_or_else(|| generated.ca_cert.clone());
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls_config(&cert, &key, &client_ca)?));
+    let (tls, client_verifier) = tls_config(&cert, &key, &client_ca)?;
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
 
     let storage = open_storage(&opts).await?;
     bootstrap_namespaces(storage.as_ref()).await?;
@@ -154,6 +209,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         };
         let acceptor = acceptor.clone();
         let chain = chain.clone();
+        let client_verifier = client_verifier.clone();
         tokio::spawn(async move {
             let _ = tcp.set_nodelay(true);
             let tls = match acceptor.accept(tcp).await {
@@ -163,13 +219,14 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                     return;
                 }
             };
-            let certs = PeerCertificates(Arc::new(tls.get_ref().1.peer_certificates().map(|c| c.iter().map(|c| c.clone().into_owned()).collect()).unwrap_or_default()));
+            let presented = tls.get_ref().1.peer_certificates().map(|c| c.iter().map(|c| c.clone().into_owned()).collect()).unwrap_or_default();
+            let certs = verify_peer(client_verifier.as_ref(), presented);
             serve_connection(tls, chain, certs).await;
         });
     }
 }
 
-async fn serve_connection<IO>(io: IO, chain: Arc<dyn Handler>, certs: PeerCertificates)
+async fn serve_connection<IO>(io: IO, chain: Arc<dyn Handler>, certs: Result<PeerCertificates, UnverifiedCertificate>)
 where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -178,8 +235,24 @@ where
         let certs = certs.clone();
         async move {
             let mut req = req.map(|b| b.map_err(std::io::Error::other).boxed());
-            req.extensions_mut().insert(certs);
-            Ok::<_, Infallible>(chain.call(req).await)
+            match certs {
+                Ok(c) => {
+                    req.extensions_mut().insert(c);
+                }
+                Err(u) => {
+                    req.extensions_mut().insert(u);
+                }
+            }
+            let head_h2 = req.method() == http::Method::HEAD && req.version() == http::Version::HTTP_2;
+            let mut resp = chain.call(req).await;
+            if head_h2 {
+                // A HEAD answer carries no body; over HTTP/2 a
+                // content-length that its DATA frames do not match makes
+                // the stream a PROTOCOL_ERROR, so it goes with the body.
+                resp.headers_mut().remove(http::header::CONTENT_LENGTH);
+                *resp.body_mut() = crate::endpoints::responses::full(bytes::Bytes::new());
+            }
+            Ok::<_, Infallible>(resp)
         }
     });
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());

@@ -84,12 +84,27 @@ pub enum IncludeObject {
 }
 
 impl IncludeObject {
-    /// Parses the query value.
+    /// Parses the query value; unknown values read as the default.
     pub fn parse(v: Option<&str>) -> Self {
         match v {
             Some("None") => IncludeObject::None,
             Some("Object") => IncludeObject::Object,
             _ => IncludeObject::Metadata,
+        }
+    }
+
+    /// Checks the query value of a Table request as kube's
+    /// `ValidateTableOptions`.
+    ///
+    /// # Errors
+    /// 400 `Unable to convert to Table as requested: includeObject: ...`
+    /// for a value other than `None`, `Metadata`, `Object` or empty.
+    pub fn validate(v: Option<&str>) -> Result<(), crate::errors::Status> {
+        match v {
+            None | Some("" | "None" | "Metadata" | "Object") => Ok(()),
+            Some(other) => Err(crate::errors::Status::bad_request(format!(
+                "Unable to convert to Table as requested: includeObject: Invalid value: {other:?}: must be 'Metadata', 'Object', 'None', or empty"
+            ))),
         }
     }
 }

@@ -97,6 +97,48 @@ fn walk(defs: &Definitions, schema: &Value, obj: &mut Value, path: &str, out: &m
     }
 }
 
+/// Removes the map fields (`additionalProperties` schemas: labels,
+/// annotations, a ConfigMap's data, a selector's matchLabels...) of `obj`
+/// that are empty or null, as Go's `omitempty` drops an empty map when kube
+/// encodes the object: `kubectl label cm x a-` on the last label leaves no
+/// `labels: {}`. Struct-typed fields (an `emptyDir: {}`, a `selector: {}`)
+/// are kept.
+pub fn drop_empty_maps(defs: &Definitions, schema: &Value, obj: &mut Value) {
+    let s = defs.resolve(schema);
+    if s.get("x-kubernetes-preserve-unknown-fields").and_then(Value::as_bool) == Some(true) {
+        return;
+    }
+    let is_map = |ps: &Value| defs.resolve(ps).get("additionalProperties").is_some_and(Value::is_object);
+    match obj {
+        Value::Object(m) => {
+            if let Some(props) = s.get("properties").and_then(Value::as_object) {
+                m.retain(|k, v| {
+                    let Some(ps) = props.get(k) else { return true };
+                    let empty = v.is_null() || v.as_object().is_some_and(serde_json::Map::is_empty);
+                    !(empty && is_map(ps))
+                });
+                for (k, v) in m.iter_mut() {
+                    if let Some(ps) = props.get(k) {
+                        drop_empty_maps(defs, ps, v);
+                    }
+                }
+            } else if let Some(ap) = s.get("additionalProperties").filter(|a| a.is_object()) {
+                for v in m.values_mut() {
+                    drop_empty_maps(defs, ap, v);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(is) = s.get("items") {
+                for v in items.iter_mut() {
+                    drop_empty_maps(defs, is, v);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 /// The first value of `obj` whose JSON type its schema does not allow, as
 /// Go's decoder words it: `json: cannot unmarshal string into Go struct
 /// field DeploymentSpec.spec.replicas of type int32`. kube-apiserver fails
@@ -197,6 +239,11 @@ fn check_type(defs: &Definitions, schema: &Value, v: &Value, parent: &str, path:
     if !fits(s, v) {
         return Some(format!("json: cannot unmarshal {} into Go struct field {parent}.{path} of type {}", json_kind(v), go_type(defs, schema)));
     }
+    if let (Value::String(text), Some("byte")) = (v, s.get("format").and_then(Value::as_str)) {
+        if let Err(at) = go_base64(text) {
+            return Some(format!("illegal base64 data at input byte {at}"));
+        }
+    }
     // Fields below this value belong to its own struct, if it is one.
     let own = struct_name(defs, schema, parent);
     match v {
@@ -224,6 +271,26 @@ fn check_type(defs: &Definitions, schema: &Value, v: &Value, parent: &str, path:
         }
         _ => None,
     }
+}
+
+/// Decodes a `format: byte` string as Go's `encoding/json` does for
+/// `[]byte` (`base64.StdEncoding`: padded, trailing bits allowed, CR and LF
+/// skipped).
+///
+/// # Errors
+/// The offset of the first byte Go reports as illegal.
+pub fn go_base64(text: &str) -> Result<Vec<u8>, usize> {
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    use base64::{DecodeError, Engine as _};
+    const GO_STD: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true).with_decode_padding_mode(DecodePaddingMode::RequireCanonical),
+    );
+    let clean: String = text.chars().filter(|c| *c != '\r' && *c != '\n').collect();
+    GO_STD.decode(&clean).map_err(|e| match e {
+        DecodeError::InvalidByte(at, _) | DecodeError::InvalidLastSymbol(at, _) => at,
+        DecodeError::InvalidLength(_) | DecodeError::InvalidPadding => clean.len() / 4 * 4,
+    })
 }
 
 /// The paths of keys that occur more than once in one JSON object of

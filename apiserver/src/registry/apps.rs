@@ -87,6 +87,11 @@ impl Strategy for Deployments {
     fn validate(&self, o: &Value) -> Vec<Cause> {
         validate_workload(o, true)
     }
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<Cause> {
+        let mut causes = self.validate(new);
+        causes.extend(selector_immutable(new, old));
+        causes
+    }
     fn columns(&self) -> Vec<Column> {
         vec![
             NAME_COLUMN,
@@ -118,6 +123,9 @@ impl Strategy for Deployments {
 /// ReplicaSets, StatefulSets, DaemonSets: a selector and a pod template.
 struct Workload {
     replicas: bool,
+    /// Updates may not change `spec.selector` (ReplicaSets, DaemonSets;
+    /// kube words a StatefulSet's refusal differently).
+    selector_immutable: bool,
 }
 impl Strategy for Workload {
     fn has_status(&self) -> bool {
@@ -139,6 +147,54 @@ impl Strategy for Workload {
     fn validate(&self, o: &Value) -> Vec<Cause> {
         validate_workload(o, self.replicas)
     }
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<Cause> {
+        let mut causes = self.validate(new);
+        if self.selector_immutable {
+            causes.extend(selector_immutable(new, old));
+        }
+        causes
+    }
+}
+
+/// `spec.selector: Invalid value: v1.LabelSelector{...}: field is immutable`
+/// when an apps/v1 update changes the selector (kube's Deployment,
+/// ReplicaSet and DaemonSet strategies); empty and missing parts are equal,
+/// as under `apiequality.Semantic`.
+fn selector_immutable(new: &Value, old: &Value) -> Option<Cause> {
+    let norm = |sel: &Value| {
+        let labels = sel["matchLabels"].as_object().filter(|m| !m.is_empty()).cloned();
+        let exprs = sel["matchExpressions"].as_array().filter(|a| !a.is_empty()).cloned();
+        (labels, exprs)
+    };
+    let (n, o) = (&new["spec"]["selector"], &old["spec"]["selector"]);
+    if norm(n) == norm(o) {
+        return None;
+    }
+    Some(Cause { reason: "FieldValueInvalid".into(), message: format!("Invalid value: {}: field is immutable", go_label_selector(n)), field: "spec.selector".into() })
+}
+
+/// Go's `%#v` of a `metav1.LabelSelector`, as kube prints it in field
+/// errors.
+fn go_label_selector(sel: &Value) -> String {
+    let labels = match sel["matchLabels"].as_object() {
+        Some(m) if !m.is_empty() => go_string_map(&sel["matchLabels"]),
+        _ => "map[string]string(nil)".to_string(),
+    };
+    let go_strings = |v: &Value| match v.as_array() {
+        Some(a) => format!("[]string{{{}}}", a.iter().map(|s| format!("{:?}", s.as_str().unwrap_or(""))).collect::<Vec<_>>().join(", ")),
+        None => "[]string(nil)".to_string(),
+    };
+    let exprs = match sel["matchExpressions"].as_array() {
+        Some(a) if !a.is_empty() => {
+            let items: Vec<String> = a
+                .iter()
+                .map(|r| format!("v1.LabelSelectorRequirement{{Key:{:?}, Operator:{:?}, Values:{}}}", r["key"].as_str().unwrap_or(""), r["operator"].as_str().unwrap_or(""), go_strings(&r["values"])))
+                .collect();
+            format!("[]v1.LabelSelectorRequirement{{{}}}", items.join(", "))
+        }
+        _ => "[]v1.LabelSelectorRequirement(nil)".to_string(),
+    };
+    format!("v1.LabelSelector{{MatchLabels:{labels}, MatchExpressions:{exprs}}}")
 }
 
 fn apps(resource: &'static str, singular: &'static str, kind: &'static str, short: &'static [&'static str], cats: &'static [&'static str], subs: &'static [&'static str], strategy: Box<dyn Strategy>) -> Resource {
@@ -149,9 +205,9 @@ fn apps(resource: &'static str, singular: &'static str, kind: &'static str, shor
 pub fn resources() -> Vec<Resource> {
     vec![
         apps("deployments", "deployment", "Deployment", &["deploy"], &["all"], &["status", "scale"], Box::new(Deployments)),
-        apps("replicasets", "replicaset", "ReplicaSet", &["rs"], &["all"], &["status", "scale"], Box::new(Workload { replicas: true })),
-        apps("statefulsets", "statefulset", "StatefulSet", &["sts"], &["all"], &["status", "scale"], Box::new(Workload { replicas: true })),
-        apps("daemonsets", "daemonset", "DaemonSet", &["ds"], &["all"], &["status"], Box::new(Workload { replicas: false })),
+        apps("replicasets", "replicaset", "ReplicaSet", &["rs"], &["all"], &["status", "scale"], Box::new(Workload { replicas: true, selector_immutable: true })),
+        apps("statefulsets", "statefulset", "StatefulSet", &["sts"], &["all"], &["status", "scale"], Box::new(Workload { replicas: true, selector_immutable: false })),
+        apps("daemonsets", "daemonset", "DaemonSet", &["ds"], &["all"], &["status"], Box::new(Workload { replicas: false, selector_immutable: true })),
         apps("controllerrevisions", "controllerrevision", "ControllerRevision", &[], &[], &[], Box::new(DefaultStrategy)),
     ]
 }

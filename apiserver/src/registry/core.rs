@@ -123,6 +123,14 @@ impl Strategy for ConfigMaps {
                 }
             }
         }
+        for (bag, other) in [("data", "binaryData"), ("binaryData", "data")] {
+            for k in o[bag].as_object().into_iter().flat_map(|m| m.keys()) {
+                causes.extend(config_key_causes(bag, k));
+                if o[other].get(k).is_some() {
+                    causes.push(Cause::invalid(&format!("{bag}[{k}]"), &json!(k), &format!("duplicate of key present in {other}")));
+                }
+            }
+        }
         let size = payload_size(&o["data"], false) + payload_size(&o["binaryData"], true);
         if size > MAX_PAYLOAD_BYTES {
             // kube reports the whole object (an empty field path, `[]`).
@@ -130,6 +138,27 @@ impl Strategy for ConfigMaps {
         }
         causes
     }
+}
+
+/// The causes for a ConfigMap or Secret key that kube's `IsConfigMapKey`
+/// refuses: at most 253 characters of `[-._a-zA-Z0-9]`, not `.`, `..` or
+/// starting with `..`; reported at `<bag>[<key>]`.
+fn config_key_causes(bag: &str, key: &str) -> Vec<Cause> {
+    let mut errs = Vec::new();
+    if key.len() > 253 {
+        errs.push("must be no more than 253 characters".to_string());
+    }
+    if key.is_empty() || !key.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_')) {
+        errs.push("a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')".to_string());
+    }
+    if key == "." {
+        errs.push("must not be '.'".to_string());
+    } else if key == ".." {
+        errs.push("must not be '..'".to_string());
+    } else if key.starts_with("..") {
+        errs.push("must not start with '..'".to_string());
+    }
+    errs.iter().map(|e| Cause::invalid(&format!("{bag}[{key}]"), &json!(key), e)).collect()
 }
 
 /// The most a ConfigMap's or Secret's keys and values may add up to, in
@@ -180,10 +209,11 @@ impl Strategy for Secrets {
     }
     fn validate(&self, o: &Value) -> Vec<Cause> {
         // `stringData` is already folded into `data` (see `default`).
+        let mut causes: Vec<Cause> = o["data"].as_object().into_iter().flat_map(|m| m.keys()).flat_map(|k| config_key_causes("data", k)).collect();
         if payload_size(&o["data"], true) > MAX_PAYLOAD_BYTES {
-            return vec![Cause::too_long("data", MAX_PAYLOAD_BYTES)];
+            causes.push(Cause::too_long("data", MAX_PAYLOAD_BYTES));
         }
-        Vec::new()
+        causes
     }
 }
 
@@ -251,6 +281,43 @@ impl Strategy for Pods {
     }
 }
 
+/// The common part of kube's `ValidateService`: a supported type, ports
+/// (required unless headless or ExternalName; 1-65535; a known protocol;
+/// named when there are several), an ExternalName's name.
+fn validate_service_spec(spec: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let ty = spec["type"].as_str().unwrap_or("ClusterIP");
+    let types = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"];
+    if !types.contains(&ty) {
+        let list: Vec<String> = types.iter().map(|t| format!("{t:?}")).collect();
+        causes.push(Cause { reason: "FieldValueNotSupported".into(), message: format!("Unsupported value: {ty:?}: supported values: {}", list.join(", ")), field: "spec.type".into() });
+    }
+    if ty == "ExternalName" && spec["externalName"].as_str().is_none_or(str::is_empty) {
+        causes.push(Cause::required("spec.externalName", ""));
+    }
+    let ports = spec["ports"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let headless = spec["clusterIP"] == "None";
+    if ports.is_empty() && !headless && ty != "ExternalName" {
+        causes.push(Cause::required("spec.ports", ""));
+    }
+    for (i, p) in ports.iter().enumerate() {
+        let path = format!("spec.ports[{i}]");
+        let name = p["name"].as_str().unwrap_or("");
+        if ports.len() > 1 && name.is_empty() {
+            causes.push(Cause::required(&format!("{path}.name"), ""));
+        }
+        let port = p["port"].as_i64().unwrap_or(0);
+        if !(1..=65535).contains(&port) {
+            causes.push(Cause::invalid(&format!("{path}.port"), &json!(port), "must be between 1 and 65535, inclusive"));
+        }
+        let proto = p["protocol"].as_str().unwrap_or("TCP");
+        if !["SCTP", "TCP", "UDP"].contains(&proto) {
+            causes.push(Cause { reason: "FieldValueNotSupported".into(), message: format!("Unsupported value: {proto:?}: supported values: \"SCTP\", \"TCP\", \"UDP\""), field: format!("{path}.protocol") });
+        }
+    }
+    causes
+}
+
 struct Services;
 impl Strategy for Services {
     fn name_rule(&self) -> NameRule {
@@ -274,6 +341,9 @@ impl Strategy for Services {
                 }
             }
         }
+    }
+    fn validate(&self, o: &Value) -> Vec<Cause> {
+        validate_service_spec(&o["spec"])
     }
     fn columns(&self) -> Vec<Column> {
         vec![

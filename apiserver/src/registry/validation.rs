@@ -62,11 +62,23 @@ pub fn name_errors(name: &str, rule: NameRule) -> Vec<String> {
     errs
 }
 
-/// `ValidateObjectMeta`: name (required, valid), namespace, labels.
+/// `ValidateObjectMeta`: name (required, valid), namespace, label keys and
+/// values, annotation keys and their total size.
 pub fn object_meta(obj: &Value, rule: NameRule, namespaced: bool) -> Vec<Cause> {
     let mut causes = Vec::new();
     let meta = &obj["metadata"];
     let name = meta["name"].as_str().unwrap_or("");
+    if let Some(prefix) = meta["generateName"].as_str().filter(|g| !g.is_empty()) {
+        // Kube checks the prefix with a trailing dash masked
+        // (`maskTrailingDash`), then the generated name too.
+        let masked = match prefix.strip_suffix('-') {
+            Some(rest) if !rest.is_empty() => format!("{rest}a"),
+            _ => prefix.to_string(),
+        };
+        for e in name_errors(&masked, rule) {
+            causes.push(Cause::invalid("metadata.generateName", &Value::String(prefix.into()), &e));
+        }
+    }
     if name.is_empty() {
         causes.push(Cause::required("metadata.name", "name or generateName is required"));
     } else {
@@ -86,7 +98,89 @@ pub fn object_meta(obj: &Value, rule: NameRule, namespaced: bool) -> Vec<Cause> 
             causes.push(Cause::invalid(&format!("metadata.{field}"), v, "must be a map of strings"));
         }
     }
+    if let Some(labels) = meta["labels"].as_object() {
+        for (k, v) in labels {
+            for e in qualified_name_errors(k) {
+                causes.push(Cause::invalid("metadata.labels", &Value::String(k.clone()), &e));
+            }
+            for e in label_value_errors(v.as_str().unwrap_or("")) {
+                causes.push(Cause::invalid("metadata.labels", v, &e));
+            }
+        }
+    }
+    if let Some(annotations) = meta["annotations"].as_object() {
+        let mut size = 0;
+        for (k, v) in annotations {
+            // Kube's rule: a qualified name, case aside.
+            for e in qualified_name_errors(&k.to_lowercase()) {
+                causes.push(Cause::invalid("metadata.annotations", &Value::String(k.clone()), &e));
+            }
+            size += k.len() + v.as_str().map_or(0, str::len);
+        }
+        if size > TOTAL_ANNOTATION_SIZE {
+            causes.push(Cause::too_long("metadata.annotations", TOTAL_ANNOTATION_SIZE));
+        }
+    }
     causes
+}
+
+/// Kube's `TotalAnnotationSizeLimitB`: keys and values together.
+const TOTAL_ANNOTATION_SIZE: usize = 256 * 1024;
+
+const QUALIFIED_NAME_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`, non-empty.
+fn is_qualified_part(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+}
+
+/// Errors of a label key or annotation key, as kube's `IsQualifiedName`: an
+/// optional DNS-subdomain prefix and `/`, then a name of at most 63
+/// characters.
+pub fn qualified_name_errors(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    let parts: Vec<&str> = value.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errs.push("prefix part must be non-empty".to_string());
+            } else {
+                errs.extend(name_errors(prefix, NameRule::Subdomain).into_iter().map(|e| format!("prefix part {e}")));
+            }
+            *name
+        }
+        _ => {
+            return vec![format!("a qualified name {QUALIFIED_NAME_MSG} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')")];
+        }
+    };
+    if name.is_empty() {
+        errs.push("name part must be non-empty".to_string());
+    } else if name.len() > 63 {
+        errs.push("name part must be no more than 63 characters".to_string());
+    }
+    if !is_qualified_part(name) {
+        errs.push(format!("name part {QUALIFIED_NAME_MSG}"));
+    }
+    errs
+}
+
+/// Errors of a label value, as kube's `IsValidLabelValue`: empty, or at
+/// most 63 characters of the qualified-name alphabet.
+pub fn label_value_errors(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > 63 {
+        errs.push("must be no more than 63 characters".to_string());
+    }
+    if !value.is_empty() && !is_qualified_part(value) {
+        errs.push(LABEL_VALUE_MSG.to_string());
+    }
+    errs
 }
 
 /// The string value of a dotted field path (`spec.nodeName`), as field

@@ -10,6 +10,7 @@ mod openapi;
 mod kube_client;
 mod listwatch;
 mod python;
+mod review;
 mod resources;
 mod storage;
 mod writes;

@@ -2,9 +2,10 @@
 //!
 //! Authenticators are tried in order; the first that recognises the
 //! request's credentials sets the [`UserInfo`]. Today there is one: x509
-//! client certificates, already verified against `--client-ca-file` by the
-//! TLS layer; CN is the user name and each O a group (kube
-//! `x509.CommonNameUserConversion`). A request with no credentials gets 401,
+//! client certificates, verified against `--client-ca-file` once the TLS
+//! handshake is done; CN is the user name and each O a group (kube
+//! `x509.CommonNameUserConversion`). A certificate the client CA did not
+//! sign fails authentication (401), as in kube, rather than the handshake. A request with no credentials gets 401,
 //! except the public info paths that kube's `system:public-info-viewer` role
 //! opens to everyone (`/healthz`, `/livez`, `/readyz`, `/version`).
 
@@ -18,6 +19,11 @@ use crate::errors::Status;
 /// The verified certificate chain of the TLS connection, leaf first.
 #[derive(Debug, Clone, Default)]
 pub struct PeerCertificates(pub Arc<Vec<CertificateDer<'static>>>);
+
+/// Marks a connection whose client certificate failed verification against
+/// the client CA; the reason is logged, the request gets 401.
+#[derive(Debug, Clone)]
+pub struct UnverifiedCertificate(pub Arc<str>);
 
 /// Who made the request (`user.Info`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -61,6 +67,9 @@ impl X509Authenticator {
 
 impl Authenticator for X509Authenticator {
     fn authenticate(&self, req: &Request) -> Result<Option<UserInfo>, String> {
+        if let Some(UnverifiedCertificate(why)) = req.extensions().get::<UnverifiedCertificate>() {
+            return Err(format!("verifying certificate failed: {why}"));
+        }
         let Some(PeerCertificates(chain)) = req.extensions().get::<PeerCertificates>() else { return Ok(None) };
         let Some(leaf) = chain.first() else { return Ok(None) };
         Self::user_of(leaf.as_ref()).map(Some)

@@ -49,8 +49,11 @@ const NAMESPACE_SUBRESOURCES: &[&str] = &["status", "finalize"];
 const SPECIAL_VERBS: &[&str] = &["proxy", "watch"];
 const SPECIAL_VERBS_NO_SUBRESOURCES: &[&str] = &["proxy"];
 
+/// A boolean query parameter as kube's `Convert_Slice_string_To_bool` reads
+/// it: only `0` and `false` (any case) are false; any other value, including
+/// the empty string, is true.
 fn parse_bool(v: &str) -> bool {
-    matches!(v, "1" | "t" | "T" | "true" | "TRUE" | "True")
+    v != "0" && !v.eq_ignore_ascii_case("false")
 }
 
 /// Resolves `RequestInfo` from a method, path and raw query string.

@@ -15,7 +15,7 @@ pub async fn handle(mut scope: Scope) -> Result<Response, Status> {
     // The body is read before any check can fail, so an HTTP/2 client
     // gets the Status rather than a reset stream.
     let mut obj = scope.body_json().await?;
-    let dry_run = scope.query.dry_run()?;
+    let dry_run = scope.query.dry_run("CreateOptions")?;
     if let Some(mut review) = scope.resource.strategy.review(&obj, &scope.user) {
         review["kind"] = scope.resource.kind.into();
         review["apiVersion"] = scope.resource.api_version().into();

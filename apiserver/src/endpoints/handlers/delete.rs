@@ -25,33 +25,84 @@ struct DeleteOptions {
     dry_run: bool,
 }
 
+/// Reads `DeleteOptions` as kube's delete handler does: from the body when
+/// there is one, otherwise from the query (`propagationPolicy`,
+/// `orphanDependents`, `gracePeriodSeconds`, `dryRun`), then checks them
+/// as `ValidateDeleteOptions`.
+///
+/// # Errors
+/// 400 for an undecodable body or query value; 422 Invalid on
+/// `DeleteOptions.meta.k8s.io` for a bad propagationPolicy, both
+/// orphanDependents and propagationPolicy, or a dryRun other than `All`.
 async fn delete_options(scope: &mut Scope) -> Result<DeleteOptions, Status> {
+    use crate::errors::Cause;
     let bytes = scope.body_bytes().await?;
-    let mut opts = DeleteOptions { dry_run: scope.query.dry_run()?, ..Default::default() };
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(opts);
+    let v: Value = if bytes.iter().all(u8::is_ascii_whitespace) {
+        let q = &scope.query;
+        let mut m = serde_json::Map::new();
+        if let Some(pp) = q.get("propagationPolicy") {
+            m.insert("propagationPolicy".into(), pp.into());
+        }
+        if q.get("orphanDependents").is_some() {
+            m.insert("orphanDependents".into(), q.flag("orphanDependents").into());
+        }
+        if let Some(g) = q.get("gracePeriodSeconds") {
+            let g: i64 = g.parse().map_err(|_| Status::bad_request(format!("strconv.ParseInt: parsing {g:?}: invalid syntax")))?;
+            m.insert("gracePeriodSeconds".into(), g.into());
+        }
+        let dry: Vec<Value> = q.all("dryRun").into_iter().map(Value::from).collect();
+        if !dry.is_empty() {
+            m.insert("dryRun".into(), Value::Array(dry));
+        }
+        Value::Object(m)
+    } else {
+        let v: Value = serde_json::from_slice(&bytes).map_err(|e| Status::bad_request(format!("the body of the request could not be decoded as DeleteOptions: {e}")))?;
+        if !v.is_object() {
+            return Err(Status::bad_request("DeleteOptions must be a JSON object"));
+        }
+        v
+    };
+    let mut causes = Vec::new();
+    let policy = &v["propagationPolicy"];
+    if !policy.is_null() && !v["orphanDependents"].is_null() {
+        causes.push(Cause::invalid("propagationPolicy", policy, "orphanDependents and deletionPropagation cannot be both set"));
     }
-    let v: Value = serde_json::from_slice(&bytes).map_err(|e| Status::bad_request(format!("the body of the request could not be decoded as DeleteOptions: {e}")))?;
-    if !v.is_object() {
-        return Err(Status::bad_request("DeleteOptions must be a JSON object"));
+    if !policy.is_null() && !matches!(policy.as_str(), Some("Foreground" | "Background" | "Orphan")) {
+        causes.push(Cause::not_supported("propagationPolicy", &go_value(policy), &["Foreground", "Background", "Orphan", "nil"]));
     }
+    let dry: Vec<&Value> = v["dryRun"].as_array().map(|a| a.iter().collect()).unwrap_or_default();
+    if dry.iter().any(|d| *d != "All") {
+        let shown: Vec<String> = dry.iter().map(|d| go_value(d)).collect();
+        causes.push(Cause::not_supported("dryRun", &format!("[]string{{{}}}", shown.join(", ")), &["All"]));
+    }
+    if !causes.is_empty() {
+        return Err(Status::invalid("meta.k8s.io", "DeleteOptions", "", causes));
+    }
+    let mut opts = DeleteOptions { dry_run: !dry.is_empty(), ..Default::default() };
     let p = &v["preconditions"];
     opts.preconditions.uid = p["uid"].as_str().map(String::from);
     opts.preconditions.resource_version = p["resourceVersion"].as_str().map(String::from);
-    if let Some(d) = v["dryRun"].as_array() {
-        opts.dry_run |= d.iter().any(|x| x == "All");
-    }
-    if let Some(pp) = v["propagationPolicy"].as_str() {
-        if !matches!(pp, "Orphan" | "Background" | "Foreground") {
-            return Err(Status::invalid("meta.k8s.io", "DeleteOptions", "", vec![crate::errors::Cause::invalid("propagationPolicy", &v["propagationPolicy"], "supported values: \"Orphan\", \"Background\", \"Foreground\"")]));
-        }
-    }
     Ok(opts)
 }
 
+/// A JSON value as Go's `%q`/`%v` prints it in field errors.
+fn go_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("{s:?}"),
+        other => other.to_string(),
+    }
+}
+
+/// Namespaces kube never deletes (`default`, `kube-system`, `kube-public`).
+const IMMORTAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
+
 /// Deletes one object: (object or Status, removed now?).
 async fn delete_one(scope: &Scope, key: &str, name: &str, opts: &DeleteOptions) -> Result<(Value, bool), Status> {
-    let is_namespace = scope.resource.resource == "namespaces";
+    let is_namespace = scope.resource.resource == "namespaces" && scope.resource.group.is_empty();
+    if is_namespace && IMMORTAL_NAMESPACES.contains(&name) {
+        // kube's NamespaceLifecycle admission.
+        return Err(Status::forbidden("", "namespaces", name, format!("namespaces {name:?} is forbidden: this namespace may not be deleted")));
+    }
     let mut removed = false;
     let mut dry: Option<Value> = None;
     let mut f = |cur: Option<Value>| -> Result<Update, Status> {

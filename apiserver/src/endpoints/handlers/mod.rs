@@ -14,7 +14,6 @@ pub mod watch;
 
 use std::sync::Arc;
 
-use http_body_util::BodyExt;
 use serde_json::Value;
 
 use super::filters::authentication::UserInfo;
@@ -27,6 +26,10 @@ use crate::storage;
 
 /// Largest request body accepted (kube's `MaxRequestBodyBytes`, 3 MiB).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// How much of an over-limit body is read and dropped before answering 413,
+/// so that HTTP/2 clients get the Status instead of a reset stream.
+const DRAIN_BYTES: usize = 64 * 1024 * 1024;
 
 /// Parsed query parameters (first value of each key wins).
 #[derive(Debug, Clone, Default)]
@@ -43,31 +46,44 @@ impl Query {
         self.0.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str())
     }
 
-    /// A boolean parameter (`strconv.ParseBool` spellings).
+    /// Every value of a repeated parameter, in order.
+    pub fn all(&self, k: &str) -> Vec<&str> {
+        self.0.iter().filter(|(key, _)| key == k).map(|(_, v)| v.as_str()).collect()
+    }
+
+    /// A boolean parameter as kube's `Convert_Slice_string_To_bool` reads
+    /// it: absent, `0` and `false` (any case) are false; any other value,
+    /// including the empty string, is true.
     pub fn flag(&self, k: &str) -> bool {
-        matches!(self.get(k), Some("1" | "t" | "T" | "true" | "TRUE" | "True"))
+        self.get(k).is_some_and(|v| v != "0" && !v.eq_ignore_ascii_case("false"))
     }
 
-    /// `fieldValidation` (unset is `Warn`).
+    /// `fieldValidation` (unset or empty is `Warn`).
     ///
     /// # Errors
-    /// 400 for other values.
-    pub fn field_validation(&self) -> Result<crate::openapi::fields::FieldValidation, Status> {
-        crate::openapi::fields::FieldValidation::parse(self.get("fieldValidation"))
-            .map_err(|v| Status::bad_request(format!("fieldValidation: Unsupported value: {v:?}: supported values: \"Ignore\", \"Strict\", \"Warn\"")))
+    /// 422 Invalid on `options_kind` (`CreateOptions`...) of `meta.k8s.io`
+    /// for other values, as kube's `ValidateFieldValidation`.
+    pub fn field_validation(&self, options_kind: &str) -> Result<crate::openapi::fields::FieldValidation, Status> {
+        let value = self.get("fieldValidation").filter(|v| !v.is_empty());
+        crate::openapi::fields::FieldValidation::parse(value).map_err(|v| {
+            let cause = crate::errors::Cause::not_supported("fieldValidation", &format!("{v:?}"), &["", "Ignore", "Strict", "Warn"]);
+            Status::invalid("meta.k8s.io", options_kind, "", vec![cause])
+        })
     }
 
-    /// `dryRun=All`.
+    /// `dryRun=All` (repeating `All` is allowed).
     ///
     /// # Errors
-    /// 400 for other values, as kube.
-    pub fn dry_run(&self) -> Result<bool, Status> {
+    /// 422 Invalid on `options_kind` (`CreateOptions`...) of `meta.k8s.io`
+    /// for other values, as kube's `ValidateDryRun`.
+    pub fn dry_run(&self, options_kind: &str) -> Result<bool, Status> {
         let vals: Vec<&str> = self.0.iter().filter(|(k, _)| k == "dryRun").map(|(_, v)| v.as_str()).collect();
-        match vals.as_slice() {
-            [] => Ok(false),
-            ["All"] => Ok(true),
-            other => Err(Status::bad_request(format!("dryRun: Unsupported value: {:?}: supported values: \"All\"", other.join(",")))),
+        if vals.iter().all(|v| *v == "All") {
+            return Ok(!vals.is_empty());
         }
+        let go: Vec<String> = vals.iter().map(|v| format!("{v:?}")).collect();
+        let cause = crate::errors::Cause::not_supported("dryRun", &format!("[]string{{{}}}", go.join(", ")), &["All"]);
+        Err(Status::invalid("meta.k8s.io", options_kind, "", vec![cause]))
     }
 }
 
@@ -196,12 +212,24 @@ impl Scope {
     /// 400 for malformed JSON, and for duplicates under Strict.
     pub fn decode_json(&self, bytes: &[u8]) -> Result<Value, Status> {
         let v = serde_json::from_slice(bytes).map_err(|e| Status::bad_request(format!("the body of the request could not be decoded as JSON: {e}")))?;
-        let directive = self.query.field_validation()?;
+        let directive = self.query.field_validation(self.options_kind())?;
         if directive != crate::openapi::fields::FieldValidation::Ignore {
             let dups = crate::openapi::fields::duplicate_fields(bytes).iter().map(|p| format!("duplicate field {p:?}")).collect();
             rest::report_field_errors(self, directive, dups)?;
         }
         Ok(v)
+    }
+
+    /// The options type of this request's verb, named in 422s about its query
+    /// parameters: `CreateOptions`, `PatchOptions`, `DeleteOptions` or
+    /// `UpdateOptions`.
+    pub fn options_kind(&self) -> &'static str {
+        match self.info.verb.as_str() {
+            "create" => "CreateOptions",
+            "patch" => "PatchOptions",
+            "delete" | "deletecollection" => "DeleteOptions",
+            _ => "UpdateOptions",
+        }
     }
 
     /// Reads the raw request body.
@@ -210,11 +238,7 @@ impl Scope {
     /// 413 over [`MAX_BODY_BYTES`]; 400 if the body cannot be read.
     pub async fn body_bytes(&mut self) -> Result<bytes::Bytes, Status> {
         let body = std::mem::replace(self.req.body_mut(), responses::full(bytes::Bytes::new()));
-        match http_body_util::Limited::new(body, MAX_BODY_BYTES).collect().await {
-            Ok(c) => Ok(c.to_bytes()),
-            Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(Status::too_large()),
-            Err(e) => Err(Status::bad_request(format!("unable to read the request body: {e}"))),
-        }
+        read_body(body).await
     }
 
     /// A single object in the requested form.
@@ -223,12 +247,38 @@ impl Scope {
     }
 }
 
+/// Reads a request body of at most [`MAX_BODY_BYTES`]. An over-limit body
+/// is read on (up to `DRAIN_BYTES`) and dropped, so an HTTP/2 client still
+/// gets the 413 rather than a reset stream.
+///
+/// # Errors
+/// 413 over the limit; 400 if the body cannot be read.
+async fn read_body(mut body: crate::endpoints::Body) -> Result<bytes::Bytes, Status> {
+    use http_body_util::BodyExt as _;
+    let mut buf = bytes::BytesMut::new();
+    let mut seen = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| Status::bad_request(format!("unable to read the request body: {e}")))?;
+        let Ok(data) = frame.into_data() else { continue };
+        seen = seen.saturating_add(data.len());
+        if seen <= MAX_BODY_BYTES {
+            buf.extend_from_slice(&data);
+        } else if seen > DRAIN_BYTES {
+            break;
+        }
+    }
+    if seen > MAX_BODY_BYTES {
+        return Err(Status::too_large());
+    }
+    Ok(buf.freeze())
+}
+
 /// Answers `status` to a request refused before its handler ran, first
-/// reading (up to [`MAX_BODY_BYTES`] of) its body: an HTTP/2 stream whose
+/// reading (and dropping) its body: an HTTP/2 stream whose
 /// body the server never read is reset, and clients such as curl then
 /// report a framing error instead of the Status.
 async fn reject(req: Request, status: Status) -> Response {
-    let _ = http_body_util::Limited::new(req.into_body(), MAX_BODY_BYTES).collect().await;
+    let _ = read_body(req.into_body()).await;
     responses::status(&status)
 }
 
@@ -278,6 +328,11 @@ impl Router {
             return reject(req, s).await;
         }
         let output = negotiation::output(accept);
+        if output == negotiation::Output::Table {
+            if let Err(s) = IncludeObject::validate(query.get("includeObject")) {
+                return reject(req, s).await;
+            }
+        }
         let include = IncludeObject::parse(query.get("includeObject"));
         let user = req.extensions().get::<UserInfo>().cloned().unwrap_or_default();
         let storage = self.state.registry.storage_for(&resource, self.state.storage.clone());

@@ -23,9 +23,22 @@ fn apply_patch(t: PatchType, doc: &Value, patch: &Value, meta: PatchMeta<'_>) ->
     let invalid = |msg: String| Status::invalid("", "", "", vec![Cause::invalid("patch", &Value::String(patch.to_string()), &msg)]);
     match t {
         PatchType::Json => {
-            let p: json_patch::Patch = serde_json::from_value(patch.clone()).map_err(|e| Status::bad_request(format!("the server rejected our request due to an error in our request: invalid JSON patch: {e}")))?;
+            // kube: a body that is not a list of operations is a 400
+            // (`jsonpatch.DecodePatch`); an operation that cannot be applied
+            // (unknown op, missing path, failed test) is kube's generic 422
+            // from `NewGenericServerResponse`, whose message does not carry
+            // the detail.
+            let Some(ops) = patch.as_array() else {
+                let got = if patch.is_object() { "object" } else { "value" };
+                return Err(Status::bad_request(format!("json: cannot unmarshal {got} into Go value of type jsonpatch.Patch")));
+            };
+            let failed = |e: &dyn std::fmt::Display| {
+                tracing::debug!("JSON patch not applied: {e}");
+                Status::failure(422, crate::errors::reason::INVALID, "the server rejected our request due to an error in our request", Some(crate::errors::Details::default()))
+            };
+            let p: json_patch::Patch = serde_json::from_value(Value::Array(ops.clone())).map_err(|e| failed(&e))?;
             let mut out = doc.clone();
-            json_patch::patch(&mut out, &p).map_err(|e| invalid(e.to_string()))?;
+            json_patch::patch(&mut out, &p).map_err(|e| failed(&e))?;
             Ok(out)
         }
         PatchType::Merge => {

@@ -62,14 +62,15 @@ fn check_namespace(scope: &Scope, obj: &mut Value) -> Result<(), Status> {
 /// Checks value types and drops the fields the type's schema does not
 /// declare, as kube's decoder does, and applies `fieldValidation` to the
 /// dropped ones: Strict fails, Warn adds a warning per field, Ignore says
-/// nothing. Types without a schema keep every field.
+/// nothing. Empty or null map fields are dropped, as Go's `omitempty`
+/// encodes them. Types without a schema keep every field.
 ///
 /// # Errors
 /// 400 for a value of the wrong JSON type (always); 400 strict decoding
-/// error; 400 for a bad `fieldValidation` value.
+/// error; 422 for a bad `fieldValidation` value.
 pub fn prune_unknown_fields(scope: &Scope, obj: &mut Value) -> Result<(), Status> {
     use crate::openapi::fields::prune_unknown;
-    let directive = scope.query.field_validation()?;
+    let directive = scope.query.field_validation(scope.options_kind())?;
     let r = &scope.resource;
     let defs = crate::openapi::definitions::builtin();
     let Some(root) = defs.name_of(r.group, r.version, r.kind) else { return Ok(()) };
@@ -78,6 +79,7 @@ pub fn prune_unknown_fields(scope: &Scope, obj: &mut Value) -> Result<(), Status
         return Err(Status::bad_request(format!("{} in version {:?} cannot be handled as a {}: {e}", r.kind, r.version, r.kind)));
     }
     let unknown: Vec<String> = prune_unknown(defs, schema, obj).iter().map(|p| format!("unknown field {p:?}")).collect();
+    crate::openapi::fields::drop_empty_maps(defs, schema, obj);
     report_field_errors(scope, directive, unknown)
 }
 
@@ -175,12 +177,7 @@ pub fn validate_field_manager(scope: &Scope) -> Result<(), Status> {
     } else {
         return Ok(());
     };
-    let kind = match scope.info.verb.as_str() {
-        "create" => "CreateOptions",
-        "patch" => "PatchOptions",
-        _ => "UpdateOptions",
-    };
-    Err(Status::invalid("meta.k8s.io", kind, "", vec![cause]))
+    Err(Status::invalid("meta.k8s.io", scope.options_kind(), "", vec![cause]))
 }
 
 /// Records the request's manager in `metadata.managedFields` (operation

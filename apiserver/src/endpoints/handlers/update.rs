@@ -38,9 +38,15 @@ pub fn to_scale(obj: &Value) -> Value {
 /// Applies a Scale to its object: its replicas, under its resourceVersion.
 ///
 /// # Errors
-/// 400 for a Scale without `spec.replicas`.
+/// 400 for a Scale without `spec.replicas`; 422 Invalid on the Scale for
+/// negative replicas.
 pub fn from_scale(scale: &Value, old: &Value) -> Result<Value, Status> {
     let replicas = scale["spec"]["replicas"].as_i64().ok_or_else(|| Status::bad_request("spec.replicas: Required value"))?;
+    if replicas < 0 {
+        // kube's `ValidateScale`, reported on the Scale, not its object.
+        let cause = crate::errors::Cause::invalid("spec.replicas", &Value::from(replicas), "must be greater than or equal to 0");
+        return Err(Status::invalid("autoscaling", "Scale", meta::name(old), vec![cause]));
+    }
     let mut new = old.clone();
     new["spec"]["replicas"] = Value::from(replicas);
     let rv = meta::resource_version(scale);
@@ -57,7 +63,7 @@ pub fn from_scale(scale: &Value, old: &Value) -> Result<Value, Status> {
 /// Whatever `make` or the update checks return; 404 if the object is missing
 /// and the type does not create on update.
 pub async fn apply_update(scope: &Scope, create_body: Option<Value>, make: &(dyn Fn(&Value) -> Result<Value, Status> + Sync)) -> Result<(Value, bool), Status> {
-    let dry_run = scope.query.dry_run()?;
+    let dry_run = scope.query.dry_run(scope.options_kind())?;
     let mut dry_result: Option<Value> = None;
     let mut created = false;
     let mut f = |cur: Option<Value>| -> Result<Update, Status> {
@@ -104,7 +110,9 @@ pub async fn handle(mut scope: Scope) -> Result<Response, Status> {
         return Err(Status::bad_request("the body of the request must be a JSON object"));
     }
     let body_name = meta::name(&body);
-    if !body_name.is_empty() && body_name != scope.info.name && scope.info.subresource.is_empty() {
+    // Subresources too: kube's update handler checks the name of a Scale or
+    // status body against the URL as well.
+    if !body_name.is_empty() && body_name != scope.info.name {
         return Err(Status::bad_request(format!("the name of the object ({body_name}) does not match the name on the URL ({})", scope.info.name)));
     }
     if scope.info.subresource == "scale" {
