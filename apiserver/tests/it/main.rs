@@ -248,3 +248,46 @@ fn curl_admin(s: &Server, path: &str, extra: &[&str]) -> String {
         .expect("run curl");
     String::from_utf8_lossy(&out.stdout).to_string()
 }
+
+/// Namespace lifecycle (Kubernetes NamespaceLifecycle and the namespace
+/// controller): deleting a namespace removes its objects; while it is
+/// terminating, new objects are refused with 403; it goes once its
+/// finalizers are gone.
+#[test]
+fn namespace_deletion_removes_objects_and_refuses_new_ones() {
+    let s = Server::start();
+    let ns = r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"doomed","finalizers":["example.com/hold"]}}"#;
+    s.kubectl_stdin(33, &["create", "-f", "-"], Some(ns)).ok();
+    s.kubectl_stdin(33, &["create", "--validate=false", "-n", "doomed", "-f", "-"], Some(&CM.replace("NAME", "inside"))).ok();
+    assert_eq!(s.kubectl(33, &["delete", "ns", "doomed", "--wait=false"]).ok().trim(), "namespace \"doomed\" deleted");
+    let refused = s.kubectl_stdin(33, &["create", "--validate=false", "-n", "doomed", "-f", "-"], Some(&CM.replace("NAME", "late")));
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused.stderr.contains("unable to create new content in namespace doomed because it is being terminated"),
+        "{refused:?}"
+    );
+    // The namespace controller empties it.
+    let mut left = String::from("?");
+    for _ in 0..50 {
+        left = s.kubectl(33, &["get", "cm", "-n", "doomed", "-o", "name"]).stdout;
+        if left.trim().is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(left.trim(), "", "objects left in a terminating namespace");
+    assert_eq!(s.kubectl(33, &["get", "ns", "doomed", "-o", "jsonpath={.status.phase}"]).ok(), "Terminating");
+    // Dropping the last finalizer lets it go.
+    s.kubectl(33, &["patch", "ns", "doomed", "--type", "merge", "-p", r#"{"metadata":{"finalizers":null}}"#]).ok();
+    let mut gone = None;
+    for _ in 0..50 {
+        let out = s.kubectl(33, &["get", "ns", "doomed"]);
+        if out.code == 1 {
+            gone = Some(out);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let gone = gone.expect("namespace still there after its finalizers were removed");
+    assert!(gone.stderr.contains("namespaces \"doomed\" not found"), "{gone:?}");
+}
