@@ -423,3 +423,34 @@ fn generate_name_prefix_is_validated() {
     assert!(out.starts_with("HTTP/1.1 201"), "{out}");
     assert!(out.contains(r#""name":"web-"#), "{out}");
 }
+
+/// The HTTP code and JSON body of a `curl -i` answer.
+fn status_of(out: &str) -> (u16, serde_json::Value) {
+    let code = out.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = out.split("\r\n\r\n").nth(1).unwrap_or("");
+    (code, serde_json::from_str(body.lines().next().unwrap_or("")).unwrap_or(serde_json::Value::Null))
+}
+
+/// Integer list/watch parameters that Go's `strconv.ParseInt` rejects are
+/// 400 BadRequest with its wording, as kube's query-parameter conversion
+/// answers, for a list and for a watch (which used to hang).
+#[test]
+fn integer_list_parameters_are_converted_as_kube() {
+    let s = Server::start();
+    let cm = "/api/v1/namespaces/default/configmaps";
+    let cases = [
+        ("?timeoutSeconds=x", r#"strconv.ParseInt: parsing "x": invalid syntax"#),
+        ("?watch=1&timeoutSeconds=x", r#"strconv.ParseInt: parsing "x": invalid syntax"#),
+        ("?limit=abc", r#"strconv.ParseInt: parsing "abc": invalid syntax"#),
+        ("?watch=1&limit=", r#"strconv.ParseInt: parsing "": invalid syntax"#),
+        ("?limit=99999999999999999999", r#"strconv.ParseInt: parsing "99999999999999999999": value out of range"#),
+    ];
+    for (q, msg) in cases {
+        let start = Instant::now();
+        let (code, st) = status_of(&curl(&s, &format!("{cm}{q}"), &[]));
+        assert_eq!((code, st["reason"].as_str(), st["message"].as_str()), (400, Some("BadRequest"), Some(msg)), "{q}: {st}");
+        assert!(start.elapsed() < Duration::from_secs(3), "{q} hung");
+    }
+    let (code, _) = status_of(&curl(&s, &format!("{cm}?limit=1&timeoutSeconds=5"), &[]));
+    assert_eq!(code, 200);
+}
