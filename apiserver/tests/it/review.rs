@@ -454,3 +454,36 @@ fn integer_list_parameters_are_converted_as_kube() {
     let (code, _) = status_of(&curl(&s, &format!("{cm}?limit=1&timeoutSeconds=5"), &[]));
     assert_eq!(code, 200);
 }
+
+/// A malformed continue token is 400 `invalid continue token: continue key
+/// is not valid: <why>` with Go's base64/JSON wording, as kube's
+/// `storage.DecodeContinue`; a real token still pages.
+#[test]
+fn invalid_continue_tokens_are_worded_as_kube() {
+    use base64::Engine as _;
+    let s = Server::start();
+    let cm = "/api/v1/namespaces/default/configmaps";
+    let enc = |json: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json);
+    let cases = [
+        ("garbage".to_string(), r"invalid character '\u0081' looking for beginning of value"),
+        ("ab!c".to_string(), "illegal base64 data at input byte 2"),
+        ("abcde".to_string(), "illegal base64 data at input byte 4"),
+        (enc(r#"{"v":"v1","rv":1,"start":"key"}"#), "server does not recognize this encoded version v1"),
+        (enc(r#"{"v":"meta.k8s.io/v1","rv":0,"start":"key"}"#), "incorrect encoded start resourceVersion (version meta.k8s.io/v1)"),
+        (enc(r#"{"v":"meta.k8s.io/v1","rv":1,"start":""}"#), "encoded start key empty (version meta.k8s.io/v1)"),
+        (enc(r#"{"v":"meta.k8s.io/v1","rv":1,"start":"../x"}"#), "../x"),
+    ];
+    for (tok, why) in cases {
+        let (code, st) = status_of(&curl(&s, &format!("{cm}?continue={tok}"), &[]));
+        let msg = format!("invalid continue token: continue key is not valid: {why}");
+        assert_eq!((code, st["reason"].as_str(), st["message"].as_str()), (400, Some("BadRequest"), Some(msg.as_str())), "{tok}: {st}");
+    }
+    for n in ["a", "b"] {
+        s.kubectl(33, &["create", "configmap", n]).ok();
+    }
+    let (_, page) = status_of(&curl(&s, &format!("{cm}?limit=1"), &[]));
+    let tok = page["metadata"]["continue"].as_str().unwrap_or_default().to_string();
+    let (code, rest) = status_of(&curl(&s, &format!("{cm}?limit=1&continue={tok}"), &[]));
+    assert_eq!(code, 200, "{rest}");
+    assert!(rest["items"].as_array().is_some_and(|i| !i.is_empty()), "{rest}");
+}
