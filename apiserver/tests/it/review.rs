@@ -487,3 +487,24 @@ fn invalid_continue_tokens_are_worded_as_kube() {
     assert_eq!(code, 200, "{rest}");
     assert!(rest["items"].as_array().is_some_and(|i| !i.is_empty()), "{rest}");
 }
+
+/// A get with an unparsable `resourceVersion` is what kube answers: the
+/// watch cache returns the versioner's `storage.InvalidError` unconverted,
+/// so a 500 with no reason and the field error as the message. `0` and a
+/// number are fine.
+#[test]
+fn get_with_unparsable_resource_version_is_kubes_500() {
+    let s = Server::start();
+    s.kubectl(33, &["create", "configmap", "x"]).ok();
+    let cm = "/api/v1/namespaces/default/configmaps/x";
+    for rv in ["abc", "-1", "+5", "99999999999999999999999"] {
+        let (code, st) = status_of(&curl(&s, &format!("{cm}?resourceVersion={}", rv.replace('+', "%2B")), &[]));
+        let why = if rv.starts_with('9') { "value out of range" } else { "invalid syntax" };
+        let msg = format!("resourceVersion: Invalid value: {rv:?}: strconv.ParseUint: parsing {rv:?}: {why}");
+        assert_eq!((code, st["reason"].as_str(), st["message"].as_str()), (500, None, Some(msg.as_str())), "{rv}: {st}");
+    }
+    for rv in ["0", "1"] {
+        let (code, st) = status_of(&curl(&s, &format!("{cm}?resourceVersion={rv}"), &[]));
+        assert_eq!(code, 200, "{rv}: {st}");
+    }
+}
