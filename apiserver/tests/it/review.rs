@@ -508,3 +508,34 @@ fn get_with_unparsable_resource_version_is_kubes_500() {
         assert_eq!(code, 200, "{rv}: {st}");
     }
 }
+
+/// Pins of two reviewer findings already fixed on main: resourceVersionMatch
+/// misuse is 422 Invalid on `ListOptions.meta.k8s.io` with causes (kube's
+/// `ValidateListOptions`), and a watch from a far-future resourceVersion
+/// ends after about 3 s with an ERROR event carrying the 504 Timeout
+/// "Too large resource version" Status.
+#[test]
+fn rv_match_misuse_and_future_watch_are_as_kube() {
+    let s = Server::start();
+    let cm = "/api/v1/namespaces/default/configmaps";
+    let cases = [
+        ("?resourceVersionMatch=Exact", "FieldValueForbidden", "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"),
+        ("?resourceVersionMatch=bogus&resourceVersion=0", "FieldValueNotSupported", r#"resourceVersionMatch: Unsupported value: "bogus": supported values: "Exact", "NotOlderThan", """#),
+    ];
+    for (q, cause, msg) in cases {
+        let (code, st) = status_of(&curl(&s, &format!("{cm}{q}"), &[]));
+        assert_eq!((code, st["reason"].as_str(), st["details"]["kind"].as_str(), st["details"]["group"].as_str()), (422, Some("Invalid"), Some("ListOptions"), Some("meta.k8s.io")), "{q}: {st}");
+        assert_eq!(st["message"].as_str(), Some(format!("ListOptions.meta.k8s.io \"\" is invalid: {msg}").as_str()), "{q}");
+        assert_eq!(st["details"]["causes"][0]["reason"].as_str(), Some(cause), "{q}: {st}");
+    }
+    let start = Instant::now();
+    let out = curl(&s, &format!("{cm}?watch=1&resourceVersion=99999999"), &[]);
+    let event: serde_json::Value = serde_json::from_str(out.split("\r\n\r\n").nth(1).unwrap_or("").trim()).unwrap_or_default();
+    assert!(start.elapsed() >= Duration::from_secs(2), "answered at once: {out}");
+    assert_eq!(event["type"], "ERROR", "{out}");
+    let st = &event["object"];
+    assert_eq!((st["code"].as_i64(), st["reason"].as_str()), (Some(504), Some("Timeout")), "{st}");
+    assert!(st["message"].as_str().is_some_and(|m| m.starts_with("Too large resource version: 99999999, current: ")), "{st}");
+    assert_eq!(st["details"]["causes"][0]["reason"], "ResourceVersionTooLarge", "{st}");
+    assert_eq!(st["details"]["causes"][0]["message"], "Too large resource version", "{st}");
+}
