@@ -55,11 +55,11 @@ fn encode(obj: &Value) -> Result<Vec<u8>> {
 /// kube's continue token (`storage/continue.go`): base64url(JSON).
 #[derive(Serialize, Deserialize)]
 struct ContinueToken {
-    #[serde(rename = "v")]
+    #[serde(rename = "v", default)]
     api_version: String,
-    #[serde(rename = "rv")]
+    #[serde(rename = "rv", default)]
     resource_version: i64,
-    #[serde(rename = "start")]
+    #[serde(rename = "start", default)]
     start_key: String,
 }
 
@@ -73,27 +73,88 @@ pub(crate) fn encode_continue(next_key: &[u8], prefix: &str, rev: i64) -> Option
     Some(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json))
 }
 
-/// Returns (start key, revision) of a continue token; revision -1 marks an
-/// inconsistent continuation (kube hands one out with a 410 after
-/// compaction).
+/// Go's `base64.RawURLEncoding.DecodeString`: no padding, CR and LF
+/// skipped, non-zero trailing bits accepted; errors worded as Go's
+/// `CorruptInputError` (`illegal base64 data at input byte N`).
+fn go_raw_url_base64(token: &str) -> std::result::Result<Vec<u8>, String> {
+    use base64::engine::{general_purpose::GeneralPurpose, DecodePaddingMode, GeneralPurposeConfig};
+    const ENGINE: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::URL_SAFE,
+        GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true).with_decode_padding_mode(DecodePaddingMode::RequireNone),
+    );
+    let corrupt = |at: usize| format!("illegal base64 data at input byte {at}");
+    let mut clean = Vec::with_capacity(token.len());
+    let mut last = 0;
+    for (i, b) in token.bytes().enumerate() {
+        match b {
+            b'\r' | b'\n' => {}
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' => {
+                clean.push(b);
+                last = i;
+            }
+            _ => return Err(corrupt(i)),
+        }
+    }
+    if clean.len() % 4 == 1 {
+        return Err(corrupt(last));
+    }
+    ENGINE.decode(&clean).map_err(|e| e.to_string())
+}
+
+/// Go's `encoding/json` quoting of an offending byte (`quoteChar`).
+fn go_quote_char(c: u8) -> String {
+    match c {
+        b'\'' => r"'\''".to_string(),
+        b'"' => "'\"'".to_string(),
+        0x07 => r"'\a'".into(),
+        0x08 => r"'\b'".into(),
+        0x0c => r"'\f'".into(),
+        b'\n' => r"'\n'".into(),
+        b'\r' => r"'\r'".into(),
+        b'\t' => r"'\t'".into(),
+        0x0b => r"'\v'".into(),
+        b'\\' => r"'\\'".into(),
+        0x00..=0x1f | 0x7f => format!(r"'\x{c:02x}'"),
+        0x80..=0xa0 | 0xad => format!(r"'\u{c:04x}'"),
+        _ => format!("'{}'", char::from(c)),
+    }
+}
+
+/// The `encoding/json` error Go reports for the token's JSON, as far as it
+/// can be told from the first bytes; otherwise serde's.
+fn go_json_error(raw: &[u8], e: &serde_json::Error) -> String {
+    match raw.iter().find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r')) {
+        None => "unexpected end of JSON input".into(),
+        Some(&c) if !matches!(c, b'{' | b'[' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n') => {
+            format!("invalid character {} looking for beginning of value", go_quote_char(c))
+        }
+        Some(_) => e.to_string(),
+    }
+}
+
+/// Returns (start key, revision) of a continue token; a negative revision
+/// marks an inconsistent continuation at the latest revision (kube hands one
+/// out with a 410 after compaction). Checks and wording follow kube's
+/// `storage.DecodeContinue`.
 pub(crate) fn decode_continue(token: &str, prefix: &str) -> Result<(Vec<u8>, i64)> {
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(token.trim_end_matches('='))
-        .map_err(|e| Error::InvalidContinue(e.to_string()))?;
-    let tok: ContinueToken = serde_json::from_slice(&raw).map_err(|e| Error::InvalidContinue(e.to_string()))?;
+    let raw = go_raw_url_base64(token).map_err(Error::InvalidContinue)?;
+    let tok: ContinueToken = serde_json::from_slice(&raw).map_err(|e| Error::InvalidContinue(go_json_error(&raw, &e)))?;
     if tok.api_version != "meta.k8s.io/v1" {
-        return Err(Error::InvalidContinue(format!("server does not recognize this encoded key version {:?}", tok.api_version)));
+        return Err(Error::InvalidContinue(format!("server does not recognize this encoded version {}", tok.api_version)));
     }
-    if tok.start_key.is_empty() {
-        return Err(Error::InvalidContinue("encoded start key empty".into()));
-    }
-    if tok.start_key.starts_with('/') || tok.start_key.split('/').any(|s| s == "..") {
-        return Err(Error::InvalidContinue("path traversal attempts are not allowed".into()));
-    }
-    if tok.resource_version == 0 || tok.resource_version < -1 {
+    if tok.resource_version == 0 {
         return Err(Error::InvalidContinue("incorrect encoded start resourceVersion (version meta.k8s.io/v1)".into()));
     }
-    Ok((format!("{prefix}{}", tok.start_key).into_bytes(), tok.resource_version))
+    if tok.start_key.is_empty() {
+        return Err(Error::InvalidContinue("encoded start key empty (version meta.k8s.io/v1)".into()));
+    }
+    // kube rejects a start key that Go's path.Clean would change, so it
+    // cannot range above the prefix.
+    let key = tok.start_key.strip_prefix('/').unwrap_or(&tok.start_key);
+    if key.split('/').any(|seg| seg.is_empty() || seg == "." || seg == "..") {
+        return Err(Error::InvalidContinue(tok.start_key));
+    }
+    Ok((format!("{prefix}{key}").into_bytes(), tok.resource_version.max(-1)))
 }
 
 /// The token that continues the list of `token` at the latest revision,

@@ -423,3 +423,119 @@ fn generate_name_prefix_is_validated() {
     assert!(out.starts_with("HTTP/1.1 201"), "{out}");
     assert!(out.contains(r#""name":"web-"#), "{out}");
 }
+
+/// The HTTP code and JSON body of a `curl -i` answer.
+fn status_of(out: &str) -> (u16, serde_json::Value) {
+    let code = out.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = out.split("\r\n\r\n").nth(1).unwrap_or("");
+    (code, serde_json::from_str(body.lines().next().unwrap_or("")).unwrap_or(serde_json::Value::Null))
+}
+
+/// Integer list/watch parameters that Go's `strconv.ParseInt` rejects are
+/// 400 BadRequest with its wording, as kube's query-parameter conversion
+/// answers, for a list and for a watch (which used to hang).
+#[test]
+fn integer_list_parameters_are_converted_as_kube() {
+    let s = Server::start();
+    let cm = "/api/v1/namespaces/default/configmaps";
+    let cases = [
+        ("?timeoutSeconds=x", r#"strconv.ParseInt: parsing "x": invalid syntax"#),
+        ("?watch=1&timeoutSeconds=x", r#"strconv.ParseInt: parsing "x": invalid syntax"#),
+        ("?limit=abc", r#"strconv.ParseInt: parsing "abc": invalid syntax"#),
+        ("?watch=1&limit=", r#"strconv.ParseInt: parsing "": invalid syntax"#),
+        ("?limit=99999999999999999999", r#"strconv.ParseInt: parsing "99999999999999999999": value out of range"#),
+    ];
+    for (q, msg) in cases {
+        let start = Instant::now();
+        let (code, st) = status_of(&curl(&s, &format!("{cm}{q}"), &[]));
+        assert_eq!((code, st["reason"].as_str(), st["message"].as_str()), (400, Some("BadRequest"), Some(msg)), "{q}: {st}");
+        assert!(start.elapsed() < Duration::from_secs(3), "{q} hung");
+    }
+    let (code, _) = status_of(&curl(&s, &format!("{cm}?limit=1&timeoutSeconds=5"), &[]));
+    assert_eq!(code, 200);
+}
+
+/// A malformed continue token is 400 `invalid continue token: continue key
+/// is not valid: <why>` with Go's base64/JSON wording, as kube's
+/// `storage.DecodeContinue`; a real token still pages.
+#[test]
+fn invalid_continue_tokens_are_worded_as_kube() {
+    use base64::Engine as _;
+    let s = Server::start();
+    let cm = "/api/v1/namespaces/default/configmaps";
+    let enc = |json: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json);
+    let cases = [
+        ("garbage".to_string(), r"invalid character '\u0081' looking for beginning of value"),
+        ("ab!c".to_string(), "illegal base64 data at input byte 2"),
+        ("abcde".to_string(), "illegal base64 data at input byte 4"),
+        (enc(r#"{"v":"v1","rv":1,"start":"key"}"#), "server does not recognize this encoded version v1"),
+        (enc(r#"{"v":"meta.k8s.io/v1","rv":0,"start":"key"}"#), "incorrect encoded start resourceVersion (version meta.k8s.io/v1)"),
+        (enc(r#"{"v":"meta.k8s.io/v1","rv":1,"start":""}"#), "encoded start key empty (version meta.k8s.io/v1)"),
+        (enc(r#"{"v":"meta.k8s.io/v1","rv":1,"start":"../x"}"#), "../x"),
+    ];
+    for (tok, why) in cases {
+        let (code, st) = status_of(&curl(&s, &format!("{cm}?continue={tok}"), &[]));
+        let msg = format!("invalid continue token: continue key is not valid: {why}");
+        assert_eq!((code, st["reason"].as_str(), st["message"].as_str()), (400, Some("BadRequest"), Some(msg.as_str())), "{tok}: {st}");
+    }
+    for n in ["a", "b"] {
+        s.kubectl(33, &["create", "configmap", n]).ok();
+    }
+    let (_, page) = status_of(&curl(&s, &format!("{cm}?limit=1"), &[]));
+    let tok = page["metadata"]["continue"].as_str().unwrap_or_default().to_string();
+    let (code, rest) = status_of(&curl(&s, &format!("{cm}?limit=1&continue={tok}"), &[]));
+    assert_eq!(code, 200, "{rest}");
+    assert!(rest["items"].as_array().is_some_and(|i| !i.is_empty()), "{rest}");
+}
+
+/// A get with an unparsable `resourceVersion` is what kube answers: the
+/// watch cache returns the versioner's `storage.InvalidError` unconverted,
+/// so a 500 with no reason and the field error as the message. `0` and a
+/// number are fine.
+#[test]
+fn get_with_unparsable_resource_version_is_kubes_500() {
+    let s = Server::start();
+    s.kubectl(33, &["create", "configmap", "x"]).ok();
+    let cm = "/api/v1/namespaces/default/configmaps/x";
+    for rv in ["abc", "-1", "+5", "99999999999999999999999"] {
+        let (code, st) = status_of(&curl(&s, &format!("{cm}?resourceVersion={}", rv.replace('+', "%2B")), &[]));
+        let why = if rv.starts_with('9') { "value out of range" } else { "invalid syntax" };
+        let msg = format!("resourceVersion: Invalid value: {rv:?}: strconv.ParseUint: parsing {rv:?}: {why}");
+        assert_eq!((code, st["reason"].as_str(), st["message"].as_str()), (500, None, Some(msg.as_str())), "{rv}: {st}");
+    }
+    for rv in ["0", "1"] {
+        let (code, st) = status_of(&curl(&s, &format!("{cm}?resourceVersion={rv}"), &[]));
+        assert_eq!(code, 200, "{rv}: {st}");
+    }
+}
+
+/// Pins of two reviewer findings already fixed on main: resourceVersionMatch
+/// misuse is 422 Invalid on `ListOptions.meta.k8s.io` with causes (kube's
+/// `ValidateListOptions`), and a watch from a far-future resourceVersion
+/// ends after about 3 s with an ERROR event carrying the 504 Timeout
+/// "Too large resource version" Status.
+#[test]
+fn rv_match_misuse_and_future_watch_are_as_kube() {
+    let s = Server::start();
+    let cm = "/api/v1/namespaces/default/configmaps";
+    let cases = [
+        ("?resourceVersionMatch=Exact", "FieldValueForbidden", "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"),
+        ("?resourceVersionMatch=bogus&resourceVersion=0", "FieldValueNotSupported", r#"resourceVersionMatch: Unsupported value: "bogus": supported values: "Exact", "NotOlderThan", """#),
+    ];
+    for (q, cause, msg) in cases {
+        let (code, st) = status_of(&curl(&s, &format!("{cm}{q}"), &[]));
+        assert_eq!((code, st["reason"].as_str(), st["details"]["kind"].as_str(), st["details"]["group"].as_str()), (422, Some("Invalid"), Some("ListOptions"), Some("meta.k8s.io")), "{q}: {st}");
+        assert_eq!(st["message"].as_str(), Some(format!("ListOptions.meta.k8s.io \"\" is invalid: {msg}").as_str()), "{q}");
+        assert_eq!(st["details"]["causes"][0]["reason"].as_str(), Some(cause), "{q}: {st}");
+    }
+    let start = Instant::now();
+    let out = curl(&s, &format!("{cm}?watch=1&resourceVersion=99999999"), &[]);
+    let event: serde_json::Value = serde_json::from_str(out.split("\r\n\r\n").nth(1).unwrap_or("").trim()).unwrap_or_default();
+    assert!(start.elapsed() >= Duration::from_secs(2), "answered at once: {out}");
+    assert_eq!(event["type"], "ERROR", "{out}");
+    let st = &event["object"];
+    assert_eq!((st["code"].as_i64(), st["reason"].as_str()), (Some(504), Some("Timeout")), "{st}");
+    assert!(st["message"].as_str().is_some_and(|m| m.starts_with("Too large resource version: 99999999, current: ")), "{st}");
+    assert_eq!(st["details"]["causes"][0]["reason"], "ResourceVersionTooLarge", "{st}");
+    assert_eq!(st["details"]["causes"][0]["message"], "Too large resource version", "{st}");
+}

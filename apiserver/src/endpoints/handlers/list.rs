@@ -64,6 +64,36 @@ pub fn parse_rv(v: Option<&str>) -> Result<i64, Status> {
     }
 }
 
+/// Reads an integer query parameter as kube's query-parameter conversion
+/// does (`runtime.Convert_Slice_string_To_int64`, Go `strconv.ParseInt`):
+/// `None` when absent; an empty or non-decimal value is an error.
+///
+/// # Errors
+/// 400 BadRequest with Go's wording, e.g. `strconv.ParseInt: parsing "x":
+/// invalid syntax` or `... value out of range`.
+pub fn parse_int_param(scope: &Scope, name: &str) -> Result<Option<i64>, Status> {
+    let Some(v) = scope.query.get(name) else { return Ok(None) };
+    v.parse::<i64>().map(Some).map_err(|e| {
+        let why = match e.kind() {
+            std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => "value out of range",
+            _ => "invalid syntax",
+        };
+        Status::bad_request(format!("strconv.ParseInt: parsing {v:?}: {why}"))
+    })
+}
+
+/// The integer parameters of a list or watch (`timeoutSeconds` in seconds,
+/// `limit` in items), converted before any other check as kube decodes
+/// `ListOptions` before validating it.
+///
+/// # Errors
+/// 400 BadRequest for a value Go's `strconv.ParseInt` rejects.
+pub fn int_params(scope: &Scope) -> Result<(Option<i64>, i64), Status> {
+    let timeout = parse_int_param(scope, "timeoutSeconds")?;
+    let limit = parse_int_param(scope, "limit")?.unwrap_or(0);
+    Ok((timeout, limit))
+}
+
 /// The 422 of kube's `ValidateListOptions`.
 pub fn invalid_options(causes: Vec<Cause>) -> Status {
     Status::invalid("meta.k8s.io", "ListOptions", "", causes)
@@ -121,12 +151,12 @@ pub fn too_large(requested: i64, current: i64) -> Status {
 /// for expired continue tokens or revisions (with an inconsistent continue
 /// token), 504 for a resourceVersion not reached.
 pub async fn handle(scope: Scope) -> Result<Response, Status> {
+    let (_, limit) = int_params(&scope)?;
     validate(&scope)?;
     let q = &scope.query;
     let rv = parse_rv(q.get("resourceVersion"))?;
     let rv_set = q.get("resourceVersion").is_some_and(|r| !r.is_empty());
     let cont = q.get("continue").filter(|c| !c.is_empty()).map(String::from);
-    let limit: i64 = q.get("limit").map(|l| l.parse().map_err(|_| Status::bad_request(format!("limit: Invalid value: {l:?}")))).transpose()?.unwrap_or(0);
     let rv_match = q.get("resourceVersionMatch").unwrap_or("");
     if cont.is_some() && rv > 0 {
         return Err(Status::bad_request("specifying resource version is not allowed when using continue"));

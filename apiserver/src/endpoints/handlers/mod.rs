@@ -168,7 +168,7 @@ impl Scope {
                 s.details = Some(crate::errors::Details { causes: vec![crate::errors::Cause { reason: "ResourceVersionTooLarge".into(), message: "Too large resource version".into(), field: String::new() }], retry_after_seconds: Some(1), ..Default::default() });
                 s
             }
-            storage::Error::InvalidContinue(m) => Status::bad_request(format!("continue key is not valid: {m}")),
+            storage::Error::InvalidContinue(m) => Status::bad_request(format!("invalid continue token: continue key is not valid: {m}")),
             storage::Error::Aborted(s) => *s,
             storage::Error::TooLarge(m) => Status::failure(413, crate::errors::reason::REQUEST_ENTITY_TOO_LARGE, format!("Request entity too large: {m}"), None),
             other => Status::internal(other),

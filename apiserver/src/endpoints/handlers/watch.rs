@@ -31,7 +31,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::list::{invalid_options, parse_rv, predicate, too_large};
+use super::list::{int_params, invalid_options, parse_rv, predicate, too_large};
 use super::Scope;
 use crate::endpoints::negotiation::{self, Output};
 use crate::endpoints::Response;
@@ -91,6 +91,7 @@ fn validate(scope: &Scope) -> Result<(), Status> {
 /// or too new start revision is reported in the stream as an ERROR event
 /// (410 Expired / 504 Timeout), as kube does.
 pub async fn handle(scope: Scope) -> Result<Response, Status> {
+    let (timeout, _) = int_params(&scope)?;
     validate(&scope)?;
     let q = &scope.query;
     let rv = parse_rv(q.get("resourceVersion"))?;
@@ -98,7 +99,7 @@ pub async fn handle(scope: Scope) -> Result<Response, Status> {
     let pred = predicate(&scope)?;
     let send_initial = q.get("sendInitialEvents").map(|_| q.flag("sendInitialEvents"));
     let bookmarks = q.flag("allowWatchBookmarks");
-    let timeout = match q.get("timeoutSeconds").and_then(|t| t.parse::<u64>().ok()) {
+    let timeout = match timeout.and_then(|t| u64::try_from(t).ok()) {
         Some(t) if t > 0 => Duration::from_secs(t),
         _ => Duration::from_secs(rand::random_range(1800..3600)),
     };
