@@ -412,6 +412,20 @@ fn restarted_member_catches_up_by_snapshot_after_log_purge() {
                 .await
                 .expect("put with one member down");
         }
+        // Snapshots are built in the background, one at a time, and the log
+        // is purged only after one is done: on a fast machine the 150 puts
+        // finish before that. Pause, then overwrite some keys (a new
+        // snapshot every 20 entries), twice, so the purge passes the stopped
+        // follower's last entry before it comes back.
+        for _ in 0..2 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            for i in 0..25 {
+                c.put(format!("k/{i:03}"), format!("{i}"), None)
+                    .await
+                    .expect("overwrite with one member down");
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
         procs[fi].start(&initial, "new");
         let rev = put_until_ok(&procs[live].ep(), "final", "v", Duration::from_secs(10)).await;
         let eps: Vec<String> = procs.iter().map(Proc::ep).collect();
@@ -420,19 +434,9 @@ fn restarted_member_catches_up_by_snapshot_after_log_purge() {
             hashes.windows(2).all(|w| w[0] == w[1]),
             "HashKV differs at revision {rev}: {hashes:?}"
         );
-        let snaps = dir.path().join(&follower).join("snapshots");
-        let installed = std::fs::read_dir(&snaps)
-            .map(|d| {
-                d.filter_map(|e| e.ok())
-                    .any(|e| e.file_name().to_string_lossy().starts_with("installed-"))
-            })
-            .unwrap_or(false);
-        assert!(
-            installed,
-            "{follower} caught up without a snapshot install:\n{}",
-            procs[fi].log()
-        );
-
+        // Evidence of the snapshot install is the restarted follower's
+        // snapshot-receive counter below: its `installed-*` directory is
+        // pruned as soon as it takes a snapshot of its own.
         // /metrics on the client URL, with etcd's names: the follower counts
         // the snapshot it received from the leader.
         let leader = leader_id(&procs[live].ep()).await;
@@ -454,7 +458,17 @@ fn restarted_member_catches_up_by_snapshot_after_log_purge() {
             assert!(want("etcd_server_leader_changes_seen_total") >= 1.0);
             assert!(want("etcd_server_proposals_committed_total") >= 150.0);
             assert!(want("etcd_server_proposals_applied_total") >= 150.0);
-            assert_eq!(want("etcd_server_proposals_pending"), 0.0);
+            // Pending drains once the member has applied what it saw
+            // committed; right after catching up it may still be applying.
+            let mut pending = want("etcd_server_proposals_pending");
+            for _ in 0..50 {
+                if pending == 0.0 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+                pending = sample(&http_get(&p.ep(), "/metrics"), "etcd_server_proposals_pending").unwrap_or(-1.0);
+            }
+            assert_eq!(pending, 0.0, "etcd_server_proposals_pending on {}", p.name);
             want("etcd_server_proposals_failed_total");
             assert!(want("etcd_disk_wal_fsync_duration_seconds_count") >= 1.0);
             want("etcd_disk_wal_fsync_duration_seconds_bucket{le=\"+Inf\"}");
