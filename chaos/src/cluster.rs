@@ -44,8 +44,9 @@ impl Target {
     }
 
     /// Log entries a member's peers must purge before a restarted member
-    /// needs a snapshot: raftstore keeps 1000 entries behind its snapshot
-    /// (`max_in_snapshot_log_to_keep`), etcd 3.4 keeps 5000
+    /// needs a snapshot: raftstore is started to keep 1000 entries behind
+    /// its snapshot (`--experimental-snapshot-catchup-entries`, whose
+    /// default is etcd's 5000), etcd 3.4 keeps 5000
     /// (`SnapshotCatchUpEntries`).
     pub fn entries_kept_after_snapshot(&self) -> u64 {
         match self {
@@ -268,6 +269,14 @@ impl Cluster {
             .stderr(log);
         if matches!(o.target, Target::Etcd(_)) {
             cmd.args(["--logger", "zap", "--log-level", "warn"]);
+        } else {
+            // raftstore keeps etcd's 5000 entries after a snapshot by
+            // default; keep fewer so that snapshot-restart's writes purge
+            // the log past the killed member (etcd 3.4 has no such flag).
+            cmd.args([
+                "--experimental-snapshot-catchup-entries",
+                &o.target.entries_kept_after_snapshot().to_string(),
+            ]);
         }
         let child = cmd
             .spawn()

@@ -1,7 +1,7 @@
 //! Starting a raftstore member: open the store, start Raft, serve etcd's
 //! client API and the peer transport.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -291,19 +291,33 @@ fn validate(cfg: &Config) -> Result<()> {
         check("--initial-cluster", u)?;
     }
     if !cfg.initial_cluster.is_empty() {
+        // Two members on one URL would make this member talk to itself under
+        // another ID (etcd refuses it the same way).
+        let mut seen = HashSet::new();
+        if cfg.initial_cluster.iter().any(|(_, u)| !seen.insert(u.as_str())) {
+            let ic = cfg.initial_cluster.iter().map(|(n, u)| format!("{n}={u}")).collect::<Vec<_>>().join(",");
+            return Err(Error::InvalidArgument(format!("initial cluster {ic} has duplicate url")));
+        }
         let mine: Vec<&String> = cfg.initial_cluster.iter().filter(|(n, _)| *n == cfg.name).map(|(_, u)| u).collect();
         if mine.is_empty() {
             return Err(Error::InvalidArgument(format!("--initial-cluster has no member named {:?} (--name)", cfg.name)));
         }
-        for adv in &cfg.initial_advertise_peer_urls {
-            if !mine.contains(&adv) {
-                return Err(Error::InvalidArgument(format!(
-                    "--initial-cluster has {}={} but missing from --initial-advertise-peer-urls={}",
-                    cfg.name,
-                    mine.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(","),
-                    cfg.initial_advertise_peer_urls.join(",")
-                )));
-            }
+        // etcd compares the two URL sets, so each must hold the other.
+        let adv = &cfg.initial_advertise_peer_urls;
+        let differs = !adv.is_empty() && (mine.len() != adv.len() || adv.iter().any(|a| !mine.contains(&a)));
+        if differs {
+            return Err(Error::InvalidArgument(format!(
+                "--initial-cluster has {}={} but missing from --initial-advertise-peer-urls={}",
+                cfg.name,
+                mine.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(","),
+                adv.join(",")
+            )));
+        }
+        // etcd allows several peer URLs per member (`a=URL1,a=URL2`); a
+        // member here has exactly one.
+        let mut names = HashSet::new();
+        if let Some((n, _)) = cfg.initial_cluster.iter().find(|(n, _)| !names.insert(n.as_str())) {
+            return Err(Error::InvalidArgument(format!("--initial-cluster: member {n:?} has more than one peer URL, which raftstore does not support")));
         }
     }
     if cfg.max_request_bytes == 0 {

@@ -7,3 +7,4 @@
 mod common;
 mod etcd_short_run;
 mod partition;
+mod snapshot_restart;

@@ -199,6 +199,17 @@ pub enum MemberChange {
     },
 }
 
+/// Pause before asking again when a read or lease query met a dead or
+/// deposed leader.
+const LEADER_RETRY: Duration = Duration::from_millis(50);
+
+/// Whether an idempotent query to the leader (read index, lease TTL or
+/// renewal) failed only because leadership is moving, so that asking again
+/// once a leader is known is safe.
+fn retry_on_new_leader(e: &Error) -> bool {
+    matches!(e, Error::NoLeader | Error::NotLeader | Error::LeaderChanged)
+}
+
 /// A learner is "in sync" when it has replicated at least this share of the
 /// leader's log (etcd's `readyPercent`).
 const LEARNER_READY_PERCENT: f64 = 0.9;
@@ -283,9 +294,24 @@ impl RaftNode {
     /// # Errors
     /// Unavailable errors when no leader can answer.
     pub async fn leader_lease(&self, id: i64, renew: bool) -> Result<i64> {
-        let leader = self.wait_for_leader().await?;
-        let node = self.members().get(&leader).map(|(m, _)| m.clone());
-        self.peers.lease(leader, node.as_ref(), id, renew).await
+        let fut = async {
+            loop {
+                let leader = self.wait_for_leader().await?;
+                let node = self.members().get(&leader).map(|(m, _)| m.clone());
+                match self.peers.lease(leader, node.as_ref(), id, renew).await {
+                    // The leader died or lost its leadership (an election is
+                    // on): renewing or reading a TTL twice is harmless, so
+                    // ask again until the new leader answers, as etcd's
+                    // LeaseRenew/LeaseTimeToLive do within the request timeout.
+                    Err(e) if retry_on_new_leader(&e) => tokio::time::sleep(LEADER_RETRY).await,
+                    other => return other,
+                }
+            }
+        };
+        match tokio::time::timeout(self.request_timeout, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::Timeout),
+        }
     }
 
     /// Forms a new cluster from `members` unless this member's storage
@@ -596,10 +622,19 @@ impl RaftNode {
                             self.wait_for_leader().await?;
                             continue;
                         };
-                        let index = self.peers.read_index(leader, fwd.leader_node.as_ref()).await?;
-                        return self.wait_applied(index).await;
+                        match self.peers.read_index(leader, fwd.leader_node.as_ref()).await {
+                            Ok(index) => return self.wait_applied(index).await,
+                            // The leader died or was deposed: a read index
+                            // is only a question, so ask again (the next
+                            // round finds the new leader), as etcd retries
+                            // ReadIndex until its request timeout.
+                            Err(e) if retry_on_new_leader(&e) => tokio::time::sleep(LEADER_RETRY).await,
+                            Err(e) => return Err(e),
+                        }
                     }
-                    Err(RaftError::APIError(_)) => return Err(Error::NoLeader),
+                    // This leader could not confirm its leadership with a
+                    // quorum (yet): retry until the request timeout.
+                    Err(RaftError::APIError(_)) => tokio::time::sleep(LEADER_RETRY).await,
                     Err(RaftError::Fatal(_)) => return Err(Error::Stopped),
                 }
             }

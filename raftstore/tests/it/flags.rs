@@ -26,6 +26,21 @@ fn bad_flags_are_refused_before_touching_the_data_dir() {
             vec!["--initial-cluster", "default=http://127.0.0.1:9", "--initial-advertise-peer-urls", "http://127.0.0.1:1"],
             "missing from --initial-advertise-peer-urls",
         ),
+        (
+            "two members on one URL",
+            vec!["--initial-cluster", "default=http://127.0.0.1:9,other=http://127.0.0.1:9", "--initial-advertise-peer-urls", "http://127.0.0.1:9"],
+            "initial cluster default=http://127.0.0.1:9,other=http://127.0.0.1:9 has duplicate url",
+        ),
+        (
+            "this member with a URL not advertised",
+            vec!["--initial-cluster", "default=http://127.0.0.1:9,default=http://127.0.0.1:8", "--initial-advertise-peer-urls", "http://127.0.0.1:9"],
+            "missing from --initial-advertise-peer-urls",
+        ),
+        (
+            "a member with two peer URLs",
+            vec!["--initial-cluster", "default=http://127.0.0.1:9,other=http://127.0.0.1:7,other=http://127.0.0.1:8", "--initial-advertise-peer-urls", "http://127.0.0.1:9"],
+            "member \"other\" has more than one peer URL",
+        ),
         ("existing with no peer to ask", vec!["--initial-cluster-state", "existing"], "cannot fetch cluster info"),
         ("bad log level", vec!["--log-level", "bogus["], "invalid --log-level"),
         ("zero request size", vec!["--max-request-bytes", "0"], "--max-request-bytes"),
