@@ -18,7 +18,7 @@ mod writes;
 use std::io::Read;
 use std::time::Duration;
 
-use common::{fixtures, raw_https, Server};
+use common::{curl_admin, fixtures, raw_https, Server};
 
 const CM: &str = "apiVersion: v1
 kind: ConfigMap
@@ -229,24 +229,6 @@ fn yaml_request_bodies() {
     assert_eq!(got.ok(), "1");
     let bad = post("apiVersion: v1\nkind: [unclosed\n");
     assert!(bad.starts_with("HTTP/2 400") || bad.starts_with("HTTP/1.1 400"), "{bad}");
-}
-
-/// `curl -i` to `path` as the admin user (client certificate), with extra
-/// curl arguments; returns status line, headers and body.
-fn curl_admin(s: &Server, path: &str, extra: &[&str]) -> String {
-    let pki = s.ca().parent().expect("pki dir").to_path_buf();
-    let out = std::process::Command::new("curl")
-        .args(["-s", "-i", "--cacert"])
-        .arg(s.ca())
-        .arg("--cert")
-        .arg(pki.join("admin.crt"))
-        .arg("--key")
-        .arg(pki.join("admin.key"))
-        .args(extra)
-        .arg(format!("https://{}{path}", s.host_port()))
-        .output()
-        .expect("run curl");
-    String::from_utf8_lossy(&out.stdout).to_string()
 }
 
 /// Namespace lifecycle (Kubernetes NamespaceLifecycle and the namespace

@@ -3,24 +3,14 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::common::Server;
+use crate::common::{curl_admin, Server};
 
-/// `curl -i` as the admin user with extra arguments; status line, headers
-/// and body.
+/// `curl -i` as the admin user over HTTP/1.1 with a 5 s limit, with extra
+/// arguments; status line, headers and body.
 fn curl(s: &Server, path: &str, extra: &[&str]) -> String {
-    let pki = s.ca().parent().expect("pki dir").to_path_buf();
-    let out = Command::new("curl")
-        .args(["-s", "-i", "--http1.1", "--max-time", "5", "--cacert"])
-        .arg(s.ca())
-        .arg("--cert")
-        .arg(pki.join("admin.crt"))
-        .arg("--key")
-        .arg(pki.join("admin.key"))
-        .args(extra)
-        .arg(format!("https://{}{path}", s.host_port()))
-        .output()
-        .expect("run curl");
-    String::from_utf8_lossy(&out.stdout).to_string()
+    let mut args = vec!["--http1.1", "--max-time", "5"];
+    args.extend_from_slice(extra);
+    curl_admin(s, path, &args)
 }
 
 /// `?watch=<v>` is a watch for every value but `0` and `false`, as kube's

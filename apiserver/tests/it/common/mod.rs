@@ -242,3 +242,22 @@ pub fn raw_https(server: &Server, request: &str) -> String {
     let _ = tls.read_to_end(&mut out);
     String::from_utf8_lossy(&out).into_owned()
 }
+
+/// Runs curl as the admin user (the client certificate the server wrote to
+/// its pki dir) against `path`, with `-s -i` and the `extra` flags; returns
+/// the status line, headers and body.
+pub fn curl_admin(s: &Server, path: &str, extra: &[&str]) -> String {
+    let pki = s.ca().parent().expect("pki dir").to_path_buf();
+    let out = std::process::Command::new("curl")
+        .args(["-s", "-i", "--cacert"])
+        .arg(s.ca())
+        .arg("--cert")
+        .arg(pki.join("admin.crt"))
+        .arg("--key")
+        .arg(pki.join("admin.key"))
+        .args(extra)
+        .arg(format!("https://{}{path}", s.host_port()))
+        .output()
+        .expect("run curl");
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
