@@ -353,36 +353,9 @@ fn list_watch_parameters_over_http() {
 /// cache's consistent reads rely on etcd's progress notifications.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listwatch_conformance_watch_cache_on_etcd() {
-    let Some(etcd) = ["/usr/bin/etcd", "/usr/local/bin/etcd"].iter().find(|p| std::path::Path::new(p).exists()) else {
-        panic!("etcd not found: install Debian's etcd-server package (.ci/setup does)");
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let (c, p) = (crate::common::free_port(), crate::common::free_port());
-    let url = format!("http://127.0.0.1:{c}");
-    let mut child = std::process::Command::new(etcd)
-        .arg("--data-dir")
-        .arg(dir.path())
-        .args(["--listen-client-urls", &url, "--advertise-client-urls", &url])
-        .args(["--listen-peer-urls", &format!("http://127.0.0.1:{p}"), "--initial-advertise-peer-urls", &format!("http://127.0.0.1:{p}")])
-        .args(["--initial-cluster", &format!("default=http://127.0.0.1:{p}")])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut kv = None;
-    for _ in 0..50 {
-        if let Ok(k) = apiserver::storage::remote::RemoteKv::connect(std::slice::from_ref(&url)).await {
-            if KvStorage::new(Arc::new(k.clone())).current_revision().await.is_ok() {
-                kv = Some(k);
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let inner: Arc<dyn Storage> = Arc::new(KvStorage::new(Arc::new(kv.expect("etcd did not start"))));
+    let etcd = crate::common::RealEtcd::start().await;
+    let inner: Arc<dyn Storage> = Arc::new(KvStorage::new(Arc::new(etcd.kv.clone())));
     let cached = CachedStorage::new(inner, [P.to_string()], 1024).with_bookmark_interval(Duration::from_millis(300));
-    let client = etcd_client::Client::connect([url.clone()], None).await.unwrap();
+    let client = etcd_client::Client::connect([etcd.url.clone()], None).await.unwrap();
     suite(Arc::new(cached), client).await;
-    let _ = child.kill();
-    let _ = child.wait();
 }

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use apiserver::errors::Status;
 use apiserver::storage::embedded::EmbeddedKv;
-use apiserver::storage::remote::RemoteKv;
 use apiserver::storage::{Error, EventType, KvStorage, ListOptions, Preconditions, Storage, Update, WatchOptions};
 use serde_json::{json, Value};
 
@@ -104,42 +103,9 @@ async fn storage_conformance_embedded() {
     suite(Arc::new(KvStorage::new(Arc::new(EmbeddedKv::new(h.ctx.clone()))))).await;
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn storage_conformance_etcd() {
     // A missing etcd fails the test: the suite must run against real etcd.
-    let Some(etcd) = ["/usr/bin/etcd", "/usr/local/bin/etcd"].iter().find(|p| std::path::Path::new(p).exists()) else {
-        panic!("etcd not found: install Debian's etcd-server package (.ci/setup does)");
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let (c, p) = (free_port(), free_port());
-    let client = format!("http://127.0.0.1:{c}");
-    let mut child = std::process::Command::new(etcd)
-        .arg("--data-dir")
-        .arg(dir.path())
-        .args(["--listen-client-urls", &client, "--advertise-client-urls", &client])
-        .args(["--listen-peer-urls", &format!("http://127.0.0.1:{p}"), "--initial-advertise-peer-urls", &format!("http://127.0.0.1:{p}")])
-        .args(["--initial-cluster", &format!("default=http://127.0.0.1:{p}")])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut kv = None;
-    for _ in 0..50 {
-        if let Ok(k) = RemoteKv::connect(std::slice::from_ref(&client)).await {
-            let s = KvStorage::new(Arc::new(k.clone()));
-            if s.current_revision().await.is_ok() {
-                kv = Some(k);
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let kv = kv.expect("etcd did not start");
-    suite(Arc::new(KvStorage::new(Arc::new(kv)))).await;
-    let _ = child.kill();
-    let _ = child.wait();
+    let etcd = crate::common::RealEtcd::start().await;
+    suite(Arc::new(KvStorage::new(Arc::new(etcd.kv.clone())))).await;
 }

@@ -261,3 +261,57 @@ pub fn curl_admin(s: &Server, path: &str, extra: &[&str]) -> String {
         .expect("run curl");
     String::from_utf8_lossy(&out.stdout).to_string()
 }
+
+/// A single-member Debian etcd on free loopback ports, killed on drop, and
+/// a connected [`apiserver::storage::remote::RemoteKv`] once it answers.
+/// A missing etcd binary fails the test: suites must run against real etcd.
+pub struct RealEtcd {
+    /// Client URL (`http://127.0.0.1:PORT`).
+    pub url: String,
+    /// Connected remote KV.
+    pub kv: apiserver::storage::remote::RemoteKv,
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+impl RealEtcd {
+    /// Starts etcd and waits (up to 10 s) until it serves a revision.
+    pub async fn start() -> RealEtcd {
+        use apiserver::storage::Storage as _;
+        let Some(etcd) = ["/usr/bin/etcd", "/usr/local/bin/etcd"].iter().find(|p| std::path::Path::new(p).exists()) else {
+            panic!("etcd not found: install Debian's etcd-server package (.ci/setup does)");
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (c, p) = (free_port(), free_port());
+        let url = format!("http://127.0.0.1:{c}");
+        let peer = format!("http://127.0.0.1:{p}");
+        let mut child = std::process::Command::new(etcd)
+            .arg("--data-dir")
+            .arg(dir.path())
+            .args(["--listen-client-urls", &url, "--advertise-client-urls", &url])
+            .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
+            .args(["--initial-cluster", &format!("default={peer}")])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start etcd");
+        for _ in 0..50 {
+            if let Ok(k) = apiserver::storage::remote::RemoteKv::connect(std::slice::from_ref(&url)).await {
+                if apiserver::storage::KvStorage::new(std::sync::Arc::new(k.clone())).current_revision().await.is_ok() {
+                    return RealEtcd { url, kv: k, child, _dir: dir };
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("etcd did not start");
+    }
+}
+
+impl Drop for RealEtcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
