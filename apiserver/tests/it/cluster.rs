@@ -3,7 +3,6 @@
 //! is visible to a consistent LIST on another, and `kubectl get -w` on one
 //! node sees writes made through another, each once.
 
-use std::io::Read;
 use std::time::Duration;
 
 use crate::common::Cluster;
@@ -18,7 +17,7 @@ fn three_node_cluster_consistent_reads_and_watch() {
     for n in &c.nodes {
         assert!(n.kubectl(33, &["get", "ns", "default", "-o", "name"]).ok().contains("namespace/default"));
     }
-    let mut w = n3.kubectl_spawn(33, &["get", "cm", "-w", "--output-watch-events", "-l", "app=x"]);
+    let w = n3.kubectl_spawn(33, &["get", "cm", "-w", "--output-watch-events", "-l", "app=x"]);
     std::thread::sleep(Duration::from_millis(1500));
     // Write through A, then a consistent LIST (no resourceVersion) on C
     // must see it, every time.
@@ -36,18 +35,7 @@ fn three_node_cluster_consistent_reads_and_watch() {
     a.kubectl(33, &["annotate", "cm", "c1", "k=v"]).ok();
     b.kubectl(33, &["delete", "cm", "c1"]).ok();
     std::thread::sleep(Duration::from_millis(1500));
-    let _ = w.kill();
-    let _ = w.wait();
-    let mut out = String::new();
-    w.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    let events: Vec<(String, String)> = out
-        .lines()
-        .skip(1)
-        .map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f[0].to_string(), f[1].to_string())
-        })
-        .collect();
+    let (events, out) = crate::common::stop_watch(w);
     let want: Vec<(String, String)> = ["ADDED", "MODIFIED", "DELETED"].iter().map(|e| (e.to_string(), "c1".to_string())).collect();
     assert_eq!(events, want, "{out}");
 }

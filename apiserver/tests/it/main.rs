@@ -15,7 +15,6 @@ mod resources;
 mod storage;
 mod writes;
 
-use std::io::Read;
 use std::time::Duration;
 
 use common::{curl_admin, fixtures, raw_https, Server};
@@ -143,24 +142,13 @@ fn watch_sees_added_modified_deleted() {
     // the next round's watcher starts.
     for minor in [33, 27] {
         let name = format!("w{minor}");
-        let mut w = s.kubectl_spawn(minor, &["get", "cm", "-w", "--output-watch-events"]);
+        let w = s.kubectl_spawn(minor, &["get", "cm", "-w", "--output-watch-events"]);
         std::thread::sleep(Duration::from_millis(1500));
         s.kubectl_stdin(minor, &["create", "--validate=false", "-f", "-"], Some(&CM.replace("NAME", &name))).ok();
         s.kubectl(minor, &["label", "cm", &name, "x=y"]).ok();
         s.kubectl(minor, &["delete", "cm", &name]).ok();
         std::thread::sleep(Duration::from_millis(1000));
-        let _ = w.kill();
-        let _ = w.wait();
-        let mut out = String::new();
-        w.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-        let events: Vec<(String, String)> = out
-            .lines()
-            .skip(1)
-            .map(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                (f[0].to_string(), f[1].to_string())
-            })
-            .collect();
+        let (events, out) = crate::common::stop_watch(w);
         let want: Vec<(String, String)> = ["ADDED", "MODIFIED", "DELETED"].iter().map(|e| (e.to_string(), name.clone())).collect();
         assert_eq!(events, want, "kubectl 1.{minor}: {out}");
     }

@@ -315,3 +315,24 @@ impl Drop for RealEtcd {
         let _ = self.child.wait();
     }
 }
+
+/// Stops a `kubectl get -w --output-watch-events` process and returns its
+/// events as (type, name) pairs, after the header line, with the raw output.
+pub fn stop_watch(mut w: std::process::Child) -> (Vec<(String, String)>, String) {
+    use std::io::Read as _;
+    let _ = w.kill();
+    let _ = w.wait();
+    let mut out = String::new();
+    if let Some(mut stdout) = w.stdout.take() {
+        let _ = stdout.read_to_string(&mut out);
+    }
+    let events = out
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.first().unwrap_or(&"").to_string(), f.get(1).unwrap_or(&"").to_string())
+        })
+        .collect();
+    (events, out)
+}
