@@ -246,11 +246,8 @@ impl RaftNode {
         loop {
             // A follower that knows the leader forwards at once, skipping a
             // round trip through its own Raft core just to learn that.
-            let remote_leader = {
-                let m = self.raft.metrics();
-                let m = m.borrow_watched();
-                m.current_leader.filter(|l| *l != self.id).map(|l| (l, m.membership_config.membership().get_node(&l).cloned()))
-            };
+            let leader = self.raft.metrics().borrow_watched().current_leader;
+            let remote_leader = leader.filter(|l| *l != self.id).map(|l| (l, self.member(l)));
             let forwarded = match remote_leader {
                 Some((leader, node)) => Some((leader, self.peers.forward(leader, node.as_ref(), &cmd).await)),
                 None => match self.raft.client_write(cmd.clone()).await {
@@ -297,7 +294,7 @@ impl RaftNode {
         let fut = async {
             loop {
                 let leader = self.wait_for_leader().await?;
-                let node = self.members().get(&leader).map(|(m, _)| m.clone());
+                let node = self.member(leader);
                 match self.peers.lease(leader, node.as_ref(), id, renew).await {
                     // The leader died or lost its leadership (an election is
                     // on): renewing or reading a TTL twice is harmless, so
@@ -354,7 +351,7 @@ impl RaftNode {
                 let r = if leader == self.id {
                     self.change_member_as_leader(&change).await
                 } else {
-                    let node = self.members().get(&leader).map(|(m, _)| m.clone());
+                    let node = self.member(leader);
                     self.peers.change_member(leader, node.as_ref(), &change).await
                 };
                 match r {
@@ -704,10 +701,15 @@ impl RaftNode {
         learner
     }
 
+    /// Member `id` of the current membership, if it is one.
+    pub fn member(&self, id: u64) -> Option<Member> {
+        self.raft.metrics().borrow_watched().membership_config.membership().get_node(&id).cloned()
+    }
+
     /// Members from the current membership: ID → (member, is_learner).
     pub fn members(&self) -> BTreeMap<u64, (Member, bool)> {
-        let m = self.raft.metrics().borrow_watched().clone();
-        let mem = m.membership_config.membership();
+        let config = self.raft.metrics().borrow_watched().membership_config.clone();
+        let mem = config.membership();
         let voters: std::collections::BTreeSet<u64> = mem.voter_ids().collect();
         mem.nodes().map(|(id, n)| (*id, (n.clone(), !voters.contains(id)))).collect()
     }
