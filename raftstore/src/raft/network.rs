@@ -12,7 +12,7 @@ use std::pin::Pin;
 
 use openraft::error::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
-use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse};
+use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendResult, VoteRequest, VoteResponse};
 use parking_lot::Mutex;
 use proto::raftpb::raft_transport_client::RaftTransportClient;
 use proto::raftpb::raft_transport_server::RaftTransport;
@@ -33,6 +33,21 @@ use crate::error::{Error, Result};
 
 /// Largest piece of a snapshot file sent in one message, in bytes.
 pub const CHUNK_BYTES: usize = 1 << 20;
+
+/// Least time allowed to open a replication stream (openraft's RPC timeout
+/// is the heartbeat interval, too short for a first connection).
+const STREAM_SETUP_MIN: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Least time a replication stream may go without an answer while requests
+/// are in flight before it is torn down and re-opened.
+const STREAM_IDLE_MIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// What [`Network::stream_append`] returns: once the stream is open, the
+/// follower's answers in request order.
+type AppendStreamFuture<'s> = futures::future::BoxFuture<
+    's,
+    std::result::Result<futures::stream::BoxStream<'s, std::result::Result<StreamAppendResult<TypeConfig>, RPCError<TypeConfig>>>, RPCError<TypeConfig>>,
+>;
 
 /// What a peer answers when a member that was removed from the cluster
 /// asks for votes; the removed member then shuts itself down (etcd answers
@@ -255,6 +270,62 @@ impl RaftNetworkV2<TypeConfig> for Network {
         decode(&resp.payload).map_err(network_err)
     }
 
+    /// Replicates over one long-lived `AppendStream` call: requests are
+    /// written as openraft produces them, without waiting for the previous
+    /// answer, and answers come back in request order. This keeps several
+    /// AppendEntries in flight per follower (etcd pipelines MsgApp the same
+    /// way) and saves an HTTP/2 stream setup per request.
+    fn stream_append<'s, S>(&'s mut self, input: S, option: RPCOption) -> AppendStreamFuture<'s>
+    where
+        S: futures::Stream<Item = AppendEntriesRequest<TypeConfig>> + openraft::OptionalSend + Unpin + 'static,
+    {
+        Box::pin(async move {
+            let mut c = self.client()?;
+            let sent = crate::metrics::metrics().peer_sent_bytes.with_label_values(&[self.target.as_str()]);
+            let inflight = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let counter = inflight.clone();
+            let outbound = input.map(move |rpc| {
+                // postcard cannot fail on these types; an empty payload
+                // would be refused by the follower and end the stream.
+                let payload = encode(&rpc).unwrap_or_default();
+                sent.inc_by(payload.len() as u64);
+                counter.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                RaftMessage { payload }
+            });
+            // Only the setup is bounded by the RPC timeout: a grpc-timeout
+            // header would end the whole stream.
+            let setup = option.hard_ttl().max(STREAM_SETUP_MIN);
+            let resp = match tokio::time::timeout(setup, c.append_stream(Request::new(outbound))).await {
+                Ok(Ok(r)) => r.into_inner(),
+                Ok(Err(st)) => return Err(unreachable(st)),
+                Err(_) => return Err(unreachable(format!("append stream not set up within {setup:?}"))),
+            };
+            let idle = option.hard_ttl().saturating_mul(20).max(STREAM_IDLE_MIN);
+            let answers = futures::stream::unfold(Some(resp), move |state| {
+                let inflight = inflight.clone();
+                async move {
+                    let mut resp = state?;
+                    loop {
+                        match tokio::time::timeout(idle, resp.message()).await {
+                            Ok(Ok(Some(m))) => {
+                                inflight.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+                                let item = decode::<StreamAppendResult<TypeConfig>>(&m.payload).map_err(network_err);
+                                let go_on = matches!(item, Ok(Ok(_)));
+                                return Some((item, go_on.then_some(resp)));
+                            }
+                            Ok(Ok(None)) => return None,
+                            Ok(Err(st)) => return Some((Err(unreachable(st)), None)),
+                            // Nothing asked: an idle stream is fine.
+                            Err(_) if inflight.load(std::sync::atomic::Ordering::Acquire) == 0 => continue,
+                            Err(_) => return Some((Err(unreachable(format!("no append answer within {idle:?}"))), None)),
+                        }
+                    }
+                }
+            });
+            Ok(Box::pin(answers) as futures::stream::BoxStream<'s, _>)
+        })
+    }
+
     async fn vote(&mut self, rpc: VoteRequest<TypeConfig>, option: RPCOption) -> std::result::Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
         let mut c = self.client()?;
         let payload = encode(&rpc).map_err(network_err)?;
@@ -377,6 +448,36 @@ impl RaftTransport for TransportService {
         }
         let resp = self.node.raft.append_entries(rpc).await.map_err(|e| Status::unavailable(e.to_string()))?;
         Ok(Response::new(RaftMessage { payload: encode(&resp).map_err(bad)? }))
+    }
+
+    type AppendStreamStream = Pin<Box<dyn futures::Stream<Item = std::result::Result<RaftMessage, Status>> + Send + 'static>>;
+
+    async fn append_stream(&self, req: Request<Streaming<RaftMessage>>) -> BoxResult<Self::AppendStreamStream> {
+        // A malformed request ends the input; its error is then the last
+        // message of the answer stream.
+        let failed: std::sync::Arc<Mutex<Option<Status>>> = Default::default();
+        let failed_in = failed.clone();
+        let input = req.into_inner().map_while(move |m| {
+            let decoded = m.and_then(|m| {
+                let rpc: AppendEntriesRequest<TypeConfig> = decode(&m.payload).map_err(bad)?;
+                use openraft::vote::RaftLeaderId as _;
+                received_from(*rpc.vote.leader_id().node_id(), m.payload.len());
+                Ok(rpc)
+            });
+            match decoded {
+                Ok(rpc) => Some(rpc),
+                Err(st) => {
+                    *failed_in.lock() = Some(st);
+                    None
+                }
+            }
+        });
+        let answers = self.node.raft.stream_append(input).map(|r| match r {
+            Ok(result) => encode(&result).map(|payload| RaftMessage { payload }).map_err(|e| Status::internal(e.to_string())),
+            Err(fatal) => Err(Status::unavailable(fatal.to_string())),
+        });
+        let tail = futures::stream::once(async move { failed.lock().take() }).filter_map(|st: Option<Status>| st.map(Err));
+        Ok(Response::new(Box::pin(answers.chain(tail))))
     }
 
     async fn install_snapshot(&self, req: Request<Streaming<SnapshotChunk>>) -> BoxResult<RaftMessage> {
