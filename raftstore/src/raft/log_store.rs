@@ -80,11 +80,14 @@ impl LogStore {
     /// The switch that lets `append` fsync inline, on the Raft core's
     /// thread, instead of handing the sync to the flusher thread (on by
     /// default). Inline saves two thread hand-offs per write when this
-    /// member alone makes a quorum, and on followers, which must sync before
-    /// they answer anyway. A leader with followers must turn it off: openraft
-    /// sends entries to followers only after `append` returns, so an inline
-    /// sync would put the leader's fsync and the followers' fsyncs in series
-    /// instead of in parallel (etcd's leader also sends before it syncs).
+    /// member alone makes a quorum. With other voters it must be off: on a
+    /// leader, openraft sends entries to followers only after `append`
+    /// returns, so an inline sync would put the leader's fsync and the
+    /// followers' fsyncs in series instead of in parallel (etcd's leader
+    /// also sends before it syncs); on a follower fed by a pipelined
+    /// replication stream, an inline sync would stall the Raft thread once
+    /// per AppendEntries, while the flusher covers every append that arrived
+    /// during one sync with a single fsync.
     pub fn inline_sync_switch(&self) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
         self.inline_sync.clone()
     }

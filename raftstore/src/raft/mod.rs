@@ -521,15 +521,16 @@ impl RaftNode {
     }
 
     /// Keeps the log store's inline-sync switch (see
-    /// [`log_store::LogStore::inline_sync_switch`]) off while this member
-    /// leads other voters, and on otherwise. Runs until Raft shuts down.
+    /// [`log_store::LogStore::inline_sync_switch`]) on while this member is
+    /// the only voter, and off as soon as there are others (leader or
+    /// follower). Runs until Raft shuts down.
     pub async fn drive_inline_sync(self, switch: Arc<std::sync::atomic::AtomicBool>) {
         let mut rx = self.raft.metrics();
         loop {
             let on = {
                 let m = rx.borrow_watched();
-                let leads = m.current_leader == Some(self.id);
-                !(leads && m.membership_config.membership().voter_ids().any(|v| v != self.id))
+                let alone = !m.membership_config.membership().voter_ids().any(|v| v != self.id);
+                alone
             };
             switch.store(on, std::sync::atomic::Ordering::Relaxed);
             if rx.changed().await.is_err() {

@@ -56,8 +56,15 @@ pub const REMOVED_MESSAGE: &str = "the member has been permanently removed from 
 
 /// gRPC clients to the other members, created lazily and reused.
 pub struct PeerClients {
-    /// By member ID: the peer URL the client dials, and the client.
+    /// By member ID: the peer URL the client dials, and the client. These
+    /// carry Raft's own messages (replication, votes, snapshots); they are
+    /// dialled from the Raft thread, so their connections run there.
     clients: Mutex<HashMap<u64, (String, RaftTransportClient<Channel>)>>,
+    /// The same for requests that clients wait on (forwarded writes, lease
+    /// and read-index queries, membership changes). They are dialled from the
+    /// gRPC handlers, so their connections run on the shared runtime and
+    /// never wait behind the Raft thread's work (a follower's log fsync).
+    service_clients: Mutex<HashMap<u64, (String, RaftTransportClient<Channel>)>>,
     /// Peer URLs known from the initial cluster, by member ID.
     initial: HashMap<u64, String>,
     /// Set once a peer said this member was removed from the cluster.
@@ -81,7 +88,7 @@ fn dial(url: &str, tls: Option<&tonic::transport::ClientTlsConfig>) -> Result<Ra
 impl PeerClients {
     /// Clients for a cluster whose initial members have these peer URLs.
     pub fn new(initial: HashMap<u64, String>, tls: Option<tonic::transport::ClientTlsConfig>) -> Self {
-        PeerClients { clients: Mutex::new(HashMap::new()), initial, removed: tokio::sync::watch::Sender::new(false), tls }
+        PeerClients { clients: Mutex::new(HashMap::new()), service_clients: Mutex::new(HashMap::new()), initial, removed: tokio::sync::watch::Sender::new(false), tls }
     }
 
     /// Becomes true once this member learns it was removed from the cluster.
@@ -94,9 +101,19 @@ impl PeerClients {
         self.removed.send_replace(true);
     }
 
+    /// The Raft-message client for member `id`.
     fn client(&self, id: u64, node: Option<&Member>) -> Result<RaftTransportClient<Channel>> {
+        self.client_in(&self.clients, id, node)
+    }
+
+    /// The client-request client for member `id` (see `service_clients`).
+    fn service_client(&self, id: u64, node: Option<&Member>) -> Result<RaftTransportClient<Channel>> {
+        self.client_in(&self.service_clients, id, node)
+    }
+
+    fn client_in(&self, clients: &Mutex<HashMap<u64, (String, RaftTransportClient<Channel>)>>, id: u64, node: Option<&Member>) -> Result<RaftTransportClient<Channel>> {
         let wanted = node.and_then(|n| n.peer_urls.first().cloned());
-        if let Some((url, c)) = self.clients.lock().get(&id) {
+        if let Some((url, c)) = clients.lock().get(&id) {
             // A MemberUpdate changes a member's URL: dial the new one.
             if wanted.as_ref().is_none_or(|w| w == url) {
                 return Ok(c.clone());
@@ -104,7 +121,7 @@ impl PeerClients {
         }
         let url = wanted.or_else(|| self.initial.get(&id).cloned()).ok_or(Error::NoLeader)?;
         let c = dial(&url, self.tls.as_ref())?;
-        self.clients.lock().insert(id, (url, c.clone()));
+        clients.lock().insert(id, (url, c.clone()));
         Ok(c)
     }
 
@@ -114,7 +131,7 @@ impl PeerClients {
     /// # Errors
     /// The leader's etcd error, or Unavailable if it cannot be reached.
     pub async fn change_member(&self, leader: u64, node: Option<&Member>, change: &MemberChange) -> Result<u64> {
-        let mut c = self.client(leader, node)?;
+        let mut c = self.service_client(leader, node)?;
         let req = MemberChangeRequest { change: encode(change).map_err(Error::internal)? };
         let resp = c.change_member(req).await.map_err(|_| Error::LeaderChanged)?.into_inner();
         if !resp.message.is_empty() {
@@ -142,7 +159,7 @@ impl PeerClients {
     /// # Errors
     /// The leader's error, or Unavailable if it cannot be reached.
     pub async fn forward(&self, leader: u64, node: Option<&Member>, cmd: &Command) -> Result<CommandResponse> {
-        let mut c = self.client(leader, node)?;
+        let mut c = self.service_client(leader, node)?;
         let resp = c.forward(ForwardRequest { command: cmd.encode() }).await.map_err(|st| {
             // Not even connected: the request never left, so it is safe to
             // send again once another leader is known.
@@ -164,7 +181,7 @@ impl PeerClients {
     /// # Errors
     /// Unavailable if the leader cannot be reached.
     pub async fn lease(&self, leader: u64, node: Option<&Member>, id: i64, renew: bool) -> Result<i64> {
-        let mut c = self.client(leader, node)?;
+        let mut c = self.service_client(leader, node)?;
         let resp = c.lease(LeaseRequest { id, renew }).await.map_err(|_| Error::LeaderChanged)?.into_inner();
         if !resp.message.is_empty() {
             return Err(Error::from_code_message(resp.code, &resp.message));
@@ -177,7 +194,7 @@ impl PeerClients {
     /// # Errors
     /// Unavailable if the leader cannot be reached or is no longer leader.
     pub async fn read_index(&self, leader: u64, node: Option<&Member>) -> Result<u64> {
-        let mut c = self.client(leader, node)?;
+        let mut c = self.service_client(leader, node)?;
         let resp = c.read_index(ReadIndexRequest {}).await.map_err(|_| Error::LeaderChanged)?.into_inner();
         if !resp.message.is_empty() {
             return Err(Error::from_code_message(resp.code, &resp.message));
