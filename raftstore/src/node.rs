@@ -448,15 +448,17 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
                         return;
                     }
                 };
+                let handle = rt.handle().clone();
                 rt.block_on(async move {
                     let r = crate::raft::create(id, &name, timing, count, keep, net, log, sm).await;
-                    let _ = tx.send(r);
+                    let _ = tx.send(r.map(|raft| (raft, handle)));
                     std::future::pending::<()>().await;
                 });
             })
             .map_err(Error::internal)?;
         rx.await.map_err(|_| Error::internal("raft thread exited"))??
     };
+    let (raft, raft_rt) = raft;
     let removed = peers.removed();
     let node = RaftNode {
         raft: raft.clone(),
@@ -480,7 +482,18 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
     if let Some(tls) = peer_server_tls {
         peer_server = peer_server.tls_config(tls).map_err(|e| Error::InvalidArgument(format!("peer TLS: {e}")))?;
     }
-    tokio::spawn(async move {
+    // The peer server runs on the Raft thread too: a follower's
+    // replication stream then reaches its Raft core, and the answer leaves,
+    // without waking another thread (the listener is re-registered there).
+    let peer_l = peer_l.into_std().map_err(Error::internal)?;
+    raft_rt.spawn(async move {
+        let peer_l = match TcpListener::from_std(peer_l) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!("peer listener: {e}");
+                return;
+            }
+        };
         let r = peer_server
             .add_service(RaftTransportServer::new(transport).max_decoding_message_size(usize::MAX).max_encoding_message_size(usize::MAX))
             .serve_with_incoming(TcpIncoming::from(peer_l).with_nodelay(Some(true)))
