@@ -31,6 +31,77 @@ pub struct LogStore {
     /// Whether `append` may sync on the caller's thread when no sync is in
     /// flight. See [`LogStore::inline_sync_switch`].
     inline_sync: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The most recently appended entries, so that replication to each
+    /// follower reads them from memory instead of a RocksDB iterator and a
+    /// decode per follower.
+    recent: std::sync::Arc<parking_lot::Mutex<RecentEntries>>,
+}
+
+/// Most entries kept in [`RecentEntries`].
+const RECENT_MAX_ENTRIES: usize = 4096;
+/// Most encoded bytes kept in [`RecentEntries`].
+const RECENT_MAX_BYTES: usize = 8 << 20;
+
+/// A window of consecutive log entries ending at the last appended one,
+/// bounded by [`RECENT_MAX_ENTRIES`] and [`RECENT_MAX_BYTES`]. Appends
+/// extend it; truncation and purge cut it like the log itself.
+#[derive(Default)]
+struct RecentEntries {
+    /// Entries with their encoded size in bytes, by ascending index without
+    /// gaps.
+    entries: std::collections::VecDeque<(Entry, usize)>,
+    bytes: usize,
+}
+
+impl RecentEntries {
+    fn push(&mut self, e: Entry, size: usize) {
+        let follows = self.entries.back().is_none_or(|(b, _)| b.log_id.index() + 1 == e.log_id.index());
+        if !follows {
+            self.clear();
+        }
+        self.bytes += size;
+        self.entries.push_back((e, size));
+        while self.entries.len() > RECENT_MAX_ENTRIES || (self.bytes > RECENT_MAX_BYTES && self.entries.len() > 1) {
+            if let Some((_, n)) = self.entries.pop_front() {
+                self.bytes -= n;
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.bytes = 0;
+    }
+
+    /// Drops entries with an index above `last` (`None`: all).
+    fn truncate_after(&mut self, last: Option<u64>) {
+        while self.entries.back().is_some_and(|(b, _)| last.is_none_or(|l| b.log_id.index() > l)) {
+            if let Some((_, n)) = self.entries.pop_back() {
+                self.bytes -= n;
+            }
+        }
+    }
+
+    /// Drops entries with an index up to `upto`.
+    fn purge(&mut self, upto: u64) {
+        while self.entries.front().is_some_and(|(f, _)| f.log_id.index() <= upto) {
+            if let Some((_, n)) = self.entries.pop_front() {
+                self.bytes -= n;
+            }
+        }
+    }
+
+    /// Copies of the entries in `[start, end)` if the window holds all of
+    /// them.
+    fn get(&self, start: u64, end: u64) -> Option<Vec<Entry>> {
+        let first = self.entries.front()?.0.log_id.index();
+        let last = self.entries.back()?.0.log_id.index();
+        if start < first || end > last + 1 || start >= end {
+            return None;
+        }
+        let from = (start - first) as usize;
+        Some(self.entries.range(from..from + (end - start) as usize).map(|(e, _)| e.clone()).collect())
+    }
 }
 
 /// Group commit: appends are written to RocksDB at once (so they are
@@ -74,7 +145,7 @@ impl LogStore {
         let syncing = std::sync::Arc::new(parking_lot::Mutex::new(()));
         let flusher = spawn_flusher(db.clone(), syncing.clone());
         let inline_sync = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
-        LogStore { db, flusher, syncing, inline_sync }
+        LogStore { db, flusher, syncing, inline_sync, recent: Default::default() }
     }
 
     /// The switch that lets `append` fsync inline, on the Raft core's
@@ -133,6 +204,14 @@ impl RaftLogReader<TypeConfig> for LogStore {
             Bound::Excluded(x) => x.saturating_add(1),
             Bound::Unbounded => 0,
         };
+        let end = match range.end_bound() {
+            Bound::Included(x) => x.saturating_add(1),
+            Bound::Excluded(x) => *x,
+            Bound::Unbounded => u64::MAX,
+        };
+        if let Some(hit) = self.recent.lock().get(start, end) {
+            return Ok(hit);
+        }
         let cf = self.cf_log()?;
         let mut out = Vec::new();
         let from = keys::log_key(start);
@@ -186,11 +265,20 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     {
         let cf = self.cf_log()?;
         let mut batch = WriteBatch::default();
+        let mut appended = Vec::new();
         for e in entries {
-            batch.put_cf(cf, keys::log_key(e.log_id.index()), encode(&e)?);
+            let bytes = encode(&e)?;
+            batch.put_cf(cf, keys::log_key(e.log_id.index()), &bytes);
+            appended.push((e, bytes.len()));
         }
         // Readable now; durable once the WAL is synced.
         self.db.write(batch).map_err(io_err)?;
+        {
+            let mut recent = self.recent.lock();
+            for (e, n) in appended {
+                recent.push(e, n);
+            }
+        }
         // Nobody syncing: sync here and now, which saves the hand-off to the
         // flusher thread and back when there is one writer. Under load a
         // sync is usually in progress, and the flusher batches the rest.
@@ -221,6 +309,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> Result<(), io::Error> {
         let from = last_log_id.map(|l| l.index() + 1).unwrap_or(0);
+        self.recent.lock().truncate_after(last_log_id.map(|l| l.index()));
         let cf = self.cf_log()?;
         let mut batch = WriteBatch::default();
         batch.delete_range_cf(cf, keys::log_key(from), keys::log_key(u64::MAX));
@@ -228,11 +317,79 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {
+        self.recent.lock().purge(log_id.index());
         let cf = self.cf_log()?;
         let state = self.cf_state()?;
         let mut batch = WriteBatch::default();
         batch.put_cf(state, keys::LastPurged::KEY, encode(&log_id)?);
         batch.delete_range_cf(cf, keys::log_key(0), keys::log_key(log_id.index() + 1));
         crate::storage::write_durable(&self.db, batch).map_err(io_err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::entry::RaftEntry as _;
+    use openraft::vote::RaftLeaderIdExt as _;
+
+    use super::*;
+
+    fn entry(index: u64) -> Entry {
+        let leader = openraft::type_config::alias::LeaderIdOf::<TypeConfig>::new_committed(1, 1);
+        Entry::new_blank(openraft::LogId::new(leader, index))
+    }
+
+    fn indexes(v: Option<Vec<Entry>>) -> Option<Vec<u64>> {
+        v.map(|es| es.iter().map(|e| e.log_id.index()).collect())
+    }
+
+    /// The window answers only ranges it holds completely, and follows
+    /// truncation and purge like the log.
+    #[test]
+    fn recent_entries_window() {
+        let mut r = RecentEntries::default();
+        for i in 5..10 {
+            r.push(entry(i), 10);
+        }
+        assert_eq!(indexes(r.get(5, 10)), Some(vec![5, 6, 7, 8, 9]));
+        assert_eq!(indexes(r.get(7, 9)), Some(vec![7, 8]));
+        assert_eq!(r.get(4, 8), None, "starts before the window");
+        assert_eq!(r.get(8, 11), None, "ends past the last entry");
+        assert_eq!(r.get(8, 8), None, "empty range");
+
+        r.truncate_after(Some(7));
+        assert_eq!(r.get(5, 9), None);
+        assert_eq!(indexes(r.get(5, 8)), Some(vec![5, 6, 7]));
+        r.push(entry(8), 10);
+        assert_eq!(indexes(r.get(7, 9)), Some(vec![7, 8]));
+
+        r.purge(6);
+        assert_eq!(r.get(6, 8), None);
+        assert_eq!(indexes(r.get(7, 9)), Some(vec![7, 8]));
+        assert_eq!(r.bytes, 20);
+
+        // A gap (e.g. after a snapshot install) restarts the window.
+        r.push(entry(20), 10);
+        assert_eq!(r.get(7, 9), None);
+        assert_eq!(indexes(r.get(20, 21)), Some(vec![20]));
+
+        r.truncate_after(None);
+        assert_eq!(r.get(20, 21), None);
+        assert_eq!(r.bytes, 0);
+    }
+
+    /// The window keeps at most its byte budget (but always the last entry).
+    #[test]
+    fn recent_entries_byte_cap() {
+        let mut r = RecentEntries::default();
+        r.push(entry(1), RECENT_MAX_BYTES / 2);
+        r.push(entry(2), RECENT_MAX_BYTES / 2);
+        assert_eq!(indexes(r.get(1, 3)), Some(vec![1, 2]));
+        r.push(entry(3), 1);
+        assert_eq!(r.get(1, 4), None);
+        assert_eq!(indexes(r.get(2, 4)), Some(vec![2, 3]));
+        r.push(entry(4), RECENT_MAX_BYTES * 2);
+        assert_eq!(indexes(r.get(4, 5)), Some(vec![4]));
+        assert_eq!(r.entries.len(), 1);
     }
 }
