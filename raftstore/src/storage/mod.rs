@@ -23,7 +23,10 @@ pub type Db = Arc<DB>;
 /// [`Error::Internal`] if the write or the sync fails.
 pub fn write_durable(db: &DB, batch: rocksdb::WriteBatch) -> Result<()> {
     db.write(batch)?;
+    // Counted like every other WAL sync (etcd_disk_wal_fsync_duration_seconds).
+    let timer = crate::metrics::metrics().wal_fsync.start_timer();
     db.flush_wal(true)?;
+    timer.observe_duration();
     Ok(())
 }
 

@@ -178,7 +178,17 @@ fn add_promote_remove_under_write_load() {
             );
         }
         assert!(initial.contains(&n3.cluster_entry()), "{initial}");
-        let list = member_ids(&procs[2].ep()).await;
+        // MemberList is served from the member's own view (as etcd 3.4's):
+        // the add was answered by m2 once committed, and m3 learns of it
+        // with the next replication round.
+        let mut list = member_ids(&procs[2].ep()).await;
+        for _ in 0..50 {
+            if list.iter().any(|m| m.1 == new_id) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            list = member_ids(&procs[2].ep()).await;
+        }
         assert!(
             list.contains(&(String::new(), new_id, true)),
             "an unstarted learner has no name yet: {list:?}"

@@ -94,7 +94,17 @@ fn https_peers_and_clients_with_client_certs() {
         &["get", "tls-key", "--print-value-only"],
     );
     assert_eq!(got.ok().trim(), "v1");
-    let list = run(&procs[0].client_url(), &["member", "list"]);
+    // Each member publishes its client URLs through the log once it has
+    // started; under load the last publish may still be on its way.
+    let has_all = |text: &str| procs.iter().all(|p| text.contains(&p.peer_url()) && text.contains(&p.client_url()));
+    let mut list = run(&procs[0].client_url(), &["member", "list"]);
+    for _ in 0..50 {
+        if has_all(list.ok()) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        list = run(&procs[0].client_url(), &["member", "list"]);
+    }
     for p in &procs {
         assert!(list.ok().contains(&p.peer_url()), "{list}");
         assert!(list.ok().contains(&p.client_url()), "{list}");
