@@ -38,7 +38,14 @@ ROWS=(
   "put 64 clients|put --clients 64"
 )
 # Three members add the heavier write row the HA comparison asks for.
-[[ "$MEMBERS" == 1 ]] || ROWS+=("put 256 clients|put --clients 256")
+[[ "$MEMBERS" == 1 ]] || ROWS+=(
+  "put 256 clients|put --clients 256"
+  # One client on the leader, then on a follower (whose writes are
+  # forwarded): the row above sends it to the first endpoint, which may be
+  # either, so its figure depends on where each cluster elected its leader.
+  "put 1 client, leader|put --clients 1|leader"
+  "put 1 client, follower|put --clients 1|follower"
+)
 ROWS+=(
   "range linearizable|range --clients 64 --consistency l"
   "range serializable|range --clients 64 --consistency s"
@@ -179,6 +186,19 @@ if [[ -n "$raft_pid" ]] && ! members_eps_of=$raft_ep members_pids_of=$raft_pid w
   raft_pid=""
 fi
 
+# role_ep ENDPOINTS ROLE: the endpoint of the leader (ROLE=leader) or of the
+# first follower (ROLE=follower), or ENDPOINTS unchanged (ROLE=all).
+role_ep() {
+  local eps=$1 role=$2 want
+  case "$role" in
+    leader) want=true ;;
+    follower) want=false ;;
+    *) echo "$eps"; return ;;
+  esac
+  ETCDCTL_API=3 "$ETCDCTL_BIN" --endpoints "$eps" --dial-timeout 2s --command-timeout 3s endpoint status 2>/dev/null \
+    | awk -F', ' -v w="$want" '$5 == w { print $1; exit }'
+}
+
 # alive SERVER PIDS: 0 while every member runs; the first time one is found
 # dead, says so with the tail of its log and records a note.
 alive() {
@@ -237,17 +257,19 @@ notes=()
 table="| workload | etcd ops/s | etcd p99 | raftstore ops/s | raftstore p99 | ratio (raftstore/etcd ops/s) |
 |---|---|---|---|---|---|"
 for row in "${ROWS[@]}"; do
-  name="${row%%|*}"
-  read -r -a args <<<"${row#*|}"
+  IFS='|' read -r name argline role <<<"$row"
+  read -r -a args <<<"$argline"
   e=""
   r=""
   if alive etcd "$etcd_pid"; then
-    log "row '$name': etcd"
-    e=$(run_row etcd "$etcd_ep" "${args[@]}")
+    ep=$(role_ep "$etcd_ep" "${role:-all}")
+    log "row '$name': etcd ($ep)"
+    [[ -z "$ep" ]] || e=$(run_row etcd "$ep" "${args[@]}")
   fi
   if alive raftstore "$raft_pid"; then
-    log "row '$name': raftstore"
-    r=$(run_row raftstore "$raft_ep" "${args[@]}")
+    ep=$(role_ep "$raft_ep" "${role:-all}")
+    log "row '$name': raftstore ($ep)"
+    [[ -z "$ep" ]] || r=$(run_row raftstore "$ep" "${args[@]}")
   fi
   table+=$'\n'"| $name | $(ops_cell "$e") | $(p99_cell "$e") | $(ops_cell "$r") | $(p99_cell "$r") | $(ratio_cell "$e" "$r") |"
 done
