@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, watch};
 use super::metrics::metrics;
 use super::ring::{Read, Ring};
 use crate::storage::{
-    filter_event, store::encode_continue, Error, EventType, ListOptions, ListResult, Predicate, Result, RevisionMatch, Storage, WatchEvent,
+    store::encode_continue, Error, EventType, ListOptions, ListResult, Predicate, Result, RevisionMatch, Storage, WatchEvent,
     WatchOptions, WatchStream,
 };
 
@@ -489,8 +489,8 @@ impl Watcher {
                     if !(ev.key.as_ref() == self.key || (self.recursive && ev.key.starts_with(&self.key))) {
                         continue;
                     }
-                    let Some(kind) = filter_event(ev.kind, &ev.object, ev.prev.as_deref(), self.predicate.as_ref()) else { continue };
-                    let out = WatchEvent { kind, object: ev.object.clone(), prev: ev.prev.clone(), encoded: Some(ev.encoded.clone()) };
+                    let out = WatchEvent { kind: ev.kind, object: ev.object.clone(), prev: ev.prev.clone(), encoded: Some(ev.encoded.clone()) };
+                    let Some(out) = out.filtered(self.predicate.as_ref()) else { continue };
                     if self.tx.send(Ok(out)).await.is_err() {
                         break;
                     }

@@ -128,7 +128,7 @@ async fn suite(s: Arc<dyn Storage>, mut client: etcd_client::Client) {
     // Selector transitions: app=web only.
     let web_only: apiserver::storage::Predicate = Arc::new(|o: &Value| o["metadata"]["labels"]["app"] == "web");
     let mut ws = s.watch(NS, &WatchOptions { revision: from, recursive: true, predicate: Some(web_only.clone()), ..Default::default() }).await.unwrap();
-    set_app(s.as_ref(), "a", "db").await; // a stops matching
+    let a_out = set_app(s.as_ref(), "a", "db").await; // a stops matching
     set_app(s.as_ref(), "b", "web").await; // b starts matching
     set_app(s.as_ref(), "c", "web").await; // c still matches
     set_app(s.as_ref(), "a", "other").await; // a stays out
@@ -144,9 +144,15 @@ async fn suite(s: Arc<dyn Storage>, mut client: etcd_client::Client) {
     let m = |k, n: &str| (k, n.to_string());
     assert_eq!(all, [m(EventType::Modified, "a"), m(EventType::Modified, "b"), m(EventType::Modified, "c"), m(EventType::Modified, "a"), m(EventType::Deleted, "b")]);
     let mut filtered = Vec::new();
-    for _ in 0..4 {
+    for i in 0..4 {
         let e = next_change(&mut ws).await;
-        filtered.push((e.kind, e.object["metadata"]["name"].as_str().unwrap().to_string()));
+        if i == 0 {
+            // Leaving the selector: the state the watcher last saw matching,
+            // at the change's resourceVersion (as kube's cacheWatcher).
+            assert_eq!(e.object["metadata"]["labels"]["app"], "web", "{:?}", e.object);
+            assert_eq!(rv(&e.object), rv(&a_out));
+        }
+((e.kind, e.object["metadata"]["name"].as_str().unwrap().to_string()));
     }
     assert_eq!(filtered, [m(EventType::Deleted, "a"), m(EventType::Added, "b"), m(EventType::Modified, "c"), m(EventType::Deleted, "b")]);
     // Nothing more for either watcher (no duplicates).
