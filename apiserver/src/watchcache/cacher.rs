@@ -414,14 +414,18 @@ fn encode(obj: &Value) -> Result<Bytes> {
     Ok(Bytes::from(v))
 }
 
-/// The oldest revision a watch can start after.
+/// The oldest revision a watch can start after: the initial list's while
+/// the ring has not wrapped; after that, one before the oldest event held,
+/// since every change after that revision is still in the ring (kube's
+/// `watchCache` allows `oldest - 1` likewise and names it in its "too old
+/// resource version" error).
 fn oldest_revision(g: &Generation) -> i64 {
     let oldest = g.ring.oldest();
     if oldest == 0 {
         return g.start_revision;
     }
     match g.ring.read(oldest) {
-        Read::Ready(e) => e.value.revision,
+        Read::Ready(e) => e.value.revision - 1,
         _ => i64::MAX,
     }
 }

@@ -305,7 +305,20 @@ async fn watch_cache_window_and_slow_watchers() {
     // ... while one from inside the window works.
     let mut recent = s.watch(NS, &WatchOptions { revision: last - 1, recursive: true, ..Default::default() }).await.unwrap();
     assert_eq!(rv(&next(&mut recent).await.unwrap().object), last);
+    // The window's edge, as kube's watchCache: the ring holds the last 100
+    // changes (last-99 ..= last), so a watch from last-100 misses nothing
+    // and is served; one from last-101 is too old, and the error names
+    // last-100.
+    let mut edge = s.watch(NS, &WatchOptions { revision: last - 100, recursive: true, ..Default::default() }).await.unwrap();
+    assert_eq!(rv(&next(&mut edge).await.unwrap().object), last - 99);
+    let mut past = s.watch(NS, &WatchOptions { revision: last - 101, recursive: true, ..Default::default() }).await.unwrap();
+    match next(&mut past).await {
+        Err(Error::Compacted { compact_revision }) => assert_eq!(compact_revision, last - 100),
+        other => panic!("want too old, got {other:?}"),
+    }
 }
+
+
 
 /// The same contract over HTTP, with kubectl's raw client: kube's
 /// validation errors, 504 for a future resourceVersion, the 410 ERROR event
