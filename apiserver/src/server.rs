@@ -126,10 +126,14 @@ async fn open_storage(opts: &Options) -> anyhow::Result<Arc<dyn Storage>> {
     Ok(Arc::new(KvStorage::new(kv)))
 }
 
-/// The watch cache in front of `storage`, one cache per stored resource.
+/// The watch cache in front of `storage`, one cache per stored resource,
+/// all started at once (see [`crate::watchcache::CachedStorage::start_all`]).
+/// Call it inside a Tokio runtime.
 pub fn cached(storage: Arc<dyn Storage>, registry: &Registry, capacity: usize) -> Arc<dyn Storage> {
     let prefixes: Vec<String> = registry.group_versions().into_iter().flat_map(|(g, v)| registry.of_group_version(g, v)).map(|r| registry.storage_resource(&r).prefix(None)).collect();
-    Arc::new(crate::watchcache::CachedStorage::new(storage, prefixes, capacity))
+    let cached = crate::watchcache::CachedStorage::new(storage, prefixes, capacity);
+    cached.start_all();
+    Arc::new(cached)
 }
 
 async fn bootstrap_namespaces(storage: &dyn Storage) -> anyhow::Result<()> {

@@ -368,6 +368,25 @@ fn list_watch_parameters_over_http() {
     assert!(metrics.ok().contains("apiserver_terminated_watchers_total") || metrics.ok().contains("apiserver_watch_cache_resource_version"), "{metrics:?}");
 }
 
+/// A watch from the resourceVersion of a write to a resource nobody has
+/// listed yet is served (kube fills every watch cache at boot, so its window
+/// covers everything since the start), not answered with 410 Expired.
+#[test]
+fn watch_from_a_write_before_the_first_list() {
+    let s = crate::common::Server::start();
+    let lr = "apiVersion: v1\nkind: LimitRange\nmetadata:\n  name: lr1\nspec:\n  limits:\n  - type: Container\n    max:\n      cpu: \"1\"\n";
+    let created = s.kubectl_stdin(33, &["create", "-o", "jsonpath={.metadata.resourceVersion}", "-f", "-"], Some(lr));
+    let rv = created.ok().trim().to_string();
+    // Another write moves the store past the LimitRange's revision.
+    s.kubectl(33, &["create", "configmap", "after-lr"]).ok();
+    s.kubectl(33, &["delete", "limitrange", "lr1"]).ok();
+    let w = s.kubectl(33, &["get", "--raw", &format!("/api/v1/namespaces/default/limitranges?watch=1&resourceVersion={rv}&timeoutSeconds=2")]);
+    let events: Vec<Value> = w.ok().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["type"], "DELETED", "{events:?}");
+    assert_eq!(events[0]["object"]["metadata"]["name"], "lr1");
+}
+
 /// The suite through the watch cache on real etcd (`--etcd-servers`): the
 /// cache's consistent reads rely on etcd's progress notifications.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
