@@ -472,9 +472,44 @@ struct Watcher {
 }
 
 impl Watcher {
+    /// Hands `ev` to the HTTP stream; false when the watcher must end: its
+    /// client is gone, or it stopped reading for so long that the ring
+    /// overwrote the events it has yet to read. In the second case it is
+    /// closed and counted as terminated now, while it is stalled, rather
+    /// than when its client reads again (kube's cacher likewise closes a
+    /// watcher whose buffer stays full, "Forcing watcher close due to
+    /// unresponsiveness"). The close never waits for the client: the stream
+    /// ends after what was already buffered, without a gap.
+    async fn send(&self, ev: WatchEvent) -> bool {
+        let permit = match self.tx.try_reserve() {
+            Ok(p) => p,
+            Err(mpsc::error::TrySendError::Closed(())) => return false,
+            Err(mpsc::error::TrySendError::Full(())) => {
+                // Next unread position overwritten: head > position + capacity.
+                let overrun = self.position + self.generation.ring.capacity() as u64;
+                tokio::select! {
+                    biased;
+                    p = self.tx.reserve() => match p {
+                        Ok(p) => p,
+                        Err(_) => return false,
+                    },
+                    () = self.generation.ring.wait(overrun) => {
+                        if !self.generation.ring.is_closed() {
+                            metrics().terminated_watchers.with_label_values(&[&self.cacher.prefix]).inc();
+                            tracing::debug!("watch cache {}: closing a watcher that stopped reading", self.cacher.prefix);
+                        }
+                        return false;
+                    }
+                }
+            }
+        };
+        permit.send(Ok(ev));
+        true
+    }
+
     async fn run(mut self, initial: Vec<WatchEvent>) {
         for e in initial {
-            if self.tx.send(Ok(e)).await.is_err() {
+            if !self.send(e).await {
                 return;
             }
         }
@@ -495,7 +530,7 @@ impl Watcher {
                     }
                     let out = WatchEvent { kind: ev.kind, object: ev.object.clone(), prev: ev.prev.clone(), encoded: Some(ev.encoded.clone()) };
                     let Some(out) = out.filtered(self.predicate.as_ref()) else { continue };
-                    if self.tx.send(Ok(out)).await.is_err() {
+                    if !self.send(out).await {
                         break;
                     }
                     sent += 1;
@@ -517,7 +552,7 @@ impl Watcher {
                     }
                     let interval = self.cacher.bookmark_interval;
                     if self.bookmarks && rev > bookmarked_rev && last_bookmark.elapsed() >= interval {
-                        if self.tx.send(Ok(WatchEvent::bookmark(rev, false))).await.is_err() {
+                        if !self.send(WatchEvent::bookmark(rev, false)).await {
                             break;
                         }
                         bookmarked_rev = rev;

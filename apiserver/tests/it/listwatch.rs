@@ -152,7 +152,7 @@ async fn suite(s: Arc<dyn Storage>, mut client: etcd_client::Client) {
             assert_eq!(e.object["metadata"]["labels"]["app"], "web", "{:?}", e.object);
             assert_eq!(rv(&e.object), rv(&a_out));
         }
-((e.kind, e.object["metadata"]["name"].as_str().unwrap().to_string()));
+        filtered.push((e.kind, e.object["metadata"]["name"].as_str().unwrap().to_string()));
     }
     assert_eq!(filtered, [m(EventType::Deleted, "a"), m(EventType::Added, "b"), m(EventType::Modified, "c"), m(EventType::Deleted, "b")]);
     // Nothing more for either watcher (no duplicates).
@@ -318,7 +318,47 @@ async fn watch_cache_window_and_slow_watchers() {
     }
 }
 
-
+/// Cache only: a watcher whose client stops reading altogether (a stalled
+/// connection) is closed and counted while it is stalled, once the ring has
+/// overwritten what it has yet to read; its stream then ends after what was
+/// buffered, in order and without a gap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_cache_closes_a_stalled_watcher() {
+    // Its own resource prefix: the terminated-watchers count is per prefix
+    // and other tests close slow watchers of theirs concurrently.
+    const SP: &str = "/registry/stalled/";
+    let (h, _dir) = member().await;
+    let inner: Arc<dyn Storage> = Arc::new(KvStorage::new(Arc::new(EmbeddedKv::new(h.ctx.clone()))));
+    let s = Arc::new(CachedStorage::new(inner, [SP.to_string()], 100));
+    let key = format!("{SP}lw/w");
+    s.create(&key, cm("w", "web")).await.unwrap();
+    let start = s.current_revision().await.unwrap();
+    let mut stalled = s.watch(SP, &WatchOptions { revision: start, recursive: true, ..Default::default() }).await.unwrap();
+    let terminated = || apiserver::watchcache::metrics::metrics().terminated_watchers.with_label_values(&[SP]).get();
+    assert_eq!(terminated(), 0);
+    for i in 0..400 {
+        let mut f = |cur: Option<Value>| -> Result<Update, Status> {
+            let mut o = cur.unwrap();
+            o["data"]["v"] = json!(i.to_string());
+            Ok(Update::Put(o))
+        };
+        s.guaranteed_update(&key, &Preconditions::default(), &mut f).await.unwrap();
+    }
+    // Without reading a single event: the close is counted.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while terminated() == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "a stalled watcher 300 events behind a 100-event ring is closed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(terminated(), 1);
+    // Its stream: what was buffered, consecutive from the start, then the end.
+    let mut expect = start + 1;
+    while let Some(ev) = tokio::time::timeout(Duration::from_secs(10), stalled.recv()).await.expect("the stream ends") {
+        assert_eq!(rv(&ev.unwrap().object), expect, "in order, no gap");
+        expect += 1;
+    }
+    assert!(expect - start - 1 < 400, "closed, not fed everything");
+}
 
 /// The same contract over HTTP, with kubectl's raw client: kube's
 /// validation errors, 504 for a future resourceVersion, the 410 ERROR event
