@@ -114,6 +114,7 @@ async fn open_storage(opts: &Options) -> anyhow::Result<Arc<dyn Storage>> {
             initial_cluster_state: opts.initial_cluster_state.clone(),
             initial_cluster_token: opts.initial_cluster_token.clone(),
             initial_advertise_peer_urls: crate::options::split_urls(&opts.initial_advertise_peer_urls),
+            auto_compaction: (!opts.etcd_compaction_interval.is_zero()).then_some(raftstore::compactor::AutoCompaction::Periodic(opts.etcd_compaction_interval)),
             ..Default::default()
         };
         let handle = raftstore::node::start(cfg).await.context("start the embedded store")?;
