@@ -70,6 +70,14 @@ pub struct Options {
     /// holds ~75 s of a busy resource's events.
     #[arg(long, default_value_t = crate::watchcache::DEFAULT_CAPACITY)]
     pub default_watch_cache_size: usize,
+    /// How much history the embedded store keeps before compacting it
+    /// (kube-apiserver's `--etcd-compaction-interval`, default 5m; `0`
+    /// disables). The embedded store's leader compacts to the revision it had
+    /// this long ago, so a resourceVersion or continue token older than that
+    /// gets 410 Expired, and the store does not grow without bound. Remote
+    /// `--etcd-servers` are left to their own compaction.
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub etcd_compaction_interval: std::time::Duration,
 }
 
 impl Options {

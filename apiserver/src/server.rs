@@ -114,6 +114,7 @@ async fn open_storage(opts: &Options) -> anyhow::Result<Arc<dyn Storage>> {
             initial_cluster_state: opts.initial_cluster_state.clone(),
             initial_cluster_token: opts.initial_cluster_token.clone(),
             initial_advertise_peer_urls: crate::options::split_urls(&opts.initial_advertise_peer_urls),
+            auto_compaction: (!opts.etcd_compaction_interval.is_zero()).then_some(raftstore::compactor::AutoCompaction::Periodic(opts.etcd_compaction_interval)),
             ..Default::default()
         };
         let handle = raftstore::node::start(cfg).await.context("start the embedded store")?;
@@ -126,10 +127,14 @@ async fn open_storage(opts: &Options) -> anyhow::Result<Arc<dyn Storage>> {
     Ok(Arc::new(KvStorage::new(kv)))
 }
 
-/// The watch cache in front of `storage`, one cache per stored resource.
+/// The watch cache in front of `storage`, one cache per stored resource,
+/// all started at once (see [`crate::watchcache::CachedStorage::start_all`]).
+/// Call it inside a Tokio runtime.
 pub fn cached(storage: Arc<dyn Storage>, registry: &Registry, capacity: usize) -> Arc<dyn Storage> {
     let prefixes: Vec<String> = registry.group_versions().into_iter().flat_map(|(g, v)| registry.of_group_version(g, v)).map(|r| registry.storage_resource(&r).prefix(None)).collect();
-    Arc::new(crate::watchcache::CachedStorage::new(storage, prefixes, capacity))
+    let cached = crate::watchcache::CachedStorage::new(storage, prefixes, capacity);
+    cached.start_all();
+    Arc::new(cached)
 }
 
 async fn bootstrap_namespaces(storage: &dyn Storage) -> anyhow::Result<()> {

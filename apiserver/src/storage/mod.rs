@@ -295,6 +295,28 @@ impl WatchOptions {
     }
 }
 
+impl WatchEvent {
+    /// This event as a watcher with `predicate` sees it, or `None` when it
+    /// does not see it (see [`filter_event`]). An object that stops matching
+    /// arrives as `Deleted` carrying its previous state stamped with the
+    /// change's resourceVersion, so the watcher gets the object it last saw
+    /// matching (kube's `cacheWatcher.convertToWatchEvent` and etcd3 watcher
+    /// `transform` do the same).
+    pub fn filtered(self, predicate: Option<&Predicate>) -> Option<WatchEvent> {
+        let kind = filter_event(self.kind, &self.object, self.prev.as_deref(), predicate)?;
+        match (self.kind, kind, &self.prev) {
+            (EventType::Modified, EventType::Deleted, Some(prev)) => {
+                let mut object = (**prev).clone();
+                if let Some(m) = crate::meta::meta_mut(&mut object) {
+                    m.insert("resourceVersion".into(), Value::String(crate::meta::resource_version(&self.object).to_string()));
+                }
+                Some(WatchEvent { kind, object: Arc::new(object), prev: self.prev, encoded: None })
+            }
+            _ => Some(WatchEvent { kind, ..self }),
+        }
+    }
+}
+
 /// The event a watcher with `predicate` sees for a change from `prev` to
 /// `obj`, or `None` to skip it (kube's filtered watch): an object that starts
 /// matching is `Added`, one that stops matching `Deleted`.

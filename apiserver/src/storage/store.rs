@@ -9,7 +9,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::kv::{prefix_end, EventKind, Kv, KeyValue, KvEvent, WriteOp};
-use super::{filter_event, Error, EventType, ListOptions, ListResult, Preconditions, Result, RevisionMatch, Storage, TryUpdate, Update, WatchEvent, WatchOptions, WatchStream};
+use super::{Error, EventType, ListOptions, ListResult, Preconditions, Result, RevisionMatch, Storage, TryUpdate, Update, WatchEvent, WatchOptions, WatchStream};
 
 /// Give up a guaranteed update after this many lost races.
 const MAX_UPDATE_ATTEMPTS: usize = 64;
@@ -364,11 +364,8 @@ impl Storage for KvStorage {
                 }
                 for e in &batch.events {
                     let ev = match to_event(e) {
-                        Ok(Some(mut ev)) => match filter_event(ev.kind, &ev.object, ev.prev.as_deref(), pred.as_ref()) {
-                            Some(kind) => {
-                                ev.kind = kind;
-                                Ok(ev)
-                            }
+                        Ok(Some(ev)) => match ev.filtered(pred.as_ref()) {
+                            Some(ev) => Ok(ev),
                             None => continue,
                         },
                         Ok(None) => continue,

@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, watch};
 use super::metrics::metrics;
 use super::ring::{Read, Ring};
 use crate::storage::{
-    filter_event, store::encode_continue, Error, EventType, ListOptions, ListResult, Predicate, Result, RevisionMatch, Storage, WatchEvent,
+    store::encode_continue, Error, EventType, ListOptions, ListResult, Predicate, Result, RevisionMatch, Storage, WatchEvent,
     WatchOptions, WatchStream,
 };
 
@@ -414,14 +414,18 @@ fn encode(obj: &Value) -> Result<Bytes> {
     Ok(Bytes::from(v))
 }
 
-/// The oldest revision a watch can start after.
+/// The oldest revision a watch can start after: the initial list's while
+/// the ring has not wrapped; after that, one before the oldest event held,
+/// since every change after that revision is still in the ring (kube's
+/// `watchCache` allows `oldest - 1` likewise and names it in its "too old
+/// resource version" error).
 fn oldest_revision(g: &Generation) -> i64 {
     let oldest = g.ring.oldest();
     if oldest == 0 {
         return g.start_revision;
     }
     match g.ring.read(oldest) {
-        Read::Ready(e) => e.value.revision,
+        Read::Ready(e) => e.value.revision - 1,
         _ => i64::MAX,
     }
 }
@@ -468,9 +472,44 @@ struct Watcher {
 }
 
 impl Watcher {
+    /// Hands `ev` to the HTTP stream; false when the watcher must end: its
+    /// client is gone, or it stopped reading for so long that the ring
+    /// overwrote the events it has yet to read. In the second case it is
+    /// closed and counted as terminated now, while it is stalled, rather
+    /// than when its client reads again (kube's cacher likewise closes a
+    /// watcher whose buffer stays full, "Forcing watcher close due to
+    /// unresponsiveness"). The close never waits for the client: the stream
+    /// ends after what was already buffered, without a gap.
+    async fn send(&self, ev: WatchEvent) -> bool {
+        let permit = match self.tx.try_reserve() {
+            Ok(p) => p,
+            Err(mpsc::error::TrySendError::Closed(())) => return false,
+            Err(mpsc::error::TrySendError::Full(())) => {
+                // Next unread position overwritten: head > position + capacity.
+                let overrun = self.position + self.generation.ring.capacity() as u64;
+                tokio::select! {
+                    biased;
+                    p = self.tx.reserve() => match p {
+                        Ok(p) => p,
+                        Err(_) => return false,
+                    },
+                    () = self.generation.ring.wait(overrun) => {
+                        if !self.generation.ring.is_closed() {
+                            metrics().terminated_watchers.with_label_values(&[&self.cacher.prefix]).inc();
+                            tracing::debug!("watch cache {}: closing a watcher that stopped reading", self.cacher.prefix);
+                        }
+                        return false;
+                    }
+                }
+            }
+        };
+        permit.send(Ok(ev));
+        true
+    }
+
     async fn run(mut self, initial: Vec<WatchEvent>) {
         for e in initial {
-            if self.tx.send(Ok(e)).await.is_err() {
+            if !self.send(e).await {
                 return;
             }
         }
@@ -489,9 +528,9 @@ impl Watcher {
                     if !(ev.key.as_ref() == self.key || (self.recursive && ev.key.starts_with(&self.key))) {
                         continue;
                     }
-                    let Some(kind) = filter_event(ev.kind, &ev.object, ev.prev.as_deref(), self.predicate.as_ref()) else { continue };
-                    let out = WatchEvent { kind, object: ev.object.clone(), prev: ev.prev.clone(), encoded: Some(ev.encoded.clone()) };
-                    if self.tx.send(Ok(out)).await.is_err() {
+                    let out = WatchEvent { kind: ev.kind, object: ev.object.clone(), prev: ev.prev.clone(), encoded: Some(ev.encoded.clone()) };
+                    let Some(out) = out.filtered(self.predicate.as_ref()) else { continue };
+                    if !self.send(out).await {
                         break;
                     }
                     sent += 1;
@@ -513,7 +552,7 @@ impl Watcher {
                     }
                     let interval = self.cacher.bookmark_interval;
                     if self.bookmarks && rev > bookmarked_rev && last_bookmark.elapsed() >= interval {
-                        if self.tx.send(Ok(WatchEvent::bookmark(rev, false))).await.is_err() {
+                        if !self.send(WatchEvent::bookmark(rev, false)).await {
                             break;
                         }
                         bookmarked_rev = rev;

@@ -76,6 +76,17 @@ impl CachedStorage {
         self
     }
 
+    /// Starts the cache of every resource now rather than on first use, as
+    /// kube-apiserver fills its caches at boot: a cache's watch window
+    /// begins when it starts, so a lazily started one would answer a watch
+    /// from a resourceVersion the client got before (from a write or a
+    /// GET) with 410 Expired. Needs a Tokio runtime.
+    pub fn start_all(&self) {
+        for p in &self.prefixes {
+            self.cacher(p);
+        }
+    }
+
     /// The store behind the caches.
     pub fn inner(&self) -> &Arc<dyn Storage> {
         &self.inner

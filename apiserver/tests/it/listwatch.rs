@@ -128,7 +128,7 @@ async fn suite(s: Arc<dyn Storage>, mut client: etcd_client::Client) {
     // Selector transitions: app=web only.
     let web_only: apiserver::storage::Predicate = Arc::new(|o: &Value| o["metadata"]["labels"]["app"] == "web");
     let mut ws = s.watch(NS, &WatchOptions { revision: from, recursive: true, predicate: Some(web_only.clone()), ..Default::default() }).await.unwrap();
-    set_app(s.as_ref(), "a", "db").await; // a stops matching
+    let a_out = set_app(s.as_ref(), "a", "db").await; // a stops matching
     set_app(s.as_ref(), "b", "web").await; // b starts matching
     set_app(s.as_ref(), "c", "web").await; // c still matches
     set_app(s.as_ref(), "a", "other").await; // a stays out
@@ -144,8 +144,14 @@ async fn suite(s: Arc<dyn Storage>, mut client: etcd_client::Client) {
     let m = |k, n: &str| (k, n.to_string());
     assert_eq!(all, [m(EventType::Modified, "a"), m(EventType::Modified, "b"), m(EventType::Modified, "c"), m(EventType::Modified, "a"), m(EventType::Deleted, "b")]);
     let mut filtered = Vec::new();
-    for _ in 0..4 {
+    for i in 0..4 {
         let e = next_change(&mut ws).await;
+        if i == 0 {
+            // Leaving the selector: the state the watcher last saw matching,
+            // at the change's resourceVersion (as kube's cacheWatcher).
+            assert_eq!(e.object["metadata"]["labels"]["app"], "web", "{:?}", e.object);
+            assert_eq!(rv(&e.object), rv(&a_out));
+        }
         filtered.push((e.kind, e.object["metadata"]["name"].as_str().unwrap().to_string()));
     }
     assert_eq!(filtered, [m(EventType::Deleted, "a"), m(EventType::Added, "b"), m(EventType::Modified, "c"), m(EventType::Deleted, "b")]);
@@ -299,6 +305,59 @@ async fn watch_cache_window_and_slow_watchers() {
     // ... while one from inside the window works.
     let mut recent = s.watch(NS, &WatchOptions { revision: last - 1, recursive: true, ..Default::default() }).await.unwrap();
     assert_eq!(rv(&next(&mut recent).await.unwrap().object), last);
+    // The window's edge, as kube's watchCache: the ring holds the last 100
+    // changes (last-99 ..= last), so a watch from last-100 misses nothing
+    // and is served; one from last-101 is too old, and the error names
+    // last-100.
+    let mut edge = s.watch(NS, &WatchOptions { revision: last - 100, recursive: true, ..Default::default() }).await.unwrap();
+    assert_eq!(rv(&next(&mut edge).await.unwrap().object), last - 99);
+    let mut past = s.watch(NS, &WatchOptions { revision: last - 101, recursive: true, ..Default::default() }).await.unwrap();
+    match next(&mut past).await {
+        Err(Error::Compacted { compact_revision }) => assert_eq!(compact_revision, last - 100),
+        other => panic!("want too old, got {other:?}"),
+    }
+}
+
+/// Cache only: a watcher whose client stops reading altogether (a stalled
+/// connection) is closed and counted while it is stalled, once the ring has
+/// overwritten what it has yet to read; its stream then ends after what was
+/// buffered, in order and without a gap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_cache_closes_a_stalled_watcher() {
+    // Its own resource prefix: the terminated-watchers count is per prefix
+    // and other tests close slow watchers of theirs concurrently.
+    const SP: &str = "/registry/stalled/";
+    let (h, _dir) = member().await;
+    let inner: Arc<dyn Storage> = Arc::new(KvStorage::new(Arc::new(EmbeddedKv::new(h.ctx.clone()))));
+    let s = Arc::new(CachedStorage::new(inner, [SP.to_string()], 100));
+    let key = format!("{SP}lw/w");
+    s.create(&key, cm("w", "web")).await.unwrap();
+    let start = s.current_revision().await.unwrap();
+    let mut stalled = s.watch(SP, &WatchOptions { revision: start, recursive: true, ..Default::default() }).await.unwrap();
+    let terminated = || apiserver::watchcache::metrics::metrics().terminated_watchers.with_label_values(&[SP]).get();
+    assert_eq!(terminated(), 0);
+    for i in 0..400 {
+        let mut f = |cur: Option<Value>| -> Result<Update, Status> {
+            let mut o = cur.unwrap();
+            o["data"]["v"] = json!(i.to_string());
+            Ok(Update::Put(o))
+        };
+        s.guaranteed_update(&key, &Preconditions::default(), &mut f).await.unwrap();
+    }
+    // Without reading a single event: the close is counted.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while terminated() == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "a stalled watcher 300 events behind a 100-event ring is closed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(terminated(), 1);
+    // Its stream: what was buffered, consecutive from the start, then the end.
+    let mut expect = start + 1;
+    while let Some(ev) = tokio::time::timeout(Duration::from_secs(10), stalled.recv()).await.expect("the stream ends") {
+        assert_eq!(rv(&ev.unwrap().object), expect, "in order, no gap");
+        expect += 1;
+    }
+    assert!(expect - start - 1 < 400, "closed, not fed everything");
 }
 
 /// The same contract over HTTP, with kubectl's raw client: kube's
@@ -347,6 +406,50 @@ fn list_watch_parameters_over_http() {
     let metrics = raw("/metrics");
     assert!(metrics.ok().contains("apiserver_watch_cache_events_received_total"), "{metrics:?}");
     assert!(metrics.ok().contains("apiserver_terminated_watchers_total") || metrics.ok().contains("apiserver_watch_cache_resource_version"), "{metrics:?}");
+}
+
+/// A watch from the resourceVersion of a write to a resource nobody has
+/// listed yet is served (kube fills every watch cache at boot, so its window
+/// covers everything since the start), not answered with 410 Expired.
+#[test]
+fn watch_from_a_write_before_the_first_list() {
+    let s = crate::common::Server::start();
+    let lr = "apiVersion: v1\nkind: LimitRange\nmetadata:\n  name: lr1\nspec:\n  limits:\n  - type: Container\n    max:\n      cpu: \"1\"\n";
+    let created = s.kubectl_stdin(33, &["create", "-o", "jsonpath={.metadata.resourceVersion}", "-f", "-"], Some(lr));
+    let rv = created.ok().trim().to_string();
+    // Another write moves the store past the LimitRange's revision.
+    s.kubectl(33, &["create", "configmap", "after-lr"]).ok();
+    s.kubectl(33, &["delete", "limitrange", "lr1"]).ok();
+    let w = s.kubectl(33, &["get", "--raw", &format!("/api/v1/namespaces/default/limitranges?watch=1&resourceVersion={rv}&timeoutSeconds=2")]);
+    let events: Vec<Value> = w.ok().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["type"], "DELETED", "{events:?}");
+    assert_eq!(events[0]["object"]["metadata"]["name"], "lr1");
+}
+
+/// The apiserver compacts its embedded store as kube-apiserver compacts
+/// etcd (`--etcd-compaction-interval`): history older than the interval goes,
+/// and an exact read at a compacted resourceVersion gets 410 Expired.
+#[test]
+fn embedded_store_is_compacted_on_an_interval() {
+    let s = crate::common::Server::start_with(&["--etcd-compaction-interval".into(), "1s".into()]);
+    let old = s.kubectl(33, &["create", "configmap", "c1", "-o", "jsonpath={.metadata.resourceVersion}"]).ok().trim().to_string();
+    let path = format!("/api/v1/namespaces/default/configmaps?resourceVersion={old}&resourceVersionMatch=Exact");
+    assert_eq!(s.kubectl(33, &["get", "--raw", &path]).code, 0, "readable before the interval");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut n = 0;
+    loop {
+        // Writes move the store on; the compactor samples its revision.
+        n += 1;
+        s.kubectl(33, &["create", "configmap", &format!("w{n}")]).ok();
+        std::thread::sleep(Duration::from_millis(500));
+        let r = s.kubectl(33, &["get", "--raw", &path]);
+        if r.code != 0 {
+            assert!(r.stderr.contains("Expired") || r.stderr.contains("too old resource version"), "{r:?}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "compacted within 20 s at a 1 s interval");
+    }
 }
 
 /// The suite through the watch cache on real etcd (`--etcd-servers`): the
