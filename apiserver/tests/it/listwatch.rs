@@ -394,12 +394,23 @@ fn list_watch_parameters_over_http() {
     assert_eq!(first["type"], "ERROR");
     assert_eq!(first["object"]["code"], 410);
     assert!(first["object"]["message"].as_str().unwrap().starts_with("too old resource version: 1 ("), "{first}");
+    // Every frame starts with its type, as kube writes them (ERROR and
+    // BOOKMARK included).
+    assert!(old.ok().starts_with(r#"{"type":"ERROR","object":{"#), "{old:?}");
+
+    // A negative timeoutSeconds is a timer that has already fired: a watch
+    // with nothing to send ends at once.
+    let started = std::time::Instant::now();
+    let expired = raw(&format!("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={current}&timeoutSeconds=-5"));
+    assert_eq!(expired.ok().trim(), "", "{expired:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "took {:?}", started.elapsed());
 
     let stream = raw("/api/v1/namespaces/default/configmaps?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=2");
     let events: Vec<Value> = stream.ok().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(events[0]["type"], "ADDED");
     assert_eq!(events[0]["object"]["metadata"]["name"], "h1");
     assert_eq!(events[1]["type"], "BOOKMARK");
+    assert!(stream.ok().lines().nth(1).unwrap().starts_with(r#"{"type":"BOOKMARK","object":{"#), "{stream:?}");
     assert_eq!(events[1]["object"]["kind"], "ConfigMap");
     assert_eq!(events[1]["object"]["metadata"]["annotations"][INITIAL_EVENTS_END], "true");
 

@@ -41,9 +41,12 @@ use crate::watchcache::cacher::BOOKMARK_INTERVAL;
 
 type FrameResult = Result<Frame<Bytes>, std::io::Error>;
 
-fn frame(v: &Value) -> FrameResult {
-    let mut b = serde_json::to_vec(v).map_err(std::io::Error::other)?;
-    b.push(b'\n');
+/// One watch event line `{"type":kind,"object":object}`, keys in kube's
+/// order (a `json!` map would sort them).
+fn frame(kind: &str, object: &Value) -> FrameResult {
+    let mut b = format!("{{\"type\":\"{kind}\",\"object\":").into_bytes();
+    serde_json::to_writer(&mut b, object).map_err(std::io::Error::other)?;
+    b.extend_from_slice(b"}\n");
     Ok(Frame::data(Bytes::from(b)))
 }
 
@@ -99,8 +102,11 @@ pub async fn handle(scope: Scope) -> Result<Response, Status> {
     let pred = predicate(&scope)?;
     let send_initial = q.get("sendInitialEvents").map(|_| q.flag("sendInitialEvents"));
     let bookmarks = q.flag("allowWatchBookmarks");
-    let timeout = match timeout.and_then(|t| u64::try_from(t).ok()) {
-        Some(t) if t > 0 => Duration::from_secs(t),
+    // As kube's handler: 0 or unset picks a random 30-60 minutes; a
+    // negative value is an already expired timer, so the watch ends at once.
+    let timeout = match timeout {
+        Some(t) if t > 0 => Duration::from_secs(t.unsigned_abs()),
+        Some(t) if t < 0 => Duration::ZERO,
         _ => Duration::from_secs(rand::random_range(1800..3600)),
     };
     let single = !scope.info.name.is_empty();
@@ -122,7 +128,7 @@ pub async fn handle(scope: Scope) -> Result<Response, Status> {
             tokio::spawn(w.run(events, timeout));
         }
         Err(crate::storage::Error::TooLargeResourceVersion { requested, current }) => {
-            let _ = tx.try_send(frame(&json!({"type": "ERROR", "object": too_large(requested, current).to_value()})));
+            let _ = tx.try_send(frame("ERROR", &too_large(requested, current).to_value()));
         }
         Err(e) => return Err(scope.storage_error(e, &scope.info.name)),
     }
@@ -159,16 +165,16 @@ impl Writer {
                 Ok(ev) => ev,
                 Err(crate::storage::Error::Compacted { compact_revision }) => {
                     let s = Status::expired(format!("too old resource version: {} ({compact_revision})", self.requested));
-                    let _ = self.tx.send(frame(&json!({"type": "ERROR", "object": s.to_value()}))).await;
+                    let _ = self.tx.send(frame("ERROR", &s.to_value())).await;
                     return;
                 }
                 Err(crate::storage::Error::TooLargeResourceVersion { requested, current }) => {
-                    let _ = self.tx.send(frame(&json!({"type": "ERROR", "object": too_large(requested, current).to_value()}))).await;
+                    let _ = self.tx.send(frame("ERROR", &too_large(requested, current).to_value())).await;
                     return;
                 }
                 Err(e) => {
                     let s = Status::internal(e);
-                    let _ = self.tx.send(frame(&json!({"type": "ERROR", "object": s.to_value()}))).await;
+                    let _ = self.tx.send(frame("ERROR", &s.to_value())).await;
                     return;
                 }
             };
@@ -183,7 +189,7 @@ impl Writer {
                 let mut obj = (*ev.object).clone();
                 obj["kind"] = json!(self.resource.kind);
                 obj["apiVersion"] = json!(self.resource.api_version());
-                if self.tx.send(frame(&json!({"type": "BOOKMARK", "object": obj}))).await.is_err() {
+                if self.tx.send(frame("BOOKMARK", &obj)).await.is_err() {
                     return;
                 }
                 continue;
@@ -213,6 +219,6 @@ impl Writer {
                 negotiation::table(&self.resource, std::slice::from_ref(&*ev.object), &rv, None, self.include, first)
             }
         };
-        self.tx.send(frame(&json!({"type": ev.kind.as_str(), "object": object}))).await.is_ok()
+        self.tx.send(frame(ev.kind.as_str(), &object)).await.is_ok()
     }
 }
