@@ -5,6 +5,7 @@
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod delay;
 mod etcd_short_run;
 mod partition;
 mod snapshot_restart;
