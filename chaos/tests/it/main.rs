@@ -8,4 +8,5 @@ mod common;
 mod delay;
 mod etcd_short_run;
 mod partition;
+mod require_leader;
 mod snapshot_restart;
