@@ -107,13 +107,51 @@ join() {
   return 1
 }
 
+# stop: SIGTERM every member, then wait until each process is gone (its
+# ports are free again, so an immediate start works); a member still alive
+# after STOP_TIMEOUT seconds (default 10) gets SIGKILL. Pid files whose
+# process is gone, or now belongs to something else, are just removed.
 stop() {
-  local pidf
+  local pidf pid n left=()
   for pidf in "$dir"/*.pid; do
     [ -f "$pidf" ] || continue
-    kill "$(cat "$pidf")" 2>/dev/null && echo "stopped $(basename "$pidf" .pid)" || true
+    n="$(basename "$pidf" .pid)"
+    pid="$(cat "$pidf")"
+    if [ -n "$pid" ] && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q -- "--name $n "; then
+      kill "$pid" 2>/dev/null || true
+      left+=("$n:$pid")
+    else
+      echo "$n was not running"
+    fi
     rm -f "$pidf"
   done
+  local deadline=$((SECONDS + ${STOP_TIMEOUT:-10})) still entry killed=
+  while [ "${#left[@]}" -gt 0 ]; do
+    still=()
+    for entry in "${left[@]}"; do
+      n="${entry%%:*}" pid="${entry#*:}"
+      if kill -0 "$pid" 2>/dev/null && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]; then
+        still+=("$entry")
+      else
+        echo "stopped $n (pid $pid exited)"
+      fi
+    done
+    left=("${still[@]+"${still[@]}"}")
+    [ "${#left[@]}" -gt 0 ] || break
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      if [ -n "${killed:-}" ]; then
+        echo "still running after SIGKILL: ${left[*]}" >&2
+        return 1
+      fi
+      for entry in "${left[@]}"; do
+        echo "${entry%%:*} (pid ${entry#*:}) did not exit after SIGTERM; sending SIGKILL"
+        kill -9 "${entry#*:}" 2>/dev/null || true
+      done
+      killed=1 deadline=$((SECONDS + 5))
+    fi
+    sleep 0.1
+  done
+  echo "all members stopped"
 }
 
 case "${1:-}" in

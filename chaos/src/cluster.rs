@@ -282,6 +282,7 @@ impl Cluster {
             .spawn()
             .with_context(|| format!("start {}", o.target.bin().display()))?;
         self.proxy.set_pid(i, Some(child.id()));
+        self.proxy.set_listening(i, true);
         let m = &mut self.members[i];
         m.child = Some(child);
         m.paused = false;
@@ -297,6 +298,9 @@ impl Cluster {
         }
         self.members[i].paused = false;
         self.proxy.set_pid(i, None);
+        // Peers of a dead member get "connection refused", as without
+        // the proxy.
+        self.proxy.set_listening(i, false);
     }
 
     /// Starts member `i` again on its data dir (after [`Cluster::kill`]).

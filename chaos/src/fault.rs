@@ -171,7 +171,7 @@ impl Fault {
 
 /// Waits (up to 20 s) until `i` has applied the cluster's current
 /// revision, then says whether it installed a snapshot: raftstore keeps a
-/// received snapshot as `<data-dir>/snapshots/installed-<index>`; etcd
+/// received snapshot as `<data-dir>/snapshots/installed-<index>-...`; etcd
 /// leaves no such trace, so for etcd this only reports the catch-up.
 async fn caught_up_by_snapshot(c: &Cluster, i: usize) -> String {
     let other = (i + 1) % c.members.len();

@@ -15,6 +15,13 @@
 //!   forwarded) until the link heals, when they are closed so the member
 //!   reconnects;
 //! - **delay**: every chunk is forwarded after the given delay, in order.
+//!
+//! While a member is down ([`PeerProxy::set_listening`] false, set by the
+//! cluster when it kills the member) its proxy address does not listen, so
+//! peers get "connection refused" as they would from the dead member
+//! itself. A proxy that accepted and then closed at once would turn every
+//! attempt into an accepted-then-reset connection, which a member must
+//! treat as a request that may have been delivered.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -75,6 +82,7 @@ impl Faults {
 /// The proxy for all members of one cluster.
 pub struct PeerProxy {
     faults: watch::Sender<Faults>,
+    listening: Vec<watch::Sender<bool>>,
     pids: Arc<Mutex<Vec<Option<u32>>>>,
     addrs: Vec<SocketAddr>,
     tasks: Vec<JoinHandle<()>>,
@@ -103,13 +111,17 @@ impl PeerProxy {
         let pids = Arc::new(Mutex::new(vec![None; n]));
         let mut addrs = Vec::new();
         let mut tasks = Vec::new();
+        let mut listening = Vec::new();
         let stats = Arc::new(Stats::default());
         for (dst, target) in targets.into_iter().enumerate() {
             let l = TcpListener::bind("127.0.0.1:0").await?;
             addrs.push(l.local_addr()?);
             let (rx, pids) = (faults.subscribe(), pids.clone());
+            let (up, up_rx) = watch::channel(true);
+            listening.push(up);
             tasks.push(tokio::spawn(accept_loop(
                 l,
+                up_rx,
                 dst,
                 n,
                 target,
@@ -120,6 +132,7 @@ impl PeerProxy {
         }
         Ok(Self {
             faults,
+            listening,
             pids,
             addrs,
             tasks,
@@ -136,6 +149,13 @@ impl PeerProxy {
     /// it opens can be attributed to it.
     pub fn set_pid(&self, i: usize, pid: Option<u32>) {
         self.pids.lock()[i] = pid;
+    }
+
+    /// Opens (`true`, the initial state) or closes member `i`'s proxy
+    /// address. Closed, connections to it are refused, as by a member that
+    /// is not running; open connections are left to end on their own.
+    pub fn set_listening(&self, i: usize, on: bool) {
+        self.listening[i].send_replace(on);
     }
 
     /// The current faults.
@@ -170,8 +190,10 @@ impl Drop for PeerProxy {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn accept_loop(
     l: TcpListener,
+    mut up: watch::Receiver<bool>,
     dst: usize,
     n: usize,
     target: SocketAddr,
@@ -179,13 +201,44 @@ async fn accept_loop(
     pids: Arc<Mutex<Vec<Option<u32>>>>,
     stats: Arc<Stats>,
 ) {
+    let Ok(addr) = l.local_addr() else { return };
+    let mut l = Some(l);
     loop {
-        let Ok((conn, peer)) = l.accept().await else {
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        if !*up.borrow_and_update() {
+            drop(l.take());
+            if up.changed().await.is_err() {
+                return;
+            }
             continue;
+        }
+        if l.is_none() {
+            match TcpListener::bind(addr).await {
+                Ok(listener) => l = Some(listener),
+                Err(_) => {
+                    // Someone else holds the port for the moment.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+            }
+        }
+        let Some(listener) = l.as_ref() else { continue };
+        let (conn, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(a) => a,
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+            c = up.changed() => {
+                if c.is_err() {
+                    return;
+                }
+                continue;
+            }
         };
         let (rx, pids, stats) = (rx.clone(), pids.clone(), stats.clone());
-        let local = l.local_addr().ok();
+        let local = Some(addr);
         tokio::spawn(async move {
             let src = identify(peer, local, &pids).await;
             let counter = if src.is_some() {
@@ -420,6 +473,42 @@ mod tests {
             "delayed: {:?}",
             start.elapsed()
         );
+    }
+
+    /// A member that is down is refused at connect time, as it would be
+    /// without the proxy; reopened, its address accepts again.
+    #[tokio::test]
+    async fn a_down_member_refuses_connections() {
+        let p = PeerProxy::start(vec![echo().await, echo().await])
+            .await
+            .unwrap();
+        p.set_listening(1, false);
+        let mut refused = false;
+        for _ in 0..100 {
+            match TcpStream::connect(p.addr(1)).await {
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    refused = true;
+                    break;
+                }
+                // The listener closes asynchronously.
+                _ => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        }
+        assert!(refused, "connections to a down member are refused");
+        let mut to0 = TcpStream::connect(p.addr(0)).await.unwrap();
+        assert_eq!(roundtrip(&mut to0).await.unwrap(), b"ping");
+
+        p.set_listening(1, true);
+        let mut again = None;
+        for _ in 0..100 {
+            if let Ok(c) = TcpStream::connect(p.addr(1)).await {
+                again = Some(c);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let mut again = again.expect("listening again on the same address");
+        assert_eq!(roundtrip(&mut again).await.unwrap(), b"ping");
     }
 
     #[test]

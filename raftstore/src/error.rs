@@ -85,7 +85,8 @@ pub enum Error {
     /// The cluster has no leader.
     #[error("etcdserver: no leader")]
     NoLeader,
-    /// This member is not the leader (etcd `ErrNotLeader`).
+    /// This member is not the leader (etcd `ErrNotLeader`, FailedPrecondition
+    /// in etcd's rpctypes; here mostly a signal to retry on the leader).
     #[error("etcdserver: not leader")]
     NotLeader,
     /// The leader changed while the request was in flight.
@@ -131,10 +132,10 @@ impl Error {
             | Error::MemberNotEnoughStarted
             | Error::MemberNotLearner
             | Error::LearnerNotReady
-            | Error::TooManyLearners => Code::FailedPrecondition,
+            | Error::TooManyLearners
+            | Error::NotLeader => Code::FailedPrecondition,
             Error::MemberBadUrls => Code::InvalidArgument,
             Error::NoLeader
-            | Error::NotLeader
             | Error::LeaderChanged
             | Error::Timeout
             | Error::Stopped
@@ -237,7 +238,7 @@ mod tests {
             (Error::TooManyLearners, Code::FailedPrecondition, "etcdserver: too many learner members in cluster"),
             (Error::NotSupportedForLearner, Code::Unavailable, "etcdserver: rpc not supported for learner"),
             (Error::NoLeader, Code::Unavailable, "etcdserver: no leader"),
-            (Error::NotLeader, Code::Unavailable, "etcdserver: not leader"),
+            (Error::NotLeader, Code::FailedPrecondition, "etcdserver: not leader"),
             (Error::LeaderChanged, Code::Unavailable, "etcdserver: leader changed"),
             (Error::Timeout, Code::Unavailable, "etcdserver: request timed out"),
             (Error::Stopped, Code::Unavailable, "etcdserver: server stopped"),

@@ -5,6 +5,8 @@
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod delay;
 mod etcd_short_run;
 mod partition;
+mod require_leader;
 mod snapshot_restart;

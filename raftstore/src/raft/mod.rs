@@ -115,6 +115,9 @@ pub struct Timing {
 /// `snapshot_count` applied entries (etcd `--snapshot-count`), keeping
 /// `catchup_entries` log entries behind a snapshot (etcd
 /// `--experimental-snapshot-catchup-entries`); older entries are purged.
+/// Spawns the task that sends heartbeats at etcd's rate (see
+/// [`rpc_deadline_ms`] for why openraft's own period is longer) on the
+/// calling runtime.
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for inconsistent timing; [`Error::Internal`]
@@ -130,19 +133,61 @@ pub async fn create(
     log: log_store::LogStore,
     sm: state_machine::StateMachine,
 ) -> Result<Raft> {
-    let heartbeat = timing.heartbeat.as_millis() as u64;
+    let heartbeat = timing.heartbeat.as_millis().max(10) as u64;
     let election = timing.election.as_millis() as u64;
+    let election_min = election.max(heartbeat * 3);
     let cfg = openraft::Config {
         cluster_name: cluster_name.to_string(),
-        heartbeat_interval: heartbeat.max(10),
-        election_timeout_min: election.max(heartbeat * 3),
+        heartbeat_interval: rpc_deadline_ms(election_min),
+        election_timeout_min: election_min,
         election_timeout_max: (election * 2).max(heartbeat * 6),
         snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(snapshot_count),
         max_in_snapshot_log_to_keep: catchup_entries,
         ..Default::default()
     };
     let cfg = Arc::new(cfg.validate().map_err(|e| Error::InvalidArgument(e.to_string()))?);
-    Raft::new(id, cfg, network, log, sm).await.map_err(Error::internal)
+    let raft = Raft::new(id, cfg, network, log, sm).await.map_err(Error::internal)?;
+    tokio::spawn(send_heartbeats(raft.clone(), id, Duration::from_millis(heartbeat)));
+    Ok(raft)
+}
+
+/// openraft's `heartbeat_interval` in ms for an election timeout of
+/// `election_min` ms: two thirds of it.
+///
+/// openraft uses its `heartbeat_interval` both as the heartbeat period and
+/// as the deadline of every AppendEntries round trip (a heartbeat is
+/// abandoned after it; the replication stream passes it as the RPC
+/// deadline). Set to etcd's `--heartbeat-interval` (100 ms), a peer round
+/// trip above 100 ms (a 50 ms one-way delay) meant that no AppendEntries
+/// was ever acknowledged: the leader's quorum lease ran out, it refused
+/// every proposal and the cluster had no usable leader. etcd sends
+/// heartbeats without waiting for replies and only needs a reply within an
+/// election timeout (CheckQuorum), so it keeps its leader. Two thirds of
+/// the election timeout lets a round trip take that long, and still leaves
+/// openraft's own heartbeats (this period plus a tick of 13/64 of it) inside
+/// the election timeout. [`send_heartbeats`] keeps etcd's heartbeat rate.
+fn rpc_deadline_ms(election_min: u64) -> u64 {
+    election_min * 2 / 3
+}
+
+/// Asks openraft for a heartbeat every `every` (etcd's
+/// `--heartbeat-interval`) while this member leads, so that followers hear
+/// from the leader (and learn its commit index) at etcd's rate although
+/// openraft's own period is longer (see [`rpc_deadline_ms`]). openraft
+/// sends at most one heartbeat at a time to each follower, so with a slow
+/// link the rate drops to one per round trip instead of piling up.
+async fn send_heartbeats(raft: Raft, id: u64, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if raft.metrics().borrow_watched().current_leader != Some(id) {
+            continue;
+        }
+        if raft.trigger().heartbeat().await.is_err() {
+            return;
+        }
+    }
 }
 
 /// The Raft member plus what the services need to serve requests.
@@ -261,7 +306,15 @@ impl RaftNode {
                         Some(leader) => Some((leader, self.peers.forward(leader, fwd.leader_node.as_ref(), &cmd).await)),
                         None => {
                             // No leader known yet: wait for an election.
-                            self.wait_for_leader().await?;
+                            // A leader whose quorum lease ran out (no
+                            // follower acknowledged it for an election
+                            // timeout) refuses with no leader named and
+                            // still calls itself leader: pause instead of
+                            // spinning until the lease is renewed or
+                            // another member wins.
+                            if self.wait_for_leader().await? == self.id {
+                                tokio::time::sleep(LEADER_RETRY).await;
+                            }
                             None
                         }
                     },
@@ -682,6 +735,11 @@ impl RaftNode {
             m.last_log_index.unwrap_or(0),
             m.last_applied.as_ref().map(|l| l.index()).unwrap_or(0),
         )
+    }
+
+    /// The leader this member knows of, if any.
+    pub fn leader(&self) -> Option<u64> {
+        self.raft.metrics().borrow_watched().current_leader
     }
 
     /// The current term.

@@ -370,7 +370,9 @@ impl RaftNetworkV2<TypeConfig> for Network {
     ) -> std::result::Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
         let mut c = self.client()?;
         let meta = serde_json::to_vec(&(vote, snapshot.meta.clone())).map_err(network_err)?;
-        let dir = snapshot.snapshot.0.clone();
+        // The reader owns the snapshot (and so keeps its directory) until
+        // it has read every file, even if a newer snapshot replaces it.
+        let dir = snapshot.snapshot;
         let (tx, rx) = tokio::sync::mpsc::channel::<SnapshotChunk>(4);
         let target = self.target.clone();
         let reader = tokio::spawn(async move { send_files(dir, meta, tx, target).await });
@@ -388,10 +390,10 @@ impl RaftNetworkV2<TypeConfig> for Network {
     }
 }
 
-async fn send_files(dir: PathBuf, meta: Vec<u8>, tx: tokio::sync::mpsc::Sender<SnapshotChunk>, target: String) -> std::io::Result<()> {
+async fn send_files(dir: SnapshotDir, meta: Vec<u8>, tx: tokio::sync::mpsc::Sender<SnapshotChunk>, target: String) -> std::io::Result<()> {
     let sent = crate::metrics::metrics().peer_sent_bytes.with_label_values(&[target.as_str()]);
     let mut first = Some(meta);
-    let mut entries: Vec<_> = std::fs::read_dir(&dir)?.filter_map(|e| e.ok()).collect();
+    let mut entries: Vec<_> = std::fs::read_dir(dir.path())?.filter_map(|e| e.ok()).collect();
     entries.sort_by_key(|e| e.file_name());
     for entry in entries {
         if !entry.file_type()?.is_file() {
@@ -536,7 +538,7 @@ impl RaftTransport for TransportService {
             let _ = tokio::fs::remove_dir_all(&dir).await;
             return Err(bad("incomplete snapshot stream"));
         };
-        let snap = Snapshot { meta, snapshot: SnapshotDir(dir) };
+        let snap = Snapshot { meta, snapshot: SnapshotDir::unmanaged(dir) };
         let from = {
             use openraft::vote::RaftLeaderId as _;
             crate::metrics::id_label(*vote.leader_id().node_id())

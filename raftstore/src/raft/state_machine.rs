@@ -23,8 +23,105 @@ use crate::storage::keys::{self, MetaKey};
 use crate::storage::Db;
 
 /// A snapshot's data: a directory holding a RocksDB checkpoint.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SnapshotDir(pub PathBuf);
+///
+/// A directory this member built or installed is shared: every clone (the
+/// current snapshot, each stream sending it to a follower) holds it, and
+/// once a newer snapshot has replaced it, the directory is removed when the
+/// last clone is dropped, so a stream still reading it never loses files.
+/// A directory received from a leader ([`SnapshotDir::unmanaged`]) is left
+/// alone.
+#[derive(Debug, Clone)]
+pub struct SnapshotDir {
+    path: PathBuf,
+    /// Never read: held for its `Drop`.
+    _hold: Option<Arc<DirHold>>,
+}
+
+impl SnapshotDir {
+    /// A snapshot directory nobody shares (a snapshot being received).
+    pub fn unmanaged(path: PathBuf) -> Self {
+        SnapshotDir { path, _hold: None }
+    }
+
+    /// The checkpoint directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl PartialEq for SnapshotDir {
+    fn eq(&self, other: &Self) -> bool {
+        self.path == other.path
+    }
+}
+
+impl Eq for SnapshotDir {}
+
+/// Shared ownership of a snapshot directory; see [`SnapshotDir`].
+#[derive(Debug)]
+struct DirHold {
+    path: PathBuf,
+    /// Set once a newer snapshot replaced this one.
+    obsolete: std::sync::atomic::AtomicBool,
+}
+
+impl Drop for DirHold {
+    fn drop(&mut self) {
+        if self.obsolete.load(std::sync::atomic::Ordering::Acquire) {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// The snapshot directories under one root that are still held (by the
+/// current snapshot or a stream), so that pruning spares them.
+#[derive(Debug, Default)]
+struct SnapshotDirs {
+    held: Mutex<Vec<std::sync::Weak<DirHold>>>,
+}
+
+impl SnapshotDirs {
+    /// Shares `path` as a snapshot directory.
+    fn hold(&self, path: PathBuf) -> SnapshotDir {
+        let hold = Arc::new(DirHold { path: path.clone(), obsolete: std::sync::atomic::AtomicBool::new(false) });
+        let mut held = self.held.lock();
+        held.retain(|w| w.strong_count() > 0);
+        held.push(Arc::downgrade(&hold));
+        SnapshotDir { path, _hold: Some(hold) }
+    }
+
+    /// Removes every snapshot under `root` but `keep`. A directory still
+    /// held is only marked obsolete: it goes when its last holder (a stream
+    /// to a follower) is done. `recv-*` directories are snapshots the peer
+    /// transport is still receiving (network.rs); deleting one mid-stream
+    /// left a checkpoint whose MANIFEST named removed files, and installing
+    /// it stopped RaftCore for good (found by the chaos harness). They go
+    /// only once untouched for an hour: leftovers of a crash.
+    fn prune(&self, root: &Path, keep: &Path) {
+        let held: Vec<Arc<DirHold>> = self.held.lock().iter().filter_map(|w| w.upgrade()).collect();
+        if let Ok(rd) = std::fs::read_dir(root) {
+            for entry in rd.flatten() {
+                let p = entry.path();
+                if let Some(h) = held.iter().find(|h| h.path == p) {
+                    // `keep` may have been marked by an earlier prune (a
+                    // snapshot installed while this one was being built).
+                    h.obsolete.store(p != keep, std::sync::atomic::Ordering::Release);
+                    continue;
+                }
+                if p == keep {
+                    continue;
+                }
+                let receiving = entry.file_name().to_string_lossy().starts_with("recv-")
+                    && entry.metadata().and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok()).is_none_or(|age| age < std::time::Duration::from_secs(3600));
+                if !receiving {
+                    let _ = std::fs::remove_dir_all(&p);
+                }
+            }
+        }
+        // Dropping the last reference of an obsolete directory removes it.
+        drop(held);
+    }
+}
 
 fn io_err(e: impl std::fmt::Display) -> io::Error {
     io::Error::other(e.to_string())
@@ -38,13 +135,15 @@ pub struct StateMachine {
     snapshot_root: PathBuf,
     applied: Option<LogId>,
     membership: StoredMembership,
-    current: Arc<Mutex<Option<(SnapshotMeta, PathBuf)>>>,
+    current: Arc<Mutex<Option<(SnapshotMeta, SnapshotDir)>>>,
+    dirs: Arc<SnapshotDirs>,
 }
 
 /// Builds a snapshot from a checkpoint taken when the builder was made.
 pub struct SnapshotBuilder {
     snapshot: Option<Snapshot>,
-    current: Arc<Mutex<Option<(SnapshotMeta, PathBuf)>>>,
+    current: Arc<Mutex<Option<(SnapshotMeta, SnapshotDir)>>>,
+    dirs: Arc<SnapshotDirs>,
     root: PathBuf,
 }
 
@@ -66,8 +165,9 @@ impl StateMachine {
         };
         std::fs::create_dir_all(&snapshot_root)?;
         // Pick up the newest complete snapshot left by a previous run.
-        let current = Arc::new(Mutex::new(find_snapshot(&snapshot_root)?));
-        Ok(StateMachine { store, hub, db, snapshot_root, applied, membership, current })
+        let dirs = Arc::new(SnapshotDirs::default());
+        let current = find_snapshot(&snapshot_root)?.map(|(meta, path)| (meta, dirs.hold(path)));
+        Ok(StateMachine { store, hub, db, snapshot_root, applied, membership, current: Arc::new(Mutex::new(current)), dirs })
     }
 
     fn apply_meta(&self, batch: &mut WriteBatch, applied: &LogId, membership: Option<&StoredMembership>) -> io::Result<()> {
@@ -124,25 +224,6 @@ pub fn checkpoint(db: &DB, dir: &Path) -> io::Result<()> {
     cp.create_checkpoint(dir).map_err(io_err)
 }
 
-/// Removes every snapshot directory under `root` except `keep`.
-/// Removes every snapshot under `root` but `keep`. `recv-*` directories are
-/// snapshots the peer transport is still receiving (network.rs); deleting
-/// one mid-stream left a checkpoint whose MANIFEST named removed files, and
-/// installing it stopped RaftCore for good (found by the chaos harness).
-/// They go only once untouched for an hour: leftovers of a crash.
-fn prune_snapshots(root: &Path, keep: &Path) {
-    if let Ok(rd) = std::fs::read_dir(root) {
-        for entry in rd.flatten() {
-            let p = entry.path();
-            let receiving = entry.file_name().to_string_lossy().starts_with("recv-")
-                && entry.metadata().and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok()).is_none_or(|age| age < std::time::Duration::from_secs(3600));
-            if p != keep && !receiving {
-                let _ = std::fs::remove_dir_all(&p);
-            }
-        }
-    }
-}
-
 /// Replaces the state-machine column families of `db` with those of the
 /// checkpoint at `dir`.
 ///
@@ -183,8 +264,8 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
 
     async fn build_snapshot(&mut self) -> Result<Snapshot, io::Error> {
         let snap = self.snapshot.take().ok_or_else(|| io_err("snapshot builder used twice"))?;
-        *self.current.lock() = Some((snap.meta.clone(), snap.snapshot.0.clone()));
-        prune_snapshots(&self.root, &snap.snapshot.0);
+        *self.current.lock() = Some((snap.meta.clone(), snap.snapshot.clone()));
+        self.dirs.prune(&self.root, snap.snapshot.path());
         Ok(snap)
     }
 }
@@ -257,25 +338,20 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
         let meta = SnapshotMeta { last_log_id: self.applied, last_membership: self.membership.clone() };
-        let name = match &meta.last_log_id {
-            Some(l) => format!("snap-{}-{}", l.index(), std::process::id()),
-            None => format!("snap-0-{}", std::process::id()),
-        };
-        let dir = self.snapshot_root.join(&name);
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = self.snapshot_root.join(unique_name("snap", meta.last_log_id.as_ref().map(|l| l.index()).unwrap_or(0)));
         let built = checkpoint(&self.db, &dir).and_then(|_| write_snapshot_meta(&dir, &meta));
         let snapshot = match built {
-            Ok(()) => Some(Snapshot { meta, snapshot: SnapshotDir(dir) }),
+            Ok(()) => Some(Snapshot { meta, snapshot: self.dirs.hold(dir) }),
             Err(e) => {
                 tracing::error!("snapshot checkpoint failed: {e}");
                 None
             }
         };
-        SnapshotBuilder { snapshot, current: self.current.clone(), root: self.snapshot_root.clone() }
+        SnapshotBuilder { snapshot, current: self.current.clone(), dirs: self.dirs.clone(), root: self.snapshot_root.clone() }
     }
 
     async fn install_snapshot(&mut self, meta: &SnapshotMeta, snapshot: SnapshotDir) -> Result<(), io::Error> {
-        load_checkpoint(&self.db, &snapshot.0)?;
+        load_checkpoint(&self.db, snapshot.path())?;
         // The checkpoint's own meta column family carries the applied id of
         // its source; overwrite it with the snapshot's.
         let mut batch = WriteBatch::default();
@@ -288,20 +364,32 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         self.applied = meta.last_log_id;
         self.membership = meta.last_membership.clone();
         // Keep the received checkpoint as our current snapshot.
-        let keep = self.snapshot_root.join(format!("installed-{}", meta.last_log_id.as_ref().map(|l| l.index()).unwrap_or(0)));
-        if snapshot.0 != keep {
-            let _ = std::fs::remove_dir_all(&keep);
-            std::fs::rename(&snapshot.0, &keep).or_else(|_| copy_dir(&snapshot.0, &keep))?;
+        let keep = self.snapshot_root.join(unique_name("installed", meta.last_log_id.as_ref().map(|l| l.index()).unwrap_or(0)));
+        if snapshot.path() != keep {
+            std::fs::rename(snapshot.path(), &keep).or_else(|_| copy_dir(snapshot.path(), &keep))?;
         }
         write_snapshot_meta(&keep, meta)?;
-        *self.current.lock() = Some((meta.clone(), keep.clone()));
-        prune_snapshots(&self.snapshot_root, &keep);
+        *self.current.lock() = Some((meta.clone(), self.dirs.hold(keep.clone())));
+        self.dirs.prune(&self.snapshot_root, &keep);
         Ok(())
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, io::Error> {
-        Ok(self.current.lock().clone().map(|(meta, dir)| Snapshot { meta, snapshot: SnapshotDir(dir) }))
+        Ok(self.current.lock().clone().map(|(meta, snapshot)| Snapshot { meta, snapshot }))
     }
+}
+
+/// A snapshot directory name no other directory under the root has had:
+/// an older snapshot of the same index may still be streaming from its own
+/// directory, so a new one never reuses (or first deletes) that name.
+fn unique_name(kind: &str, index: u64) -> String {
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // The start time separates restarts (the sequence starts again at 0,
+    // and a container may give every start the same process ID).
+    static START: std::sync::OnceLock<u128> = std::sync::OnceLock::new();
+    let start = START.get_or_init(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+    format!("{kind}-{index}-{start}-{seq}")
 }
 
 fn copy_dir(from: &Path, to: &Path) -> io::Result<()> {
@@ -311,4 +399,55 @@ fn copy_dir(from: &Path, to: &Path) -> io::Result<()> {
         std::fs::copy(entry.path(), to.join(entry.file_name()))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn checkpoint_like(root: &Path, name: &str) -> PathBuf {
+        let dir = root.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("000014.sst"), b"sst").unwrap();
+        dir
+    }
+
+    /// A leader replaces its snapshot while streaming the old one to a
+    /// follower: the old directory stays until the stream drops it, then
+    /// goes; leftovers nobody holds go at once; a fresh `recv-*` stays.
+    #[test]
+    fn a_replaced_snapshot_lives_until_its_last_stream_ends() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = SnapshotDirs::default();
+        let old_path = checkpoint_like(root.path(), "snap-10-1-1");
+        let leftover = checkpoint_like(root.path(), "snap-3-0-0");
+        let receiving = checkpoint_like(root.path(), "recv-1");
+        let mut current = Some(dirs.hold(old_path.clone()));
+        // openraft's get_current_snapshot hands a clone to the stream.
+        let stream = current.clone().unwrap();
+
+        let new_path = checkpoint_like(root.path(), "snap-20-1-2");
+        current = Some(dirs.hold(new_path.clone()));
+        dirs.prune(root.path(), &new_path);
+        assert!(old_path.join("000014.sst").is_file(), "the streamed snapshot is still readable");
+        assert!(!leftover.exists(), "an unheld leftover is removed");
+        assert!(receiving.exists(), "a snapshot being received is kept");
+        assert!(new_path.exists());
+
+        drop(stream);
+        assert!(!old_path.exists(), "removed once the stream is done");
+        assert!(new_path.exists(), "the current snapshot stays");
+        assert_eq!(current.as_ref().map(|d| d.path().to_path_buf()), Some(new_path.clone()));
+
+        // Not obsolete yet: dropping every holder does not remove it.
+        drop(current);
+        assert!(new_path.exists());
+    }
+
+    #[test]
+    fn snapshot_dir_names_are_never_reused() {
+        assert_ne!(unique_name("snap", 5), unique_name("snap", 5));
+    }
 }

@@ -23,6 +23,11 @@ use super::Ctx;
 /// only when serializable.
 const LEARNER_SERVES: [&str; 2] = ["/etcdserverpb.Maintenance/Status", "/etcdserverpb.KV/Range"];
 
+/// gRPC metadata by which a client asks that only a member with a leader
+/// serve its request (etcd `rpctypes.MetadataRequireLeaderKey`, value
+/// `true`).
+const REQUIRE_LEADER_KEY: &str = "hasleader";
+
 /// Services served on the client port, by gRPC name.
 const SERVED: [&str; 5] = ["etcdserverpb.KV", "etcdserverpb.Watch", "etcdserverpb.Lease", "etcdserverpb.Maintenance", "etcdserverpb.Cluster"];
 
@@ -105,6 +110,15 @@ where
         // the KV service), as etcd's learner interceptor does.
         if path.starts_with("/etcdserverpb.") && !LEARNER_SERVES.contains(&path.as_str()) && self.ctx.node.is_learner() {
             let resp = tonic::Status::from(crate::error::Error::NotSupportedForLearner).into_http::<Body>();
+            return Box::pin(async move { Ok(resp) });
+        }
+        // etcd's interceptors: a client that requires a leader (metadata
+        // `hasleader: true`, clientv3.WithRequireLeader, as kube-apiserver
+        // sets on its watches) gets `etcdserver: no leader` (Unavailable)
+        // at once from a member that knows none, instead of waiting out
+        // the request timeout.
+        if path.starts_with("/etcdserverpb.") && req.headers().get(REQUIRE_LEADER_KEY).is_some_and(|v| v.as_bytes() == b"true") && self.ctx.node.leader().is_none() {
+            let resp = tonic::Status::from(crate::error::Error::NoLeader).into_http::<Body>();
             return Box::pin(async move { Ok(resp) });
         }
         let fut = self.inner.call(req);

@@ -17,6 +17,7 @@ mod common;
 
 mod cluster;
 mod crash;
+mod deploy;
 mod differential;
 mod errors;
 mod etcdctl;
