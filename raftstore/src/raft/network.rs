@@ -317,7 +317,7 @@ impl RaftNetworkV2<TypeConfig> for Network {
                 Ok(Err(st)) => return Err(unreachable(st)),
                 Err(_) => return Err(unreachable(format!("append stream not set up within {setup:?}"))),
             };
-            let idle = option.hard_ttl().saturating_mul(20).max(STREAM_IDLE_MIN);
+            let idle = option.hard_ttl().saturating_mul(3).max(STREAM_IDLE_MIN);
             let answers = futures::stream::unfold(Some(resp), move |state| {
                 let inflight = inflight.clone();
                 async move {
