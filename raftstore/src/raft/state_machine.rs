@@ -111,7 +111,9 @@ impl SnapshotDirs {
                 if p == keep {
                     continue;
                 }
-                let receiving = entry.file_name().to_string_lossy().starts_with("recv-")
+                // Still being received, or still being checkpointed (its
+                // metadata file is written last).
+                let receiving = (entry.file_name().to_string_lossy().starts_with("recv-") || !p.join(META_FILE).exists())
                     && entry.metadata().and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok()).is_none_or(|age| age < std::time::Duration::from_secs(3600));
                 if !receiving {
                     let _ = std::fs::remove_dir_all(&p);
@@ -141,7 +143,8 @@ pub struct StateMachine {
 
 /// Builds a snapshot from a checkpoint taken when the builder was made.
 pub struct SnapshotBuilder {
-    snapshot: Option<Snapshot>,
+    /// The database and the directory to checkpoint it into.
+    source: Option<(Arc<DB>, PathBuf)>,
     current: Arc<Mutex<Option<(SnapshotMeta, SnapshotDir)>>>,
     dirs: Arc<SnapshotDirs>,
     root: PathBuf,
@@ -154,15 +157,7 @@ impl StateMachine {
     /// I/O error on unreadable or corrupt metadata.
     pub fn open(store: SharedStore, hub: Arc<WatchHub>, snapshot_root: PathBuf) -> io::Result<Self> {
         let db = store.db().clone();
-        let meta = db.cf_handle(keys::CF_META).ok_or_else(|| io_err("missing meta column family"))?;
-        let applied: Option<LogId> = match db.get_cf(meta, keys::AppliedLogId::KEY).map_err(io_err)? {
-            Some(b) => decode(&b)?,
-            None => None,
-        };
-        let membership: StoredMembership = match db.get_cf(meta, keys::LastMembership::KEY).map_err(io_err)? {
-            Some(b) => decode(&b)?,
-            None => StoredMembership::default(),
-        };
+        let (applied, membership) = applied_state(&db)?;
         std::fs::create_dir_all(&snapshot_root)?;
         // Pick up the newest complete snapshot left by a previous run.
         let dirs = Arc::new(SnapshotDirs::default());
@@ -195,6 +190,40 @@ fn find_snapshot(root: &Path) -> io::Result<Option<(SnapshotMeta, PathBuf)>> {
         }
     }
     Ok(best)
+}
+
+/// The applied log id and membership recorded in `db`'s `meta` column
+/// family (written in the same batch as each applied entry).
+///
+/// # Errors
+/// I/O error on unreadable or corrupt metadata.
+fn applied_state(db: &DB) -> io::Result<(Option<LogId>, StoredMembership)> {
+    let meta = db.cf_handle(keys::CF_META).ok_or_else(|| io_err("missing meta column family"))?;
+    let applied: Option<LogId> = match db.get_cf(meta, keys::AppliedLogId::KEY).map_err(io_err)? {
+        Some(b) => decode(&b)?,
+        None => None,
+    };
+    let membership: StoredMembership = match db.get_cf(meta, keys::LastMembership::KEY).map_err(io_err)? {
+        Some(b) => decode(&b)?,
+        None => StoredMembership::default(),
+    };
+    Ok((applied, membership))
+}
+
+/// Checkpoints `db` into `dir` and writes the snapshot metadata, taken from
+/// the checkpoint itself: entries applied while the checkpoint was being
+/// made are in it, and its metadata says so.
+///
+/// # Errors
+/// I/O error if the checkpoint cannot be made or read back.
+fn checkpoint_with_meta(db: &DB, dir: &Path) -> io::Result<SnapshotMeta> {
+    checkpoint(db, dir)?;
+    let cp = DB::open_cf_for_read_only(&rocksdb::Options::default(), dir, keys::ALL_CFS, false).map_err(io_err)?;
+    let (last_log_id, last_membership) = applied_state(&cp)?;
+    drop(cp);
+    let meta = SnapshotMeta { last_log_id, last_membership };
+    write_snapshot_meta(dir, &meta)?;
+    Ok(meta)
 }
 
 /// Writes the snapshot metadata file into a checkpoint directory.
@@ -262,8 +291,22 @@ pub fn load_checkpoint(db: &DB, dir: &Path) -> io::Result<()> {
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     type SnapshotData = SnapshotDir;
 
+    /// Makes the checkpoint on a blocking-pool thread: openraft runs this in
+    /// a task on the Raft thread, and a checkpoint flushes the memtables and
+    /// waits for it, which stalled every write for tens of milliseconds.
     async fn build_snapshot(&mut self) -> Result<Snapshot, io::Error> {
-        let snap = self.snapshot.take().ok_or_else(|| io_err("snapshot builder used twice"))?;
+        let (db, dir) = self.source.take().ok_or_else(|| io_err("snapshot builder used twice"))?;
+        let target = dir.clone();
+        let built = tokio::task::spawn_blocking(move || checkpoint_with_meta(&db, &target)).await.map_err(io_err)?;
+        let meta = match built {
+            Ok(meta) => meta,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                tracing::error!("snapshot checkpoint failed: {e}");
+                return Err(e);
+            }
+        };
+        let snap = Snapshot { meta, snapshot: self.dirs.hold(dir) };
         *self.current.lock() = Some((snap.meta.clone(), snap.snapshot.clone()));
         self.dirs.prune(&self.root, snap.snapshot.path());
         Ok(snap)
@@ -337,17 +380,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
-        let meta = SnapshotMeta { last_log_id: self.applied, last_membership: self.membership.clone() };
-        let dir = self.snapshot_root.join(unique_name("snap", meta.last_log_id.as_ref().map(|l| l.index()).unwrap_or(0)));
-        let built = checkpoint(&self.db, &dir).and_then(|_| write_snapshot_meta(&dir, &meta));
-        let snapshot = match built {
-            Ok(()) => Some(Snapshot { meta, snapshot: self.dirs.hold(dir) }),
-            Err(e) => {
-                tracing::error!("snapshot checkpoint failed: {e}");
-                None
-            }
-        };
-        SnapshotBuilder { snapshot, current: self.current.clone(), dirs: self.dirs.clone(), root: self.snapshot_root.clone() }
+        let dir = self.snapshot_root.join(unique_name("snap", self.applied.as_ref().map(|l| l.index()).unwrap_or(0)));
+        SnapshotBuilder { source: Some((self.db.clone(), dir)), current: self.current.clone(), dirs: self.dirs.clone(), root: self.snapshot_root.clone() }
     }
 
     async fn install_snapshot(&mut self, meta: &SnapshotMeta, snapshot: SnapshotDir) -> Result<(), io::Error> {
@@ -411,6 +445,7 @@ mod tests {
         let dir = root.join(name);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("000014.sst"), b"sst").unwrap();
+        std::fs::write(dir.join(META_FILE), b"{}").unwrap();
         dir
     }
 
@@ -424,6 +459,9 @@ mod tests {
         let old_path = checkpoint_like(root.path(), "snap-10-1-1");
         let leftover = checkpoint_like(root.path(), "snap-3-0-0");
         let receiving = checkpoint_like(root.path(), "recv-1");
+        // A checkpoint still being made has no metadata file yet.
+        let building = root.path().join("snap-30-1-2");
+        std::fs::create_dir_all(&building).unwrap();
         let mut current = Some(dirs.hold(old_path.clone()));
         // openraft's get_current_snapshot hands a clone to the stream.
         let stream = current.clone().unwrap();
@@ -434,6 +472,7 @@ mod tests {
         assert!(old_path.join("000014.sst").is_file(), "the streamed snapshot is still readable");
         assert!(!leftover.exists(), "an unheld leftover is removed");
         assert!(receiving.exists(), "a snapshot being received is kept");
+        assert!(building.exists(), "a snapshot being built is kept");
         assert!(new_path.exists());
 
         drop(stream);
