@@ -217,9 +217,17 @@ pub fn kubectl_path(minor: u32) -> PathBuf {
     panic!("kubectl.1.{minor} not found beside kubectl on PATH");
 }
 
-/// The shared fixtures directory.
+/// The shared fixtures directory: `shared/fixtures` beside the checkout
+/// (`../shared` from the repository root), found by walking up from the
+/// crate directory, so that a clone anywhere under the project's directory
+/// finds it.
 pub fn fixtures() -> PathBuf {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/fixtures")).to_path_buf()
+    let crate_dir = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    crate_dir
+        .ancestors()
+        .map(|a| a.join("shared/fixtures"))
+        .find(|p| p.is_dir())
+        .unwrap_or_else(|| panic!("no shared/fixtures directory above {}", crate_dir.display()))
 }
 
 /// Sends a raw HTTPS request without a client certificate; returns the
