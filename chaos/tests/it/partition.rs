@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use chaos::cluster::{connect, Cluster, Options, Target};
+use chaos::cluster::{connect, Target};
 use chaos::proxy::Faults;
 use etcd_client::GetOptions;
 
@@ -35,11 +35,7 @@ fn assert_unavailable(
 
 async fn minority_refuses_majority_serves(target: Target) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let c = Cluster::start(Options::new(target.clone(), dir.path()))
-        .await
-        .expect("cluster starts");
-    let leader = c.leader().await.expect("a leader");
-    let cut = (leader + 1) % 3;
+    let (c, leader, cut) = crate::common::cluster_and_follower(&target, dir.path()).await;
     let mut get_client = connect(&c.endpoint(cut), CLIENT_TIMEOUT)
         .await
         .expect("connect to the minority");

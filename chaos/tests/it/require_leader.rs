@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use chaos::cluster::{connect, Cluster, Options, Target};
+use chaos::cluster::{connect, Target};
 use chaos::proxy::Faults;
 use etcd_client::{Client, ConnectOptions};
 
@@ -14,11 +14,7 @@ use crate::common::targets;
 
 async fn no_leader_at_once(target: Target) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let c = Cluster::start(Options::new(target.clone(), dir.path()))
-        .await
-        .expect("cluster starts");
-    let leader = c.leader().await.expect("a leader");
-    let cut = (leader + 1) % 3;
+    let (c, _, cut) = crate::common::cluster_and_follower(&target, dir.path()).await;
     let mut f = Faults::default();
     f.isolate(&[cut], 3);
     c.proxy.set(f);
