@@ -223,18 +223,6 @@ async fn suite(s: Arc<dyn Storage>, mut client: etcd_client::Client) {
     assert!(matches!(next(&mut old).await, Err(Error::Compacted { .. })));
 }
 
-async fn member() -> (raftstore::node::NodeHandle, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = raftstore::node::Config {
-        data_dir: dir.path().to_path_buf(),
-        listen_client_urls: vec!["http://127.0.0.1:0".into()],
-        listen_peer_urls: vec!["http://127.0.0.1:0".into()],
-        ..Default::default()
-    };
-    let h = raftstore::node::start(cfg).await.unwrap();
-    h.node.wait_for_leader().await.unwrap();
-    (h, dir)
-}
 
 async fn client(h: &raftstore::node::NodeHandle) -> etcd_client::Client {
     etcd_client::Client::connect([format!("http://{}", h.client_addr)], None).await.unwrap()
@@ -242,14 +230,14 @@ async fn client(h: &raftstore::node::NodeHandle) -> etcd_client::Client {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listwatch_conformance_direct_storage() {
-    let (h, _dir) = member().await;
+    let (h, _dir) = crate::common::embedded_member().await;
     let s: Arc<dyn Storage> = Arc::new(KvStorage::new(Arc::new(EmbeddedKv::new(h.ctx.clone()))));
     suite(s, client(&h).await).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listwatch_conformance_watch_cache() {
-    let (h, _dir) = member().await;
+    let (h, _dir) = crate::common::embedded_member().await;
     let inner: Arc<dyn Storage> = Arc::new(KvStorage::new(Arc::new(EmbeddedKv::new(h.ctx.clone()))));
     let cached = CachedStorage::new(inner, [P.to_string()], 1024).with_bookmark_interval(Duration::from_millis(300));
     suite(Arc::new(cached), client(&h).await).await;
@@ -260,7 +248,7 @@ async fn listwatch_conformance_watch_cache() {
 /// slows the writer nor other watchers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_cache_window_and_slow_watchers() {
-    let (h, _dir) = member().await;
+    let (h, _dir) = crate::common::embedded_member().await;
     let inner: Arc<dyn Storage> = Arc::new(KvStorage::new(Arc::new(EmbeddedKv::new(h.ctx.clone()))));
     let s = Arc::new(CachedStorage::new(inner, [P.to_string()], 100));
     let first = s.create(&format!("{NS}w"), cm("w", "web")).await.unwrap();
@@ -327,7 +315,7 @@ async fn watch_cache_closes_a_stalled_watcher() {
     // Its own resource prefix: the terminated-watchers count is per prefix
     // and other tests close slow watchers of theirs concurrently.
     const SP: &str = "/registry/stalled/";
-    let (h, _dir) = member().await;
+    let (h, _dir) = crate::common::embedded_member().await;
     let inner: Arc<dyn Storage> = Arc::new(KvStorage::new(Arc::new(EmbeddedKv::new(h.ctx.clone()))));
     let s = Arc::new(CachedStorage::new(inner, [SP.to_string()], 100));
     let key = format!("{SP}lw/w");

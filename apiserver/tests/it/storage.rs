@@ -91,15 +91,7 @@ async fn suite(s: Arc<dyn Storage>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn storage_conformance_embedded() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = raftstore::node::Config {
-        data_dir: dir.path().to_path_buf(),
-        listen_client_urls: vec!["http://127.0.0.1:0".into()],
-        listen_peer_urls: vec!["http://127.0.0.1:0".into()],
-        ..Default::default()
-    };
-    let h = raftstore::node::start(cfg).await.unwrap();
-    h.node.wait_for_leader().await.unwrap();
+    let (h, _dir) = crate::common::embedded_member().await;
     suite(Arc::new(KvStorage::new(Arc::new(EmbeddedKv::new(h.ctx.clone()))))).await;
 }
 

@@ -344,3 +344,19 @@ pub fn stop_watch(mut w: std::process::Child) -> (Vec<(String, String)>, String)
         .collect();
     (events, out)
 }
+
+/// A single-member embedded raftstore (real RocksDB in a temporary
+/// directory) with a leader, for storage-level tests; keep the directory
+/// alive as long as the member.
+pub async fn embedded_member() -> (raftstore::node::NodeHandle, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = raftstore::node::Config {
+        data_dir: dir.path().to_path_buf(),
+        listen_client_urls: vec!["http://127.0.0.1:0".into()],
+        listen_peer_urls: vec!["http://127.0.0.1:0".into()],
+        ..Default::default()
+    };
+    let h = raftstore::node::start(cfg).await.unwrap();
+    h.node.wait_for_leader().await.unwrap();
+    (h, dir)
+}
