@@ -117,9 +117,7 @@ fn spawn_flusher(db: Db, syncing: std::sync::Arc<parking_lot::Mutex<()>>) -> std
                 waiting.push(more);
             }
             let guard = syncing.lock();
-            let timer = crate::metrics::metrics().wal_fsync.start_timer();
-            let res = db.flush_wal(true).map_err(io_err);
-            timer.observe_duration();
+            let res = crate::storage::sync_wal(&db).map_err(io_err);
             drop(guard);
             for cb in waiting {
                 cb.io_completed(match &res {
@@ -284,9 +282,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // sync is usually in progress, and the flusher batches the rest.
         let inline = self.inline_sync.load(std::sync::atomic::Ordering::Relaxed);
         if let Some(guard) = inline.then(|| self.syncing.try_lock()).flatten() {
-            let timer = crate::metrics::metrics().wal_fsync.start_timer();
-            let res = self.db.flush_wal(true).map_err(io_err);
-            timer.observe_duration();
+            let res = crate::storage::sync_wal(&self.db).map_err(io_err);
             drop(guard);
             return match res {
                 Ok(()) => {

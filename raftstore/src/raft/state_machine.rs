@@ -284,7 +284,7 @@ pub fn load_checkpoint(db: &DB, dir: &Path) -> io::Result<()> {
         }
         db.write(batch).map_err(io_err)?;
     }
-    db.flush_wal(true).map_err(io_err)?;
+    crate::storage::sync_wal(db).map_err(io_err)?;
     Ok(())
 }
 

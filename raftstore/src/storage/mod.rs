@@ -23,11 +23,20 @@ pub type Db = Arc<DB>;
 /// [`Error::Internal`] if the write or the sync fails.
 pub fn write_durable(db: &DB, batch: rocksdb::WriteBatch) -> Result<()> {
     db.write(batch)?;
-    // Counted like every other WAL sync (etcd_disk_wal_fsync_duration_seconds).
-    let timer = crate::metrics::metrics().wal_fsync.start_timer();
-    db.flush_wal(true)?;
-    timer.observe_duration();
+    sync_wal(db)?;
     Ok(())
+}
+
+/// Writes the WAL buffer out and fsyncs it, timed in
+/// `etcd_disk_wal_fsync_duration_seconds` (every WAL sync is counted).
+///
+/// # Errors
+/// The RocksDB error if the write or the sync fails.
+pub fn sync_wal(db: &DB) -> std::result::Result<(), rocksdb::Error> {
+    let timer = crate::metrics::metrics().wal_fsync.start_timer();
+    let res = db.flush_wal(true);
+    timer.observe_duration();
+    res
 }
 
 /// Opens (creating if needed) the database at `path` with every column family.
