@@ -530,7 +530,10 @@ impl RaftNode {
     /// [`network::PeerClients::removed`]) once a membership that had it no
     /// longer does.
     pub async fn watch_membership(self) {
-        let mut rx = self.raft.metrics();
+        // The server metrics change only with the vote, the leader or the
+        // membership; the full metrics change with every entry, and watching
+        // them woke this task (and the two below) on every write.
+        let mut rx = self.raft.server_metrics();
         let mut seen_self = false;
         let mut committed_prev: Option<std::collections::BTreeSet<u64>> = None;
         loop {
@@ -578,7 +581,7 @@ impl RaftNode {
     /// the only voter, and off as soon as there are others (leader or
     /// follower). Runs until Raft shuts down.
     pub async fn drive_inline_sync(self, switch: Arc<std::sync::atomic::AtomicBool>) {
-        let mut rx = self.raft.metrics();
+        let mut rx = self.raft.server_metrics();
         loop {
             let on = {
                 let m = rx.borrow_watched();
@@ -595,7 +598,7 @@ impl RaftNode {
     /// Counts leader changes (`etcd_server_leader_changes_seen_total`) for
     /// as long as Raft runs.
     pub async fn count_leader_changes(self) {
-        let mut rx = self.raft.metrics();
+        let mut rx = self.raft.server_metrics();
         let mut last = None;
         loop {
             let leader = rx.borrow_watched().current_leader;
@@ -615,7 +618,7 @@ impl RaftNode {
     /// # Errors
     /// [`Error::NoLeader`] after the request timeout.
     pub async fn wait_for_other_leader(&self, old: u64) -> Result<u64> {
-        let mut rx = self.raft.metrics();
+        let mut rx = self.raft.server_metrics();
         let wait = async {
             loop {
                 match rx.borrow_watched().current_leader {
@@ -638,7 +641,7 @@ impl RaftNode {
     /// # Errors
     /// [`Error::NoLeader`] after the request timeout.
     pub async fn wait_for_leader(&self) -> Result<u64> {
-        let mut rx = self.raft.metrics();
+        let mut rx = self.raft.server_metrics();
         let wait = async {
             loop {
                 if let Some(l) = rx.borrow_watched().current_leader {
@@ -714,7 +717,7 @@ impl RaftNode {
     /// # Errors
     /// [`Error::Stopped`] if Raft shuts down.
     pub async fn wait_applied(&self, index: u64) -> Result<()> {
-        let mut rx = self.raft.metrics();
+        let mut rx = self.raft.data_metrics();
         loop {
             let applied = rx.borrow_watched().last_applied.as_ref().map(|l| l.index()).unwrap_or(0);
             if applied >= index {
