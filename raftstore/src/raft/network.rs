@@ -65,6 +65,9 @@ pub struct PeerClients {
     /// gRPC handlers, so their connections run on the shared runtime and
     /// never wait behind the Raft thread's work (a follower's log fsync).
     service_clients: Mutex<HashMap<u64, (String, RaftTransportClient<Channel>)>>,
+    /// By member ID: the open `ForwardStream` to that member (see
+    /// [`PeerClients::forward`]).
+    forward_streams: Mutex<HashMap<u64, std::sync::Arc<ForwardStream>>>,
     /// Peer URLs known from the initial cluster, by member ID.
     initial: HashMap<u64, String>,
     /// Set once a peer said this member was removed from the cluster.
@@ -88,7 +91,7 @@ fn dial(url: &str, tls: Option<&tonic::transport::ClientTlsConfig>) -> Result<Ra
 impl PeerClients {
     /// Clients for a cluster whose initial members have these peer URLs.
     pub fn new(initial: HashMap<u64, String>, tls: Option<tonic::transport::ClientTlsConfig>) -> Self {
-        PeerClients { clients: Mutex::new(HashMap::new()), service_clients: Mutex::new(HashMap::new()), initial, removed: tokio::sync::watch::Sender::new(false), tls }
+        PeerClients { clients: Mutex::new(HashMap::new()), service_clients: Mutex::new(HashMap::new()), forward_streams: Mutex::new(HashMap::new()), initial, removed: tokio::sync::watch::Sender::new(false), tls }
     }
 
     /// Becomes true once this member learns it was removed from the cluster.
@@ -159,20 +162,29 @@ impl PeerClients {
     /// # Errors
     /// The leader's error, or Unavailable if it cannot be reached.
     pub async fn forward(&self, leader: u64, node: Option<&Member>, cmd: &Command) -> Result<CommandResponse> {
-        let mut c = self.service_client(leader, node)?;
-        let resp = c.forward(ForwardRequest { command: cmd.encode() }).await.map_err(|st| {
-            // Not even connected: the request never left, so it is safe to
-            // send again once another leader is known.
-            if never_connected(&st) {
-                Error::NoLeader
-            } else {
-                Error::LeaderChanged
-            }
-        })?.into_inner();
+        let stream = self.forward_stream(leader, node)?;
+        let resp = stream.call(cmd.encode()).await?;
         if !resp.message.is_empty() {
             return Err(Error::from_code_message(resp.code, &resp.message));
         }
         CommandResponse::decode(&resp.response)
+    }
+
+    /// The open forward stream to `leader`, or a new one (when there is
+    /// none, it broke, or the member's URL changed).
+    fn forward_stream(&self, leader: u64, node: Option<&Member>) -> Result<std::sync::Arc<ForwardStream>> {
+        let url = node.and_then(|n| n.peer_urls.first().cloned());
+        let mut streams = self.forward_streams.lock();
+        if let Some(s) = streams.get(&leader) {
+            if !s.is_closed() && url.as_ref().is_none_or(|u| *u == s.url) {
+                return Ok(s.clone());
+            }
+        }
+        let client = self.service_client(leader, node)?;
+        let url = self.service_clients.lock().get(&leader).map(|(u, _)| u.clone()).unwrap_or_default();
+        let s = ForwardStream::open(client, url);
+        streams.insert(leader, s.clone());
+        Ok(s)
     }
 
     /// Asks the leader to renew a lease (`renew`) or report its remaining
@@ -200,6 +212,116 @@ impl PeerClients {
             return Err(Error::from_code_message(resp.code, &resp.message));
         }
         Ok(resp.index)
+    }
+}
+
+/// One long-lived `ForwardStream` call to a leader carrying this member's
+/// forwarded writes, each tagged with an id that the leader's answer echoes
+/// (answers arrive in completion order). A unary call per write paid for a
+/// new HTTP/2 stream and a hop through tonic's buffer task each time; etcd
+/// likewise forwards proposals over its standing peer stream.
+///
+/// When the stream fails, every write waiting on it fails: with `no leader`
+/// if the connection was never made (nothing was sent, so the caller may
+/// send again elsewhere) and `leader changed` otherwise (it may have been
+/// applied). A write abandoned while waiting (the request timeout) closes the
+/// stream for new writes, so that a stream stuck on a dead connection is
+/// replaced by the next write.
+pub struct ForwardStream {
+    url: String,
+    tx: tokio::sync::mpsc::UnboundedSender<ForwardRequest>,
+    pending: std::sync::Arc<Mutex<ForwardPending>>,
+    next_id: std::sync::atomic::AtomicU64,
+}
+
+/// The waiters of a [`ForwardStream`], by request id, and how it ended.
+#[derive(Default)]
+struct ForwardPending {
+    waiters: HashMap<u64, tokio::sync::oneshot::Sender<ForwardResponse>>,
+    /// Set once the stream ended (or was given up): the error for waiters.
+    closed: Option<Error>,
+}
+
+impl ForwardPending {
+    fn close(&mut self, err: Error) {
+        if self.closed.is_none() {
+            self.closed = Some(err);
+        }
+        // Dropping the senders wakes every waiter with the error above.
+        self.waiters.clear();
+    }
+}
+
+impl ForwardStream {
+    /// Starts the call on `client` (whose peer URL is `url`); the task that
+    /// reads the answers runs until the leader ends the stream.
+    fn open(mut client: RaftTransportClient<Channel>, url: String) -> std::sync::Arc<Self> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let pending: std::sync::Arc<Mutex<ForwardPending>> = Default::default();
+        let reader = pending.clone();
+        tokio::spawn(async move {
+            let input = tokio_stream::wrappers::UnboundedReceiverStream::new(rx);
+            let mut answers = match client.forward_stream(input).await {
+                Ok(r) => r.into_inner(),
+                Err(st) => {
+                    reader.lock().close(if never_connected(&st) { Error::NoLeader } else { Error::LeaderChanged });
+                    return;
+                }
+            };
+            loop {
+                match answers.next().await {
+                    Some(Ok(resp)) => {
+                        if let Some(w) = reader.lock().waiters.remove(&resp.id) {
+                            let _ = w.send(resp);
+                        }
+                    }
+                    Some(Err(_)) | None => break,
+                }
+            }
+            reader.lock().close(Error::LeaderChanged);
+        });
+        std::sync::Arc::new(ForwardStream { url, tx, pending, next_id: std::sync::atomic::AtomicU64::new(1) })
+    }
+
+    fn is_closed(&self) -> bool {
+        self.pending.lock().closed.is_some()
+    }
+
+    /// Sends one serialised command and waits for the leader's answer.
+    async fn call(&self, command: Vec<u8>) -> Result<ForwardResponse> {
+        let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (done, answer) = tokio::sync::oneshot::channel();
+        {
+            let mut p = self.pending.lock();
+            if let Some(e) = &p.closed {
+                return Err(e.clone());
+            }
+            p.waiters.insert(id, done);
+        }
+        if self.tx.send(ForwardRequest { command, id }).is_err() {
+            // The request never left this member.
+            self.pending.lock().waiters.remove(&id);
+            return Err(Error::NoLeader);
+        }
+        /// Closes the stream if the write is abandoned before its answer.
+        struct Abandon<'a>(&'a ForwardStream, bool);
+        impl Drop for Abandon<'_> {
+            fn drop(&mut self) {
+                if !self.1 {
+                    let mut p = self.0.pending.lock();
+                    if p.closed.is_none() {
+                        p.closed = Some(Error::LeaderChanged);
+                    }
+                }
+            }
+        }
+        let mut guard = Abandon(self, false);
+        let out = answer.await;
+        guard.1 = true;
+        match out {
+            Ok(resp) => Ok(resp),
+            Err(_) => Err(self.pending.lock().closed.clone().unwrap_or(Error::LeaderChanged)),
+        }
     }
 }
 
@@ -437,6 +559,14 @@ impl TransportService {
     }
 }
 
+/// Proposes a forwarded command on this member and packs the outcome.
+async fn forward_answer(node: &RaftNode, cmd: Command) -> ForwardResponse {
+    match node.propose(cmd).await {
+        Ok(r) => ForwardResponse { response: r.encode(), code: 0, message: String::new(), id: 0 },
+        Err(e) => ForwardResponse { response: Vec::new(), code: e.code() as i32, message: e.to_string(), id: 0 },
+    }
+}
+
 fn bad(e: impl std::fmt::Display) -> Status {
     Status::invalid_argument(e.to_string())
 }
@@ -550,11 +680,32 @@ impl RaftTransport for TransportService {
 
     async fn forward(&self, req: Request<ForwardRequest>) -> BoxResult<ForwardResponse> {
         let cmd = Command::decode(&req.into_inner().command).map_err(bad)?;
-        let out = match self.node.propose(cmd).await {
-            Ok(r) => ForwardResponse { response: r.encode(), code: 0, message: String::new() },
-            Err(e) => ForwardResponse { response: Vec::new(), code: e.code() as i32, message: e.to_string() },
-        };
-        Ok(Response::new(out))
+        Ok(Response::new(forward_answer(&self.node, cmd).await))
+    }
+
+    type ForwardStreamStream = Pin<Box<dyn futures::Stream<Item = std::result::Result<ForwardResponse, Status>> + Send + 'static>>;
+
+    /// Proposes each forwarded command as it arrives, concurrently, and
+    /// answers each (tagged with its id) when it is applied. The answers end
+    /// after the follower ends its side and every proposal is answered.
+    async fn forward_stream(&self, req: Request<Streaming<ForwardRequest>>) -> BoxResult<Self::ForwardStreamStream> {
+        let mut input = req.into_inner();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let node = self.node.clone();
+        tokio::spawn(async move {
+            while let Some(Ok(msg)) = input.next().await {
+                let (node, tx) = (node.clone(), tx.clone());
+                tokio::spawn(async move {
+                    let id = msg.id;
+                    let out = match Command::decode(&msg.command) {
+                        Ok(cmd) => forward_answer(&node, cmd).await,
+                        Err(e) => ForwardResponse { response: Vec::new(), code: e.code() as i32, message: e.to_string(), id: 0 },
+                    };
+                    let _ = tx.send(Ok(ForwardResponse { id, ..out }));
+                });
+            }
+        });
+        Ok(Response::new(Box::pin(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))))
     }
 
     async fn lease(&self, req: Request<LeaseRequest>) -> BoxResult<LeaseResponse> {
