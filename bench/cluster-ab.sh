@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One loadgen run against a fresh three-member cluster of etcd or raftstore,
+# One loadgen run against a fresh three-member (MEMBERS=1: one-member) cluster of etcd or raftstore,
 # reporting the loadgen's figures plus the servers' CPU time per operation
 # (utime+stime from /proc) and each member's WAL fsync count. Used to compare
 # two raftstore binaries by alternating them (A, B, A, B, ...), since
@@ -10,7 +10,8 @@
 #   TARGET=leader bench/cluster-ab.sh etcd --clients 1 --total 3000 put
 #
 # Environment: RAFTSTORE_BIN, LOADGEN (default: the workspace's debug
-# builds), TARGET=all|leader|follower (which members the loadgen uses).
+# builds), TARGET=all|leader|follower (which members the loadgen uses),
+# MEMBERS=3|1 (cluster size).
 set -euo pipefail
 
 kind=${1:?usage: cluster-ab.sh etcd|raftstore LOADGEN-ARGS...}
@@ -37,19 +38,23 @@ trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 clients=()
 peers=()
-for i in 0 1 2; do
+MEMBERS=${MEMBERS:-3}
+[[ "$MEMBERS" == 1 || "$MEMBERS" == 3 ]] || { echo "cluster-ab.sh: MEMBERS must be 1 or 3" >&2; exit 2; }
+members=$(seq 0 $((MEMBERS - 1)))
+cluster=""
+for i in $members; do
   clients+=("127.0.0.1:$(free_port)")
   peers+=("$(free_port)")
+  cluster+="${cluster:+,}m$i=http://127.0.0.1:${peers[$i]}"
 done
-cluster="m0=http://127.0.0.1:${peers[0]},m1=http://127.0.0.1:${peers[1]},m2=http://127.0.0.1:${peers[2]}"
-for i in 0 1 2; do
+for i in $members; do
   "$server" --name "m$i" --data-dir "$work/m$i" \
     --listen-client-urls "http://${clients[$i]}" --advertise-client-urls "http://${clients[$i]}" \
     --listen-peer-urls "http://127.0.0.1:${peers[$i]}" --initial-advertise-peer-urls "http://127.0.0.1:${peers[$i]}" \
     --initial-cluster "$cluster" --initial-cluster-state new >"$work/m$i.log" 2>&1 &
   pids+=("$!")
 done
-eps="${clients[0]},${clients[1]},${clients[2]}"
+eps=$(IFS=,; echo "${clients[*]}")
 healthy=0
 for _ in $(seq 60); do
   if ETCDCTL_API=3 etcdctl --endpoints "$eps" endpoint health >/dev/null 2>&1; then healthy=1; break; fi
@@ -62,7 +67,7 @@ case "${TARGET:-all}" in
   follower) eps=$(ETCDCTL_API=3 etcdctl --endpoints "$eps" endpoint status | awk -F', ' '$5 == "false" { print $1; exit }') ;;
 esac
 
-# Clock ticks (1/100 s) of CPU used by the three servers so far.
+# Clock ticks (1/100 s) of CPU used by the servers so far.
 cpu_ticks() {
   local t=0 pid u s
   for pid in "${pids[@]}"; do
@@ -77,6 +82,9 @@ c1=$(cpu_ticks)
 ops=$(awk '/ops/ { print $2; exit }' <<<"$out")
 echo "$kind ($eps) $*: $(tr -s ' ' <<<"$out" | tr '\n' ' ')"
 python3 -c "print('  server CPU %.1f s for %d ops = %.0f us/op' % (($c1 - $c0) / 100, $ops, ($c1 - $c0) / 100 / max($ops, 1) * 1e6))"
-for i in 0 1 2; do
-  printf '  m%d WAL fsyncs: %s\n' "$i" "$(curl -s "http://${clients[$i]}/metrics" | awk '/^etcd_disk_wal_fsync_duration_seconds_count/ { print $2 }')"
+for i in $members; do
+  curl -s "http://${clients[$i]}/metrics" | awk -v m="m$i" '
+    /^etcd_disk_wal_fsync_duration_seconds_count/ { n = $2 }
+    /^etcd_disk_wal_fsync_duration_seconds_sum/ { s = $2 }
+    END { printf "  %s WAL fsyncs: %d, mean %.0f us\n", m, n, (n > 0 ? s / n * 1e6 : 0) }'
 done
