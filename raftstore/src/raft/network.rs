@@ -687,14 +687,24 @@ impl RaftTransport for TransportService {
 
     /// Proposes each forwarded command as it arrives, concurrently, and
     /// answers each (tagged with its id) when it is applied. The answers end
-    /// after the follower ends its side and every proposal is answered.
+    /// after the follower ends its side and every proposal is answered; a
+    /// request that is not a ForwardRequest at all (tonic reads nothing
+    /// after it) ends them with InvalidArgument, once the requests before
+    /// it are answered.
     async fn forward_stream(&self, req: Request<Streaming<ForwardRequest>>) -> BoxResult<Self::ForwardStreamStream> {
         let mut input = req.into_inner();
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let node = self.node.clone();
         tokio::spawn(async move {
-            while let Some(Ok(msg)) = input.next().await {
-                let (node, tx) = (node.clone(), tx.clone());
+            // Every proposal holds a clone; recv() ends when all are done.
+            let (busy, mut idle) = tokio::sync::mpsc::channel::<()>(1);
+            let bad = loop {
+                let msg = match input.next().await {
+                    Some(Ok(msg)) => msg,
+                    Some(Err(st)) => break Some(st),
+                    None => break None,
+                };
+                let (node, tx, busy) = (node.clone(), tx.clone(), busy.clone());
                 tokio::spawn(async move {
                     let id = msg.id;
                     let out = match Command::decode(&msg.command) {
@@ -702,7 +712,13 @@ impl RaftTransport for TransportService {
                         Err(e) => ForwardResponse { response: Vec::new(), code: e.code() as i32, message: e.to_string(), id: 0 },
                     };
                     let _ = tx.send(Ok(ForwardResponse { id, ..out }));
+                    drop(busy);
                 });
+            };
+            if let Some(st) = bad {
+                drop(busy);
+                let _ = idle.recv().await;
+                let _ = tx.send(Err(Status::invalid_argument(format!("malformed ForwardRequest: {}", st.message()))));
             }
         });
         Ok(Response::new(Box::pin(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))))
