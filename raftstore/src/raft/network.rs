@@ -268,14 +268,9 @@ impl ForwardStream {
                     return;
                 }
             };
-            loop {
-                match answers.next().await {
-                    Some(Ok(resp)) => {
-                        if let Some(w) = reader.lock().waiters.remove(&resp.id) {
-                            let _ = w.send(resp);
-                        }
-                    }
-                    Some(Err(_)) | None => break,
+            while let Some(Ok(resp)) = answers.next().await {
+                if let Some(w) = reader.lock().waiters.remove(&resp.id) {
+                    let _ = w.send(resp);
                 }
             }
             reader.lock().close(Error::LeaderChanged);
