@@ -76,10 +76,21 @@ pub struct PeerClients {
     tls: Option<tonic::transport::ClientTlsConfig>,
 }
 
+/// How often a peer connection is pinged (HTTP/2 PING), and how long the
+/// answer may take before the connection is dropped. A connection that went
+/// silent without closing (the peer's host vanished, a half-open TCP
+/// connection) otherwise stays in use for as long as TCP keeps it: every
+/// new stream on it, a forwarded write's too, would wait out its timeout.
+const PEER_PING_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+const PEER_PING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// A lazily connecting client to a peer URL.
 fn dial(url: &str, tls: Option<&tonic::transport::ClientTlsConfig>) -> Result<RaftTransportClient<Channel>> {
     let mut ep = Endpoint::from_shared(url.to_string()).map_err(Error::internal)?
         .connect_timeout(std::time::Duration::from_secs(1))
+        .http2_keep_alive_interval(PEER_PING_INTERVAL)
+        .keep_alive_timeout(PEER_PING_TIMEOUT)
+        .keep_alive_while_idle(true)
         .tcp_nodelay(true);
     if url.starts_with("https://") {
         let tls = tls.ok_or_else(|| Error::InvalidArgument(format!("{url}: https peer URLs need --peer-trusted-ca-file")))?;
