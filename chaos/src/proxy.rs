@@ -495,6 +495,45 @@ mod tests {
         );
     }
 
+    /// A stall silences the connections the opener has open to the
+    /// destination without closing them; ones it opens later pass, and
+    /// other destinations are untouched.
+    #[tokio::test]
+    async fn stall_silences_open_connections_only() {
+        let p = PeerProxy::start(vec![echo().await, echo().await, echo().await])
+            .await
+            .unwrap();
+        p.set_pid(0, Some(std::process::id()));
+        let mut to1 = TcpStream::connect(p.addr(1)).await.unwrap();
+        let mut to2 = TcpStream::connect(p.addr(2)).await.unwrap();
+        assert_eq!(roundtrip(&mut to1).await.unwrap(), b"ping");
+        assert_eq!(roundtrip(&mut to2).await.unwrap(), b"ping");
+
+        let mut f = Faults::default();
+        f.stall.insert((0, 1));
+        p.set(f);
+        to1.write_all(b"ping").await.unwrap();
+        let mut buf = [0u8; 4];
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), to1.read(&mut buf))
+                .await
+                .is_err(),
+            "silent, and not closed"
+        );
+        assert_eq!(roundtrip(&mut to2).await.unwrap(), b"ping");
+        let mut fresh = TcpStream::connect(p.addr(1)).await.unwrap();
+        assert_eq!(roundtrip(&mut fresh).await.unwrap(), b"ping");
+        // Healing does not revive the stalled connection.
+        p.heal();
+        to1.write_all(b"ping").await.unwrap();
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), to1.read(&mut buf))
+                .await
+                .is_err(),
+            "still silent"
+        );
+    }
+
     /// A member that is down is refused at connect time, as it would be
     /// without the proxy; reopened, its address accepts again.
     #[tokio::test]
