@@ -236,8 +236,9 @@ impl PeerClients {
 /// if the connection was never made (nothing was sent, so the caller may
 /// send again elsewhere) and `leader changed` otherwise (it may have been
 /// applied). A write abandoned while waiting (the request timeout) closes the
-/// stream for new writes, so that a stream stuck on a dead connection is
-/// replaced by the next write.
+/// stream for new writes, so that a stuck stream is replaced by the next
+/// write; a connection that went silent is dropped by its PINGs (see
+/// `PEER_PING_TIMEOUT`), else the new stream would share it.
 pub struct ForwardStream {
     url: String,
     tx: tokio::sync::mpsc::UnboundedSender<ForwardRequest>,
