@@ -14,7 +14,11 @@
 //!   are accepted and then black-holed (read and discarded, nothing
 //!   forwarded) until the link heals, when they are closed so the member
 //!   reconnects;
-//! - **delay**: every chunk is forwarded after the given delay, in order.
+//! - **delay**: every chunk is forwarded after the given delay, in order;
+//! - **stall** (one direction): the connections member `a` has open to `b`
+//!   when the fault is set stop carrying bytes either way but stay open, as
+//!   a half-open connection to a peer that vanished does; connections `a`
+//!   opens later pass.
 //!
 //! While a member is down ([`PeerProxy::set_listening`] false, set by the
 //! cluster when it kills the member) its proxy address does not listen, so
@@ -44,6 +48,9 @@ pub struct Faults {
     pub cut: BTreeSet<(usize, usize)>,
     /// Links whose traffic is delayed (each chunk, each direction).
     pub delay: BTreeMap<(usize, usize), Duration>,
+    /// `(opener, dst)`: the connections `opener` has open to `dst` at the
+    /// time this is set go silent (and stay so).
+    pub stall: BTreeSet<(usize, usize)>,
 }
 
 /// Normalises a link to `(min, max)`.
@@ -62,6 +69,10 @@ impl Faults {
                 .filter(|&o| o != dst)
                 .all(|o| self.cut.contains(&link(o, dst))),
         }
+    }
+
+    fn is_stalled(&self, src: Option<usize>, dst: usize) -> bool {
+        src.is_some_and(|s| self.stall.contains(&(s, dst)))
     }
 
     fn delay_of(&self, src: Option<usize>, dst: usize) -> Duration {
@@ -324,8 +335,10 @@ async fn serve(
     let (cr, cw) = conn.into_split();
     let (ur, uw) = up.into_split();
     let f = rx.clone();
-    let a = tokio::spawn(pump(cr, uw, src, dst, f.clone()));
-    let b = tokio::spawn(pump(ur, cw, src, dst, f));
+    // Opened while its link was stalled: this connection passes.
+    let stall_exempt = rx.borrow().is_stalled(src, dst);
+    let a = tokio::spawn(pump(cr, uw, src, dst, stall_exempt, f.clone()));
+    let b = tokio::spawn(pump(ur, cw, src, dst, stall_exempt, f));
     let (a_abort, b_abort) = (a.abort_handle(), b.abort_handle());
     tokio::select! {
         _ = a => {}
@@ -342,14 +355,17 @@ async fn serve(
     b_abort.abort();
 }
 
-/// Copies one direction, delaying chunks by the link's current delay.
+/// Copies one direction, delaying chunks by the link's current delay, and
+/// discarding them once the connection is stalled (unless `stall_exempt`).
 async fn pump(
     mut r: tokio::net::tcp::OwnedReadHalf,
     mut w: tokio::net::tcp::OwnedWriteHalf,
     src: Option<usize>,
     dst: usize,
+    stall_exempt: bool,
     rx: watch::Receiver<Faults>,
 ) {
+    let mut stalled = false;
     let (tx, mut q) = mpsc::channel::<(Instant, Vec<u8>)>(1024);
     let mut writer = AbortOnDrop(tokio::spawn(async move {
         while let Some((at, chunk)) = q.recv().await {
@@ -365,6 +381,10 @@ async fn pump(
         match r.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(k) => {
+                stalled = stalled || (!stall_exempt && rx.borrow().is_stalled(src, dst));
+                if stalled {
+                    continue;
+                }
                 let d = rx.borrow().delay_of(src, dst);
                 if tx
                     .send((Instant::now() + d, buf[..k].to_vec()))
@@ -472,6 +492,45 @@ mod tests {
             start.elapsed() >= Duration::from_millis(400),
             "delayed: {:?}",
             start.elapsed()
+        );
+    }
+
+    /// A stall silences the connections the opener has open to the
+    /// destination without closing them; ones it opens later pass, and
+    /// other destinations are untouched.
+    #[tokio::test]
+    async fn stall_silences_open_connections_only() {
+        let p = PeerProxy::start(vec![echo().await, echo().await, echo().await])
+            .await
+            .unwrap();
+        p.set_pid(0, Some(std::process::id()));
+        let mut to1 = TcpStream::connect(p.addr(1)).await.unwrap();
+        let mut to2 = TcpStream::connect(p.addr(2)).await.unwrap();
+        assert_eq!(roundtrip(&mut to1).await.unwrap(), b"ping");
+        assert_eq!(roundtrip(&mut to2).await.unwrap(), b"ping");
+
+        let mut f = Faults::default();
+        f.stall.insert((0, 1));
+        p.set(f);
+        to1.write_all(b"ping").await.unwrap();
+        let mut buf = [0u8; 4];
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), to1.read(&mut buf))
+                .await
+                .is_err(),
+            "silent, and not closed"
+        );
+        assert_eq!(roundtrip(&mut to2).await.unwrap(), b"ping");
+        let mut fresh = TcpStream::connect(p.addr(1)).await.unwrap();
+        assert_eq!(roundtrip(&mut fresh).await.unwrap(), b"ping");
+        // Healing does not revive the stalled connection.
+        p.heal();
+        to1.write_all(b"ping").await.unwrap();
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), to1.read(&mut buf))
+                .await
+                .is_err(),
+            "still silent"
         );
     }
 

@@ -10,3 +10,4 @@ mod etcd_short_run;
 mod partition;
 mod require_leader;
 mod snapshot_restart;
+mod stall;

@@ -248,6 +248,11 @@ pub enum MemberChange {
 /// deposed leader.
 const LEADER_RETRY: Duration = Duration::from_millis(50);
 
+/// Pause before a write that could not reach the leader at all (so it
+/// never left) is sent to the same leader again, when no other leader
+/// became known meanwhile.
+const UNREACHABLE_RETRY: Duration = Duration::from_millis(100);
+
 /// Whether an idempotent query to the leader (read index, lease TTL or
 /// renewal) failed only because leadership is moving, so that asking again
 /// once a leader is known is safe.
@@ -328,9 +333,17 @@ impl RaftNode {
             };
             match forwarded {
                 // The leader could not be reached at all (it died): the
-                // write never left, so wait for another leader and send again.
+                // write never left, so wait for another leader and send
+                // again. Or send to the same one after a pause: restarted
+                // at its URL, it resumes its leadership in the same term
+                // (openraft's leader restore), and no other leader comes.
                 Some((leader, Err(Error::NoLeader))) => {
-                    self.wait_for_other_leader(leader).await?;
+                    tokio::select! {
+                        other = self.wait_for_other_leader(leader) => {
+                            other?;
+                        }
+                        () = tokio::time::sleep(UNREACHABLE_RETRY) => {}
+                    }
                 }
                 Some((_, other)) => return other,
                 None => {}

@@ -76,10 +76,21 @@ pub struct PeerClients {
     tls: Option<tonic::transport::ClientTlsConfig>,
 }
 
+/// How often a peer connection is pinged (HTTP/2 PING), and how long the
+/// answer may take before the connection is dropped. A connection that went
+/// silent without closing (the peer's host vanished, a half-open TCP
+/// connection) otherwise stays in use for as long as TCP keeps it: every
+/// new stream on it, a forwarded write's too, would wait out its timeout.
+const PEER_PING_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+const PEER_PING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// A lazily connecting client to a peer URL.
 fn dial(url: &str, tls: Option<&tonic::transport::ClientTlsConfig>) -> Result<RaftTransportClient<Channel>> {
     let mut ep = Endpoint::from_shared(url.to_string()).map_err(Error::internal)?
         .connect_timeout(std::time::Duration::from_secs(1))
+        .http2_keep_alive_interval(PEER_PING_INTERVAL)
+        .keep_alive_timeout(PEER_PING_TIMEOUT)
+        .keep_alive_while_idle(true)
         .tcp_nodelay(true);
     if url.starts_with("https://") {
         let tls = tls.ok_or_else(|| Error::InvalidArgument(format!("{url}: https peer URLs need --peer-trusted-ca-file")))?;
@@ -225,8 +236,9 @@ impl PeerClients {
 /// if the connection was never made (nothing was sent, so the caller may
 /// send again elsewhere) and `leader changed` otherwise (it may have been
 /// applied). A write abandoned while waiting (the request timeout) closes the
-/// stream for new writes, so that a stream stuck on a dead connection is
-/// replaced by the next write.
+/// stream for new writes, so that a stuck stream is replaced by the next
+/// write; a connection that went silent is dropped by its PINGs (see
+/// `PEER_PING_TIMEOUT`), else the new stream would share it.
 pub struct ForwardStream {
     url: String,
     tx: tokio::sync::mpsc::UnboundedSender<ForwardRequest>,
@@ -268,14 +280,9 @@ impl ForwardStream {
                     return;
                 }
             };
-            loop {
-                match answers.next().await {
-                    Some(Ok(resp)) => {
-                        if let Some(w) = reader.lock().waiters.remove(&resp.id) {
-                            let _ = w.send(resp);
-                        }
-                    }
-                    Some(Err(_)) | None => break,
+            while let Some(Ok(resp)) = answers.next().await {
+                if let Some(w) = reader.lock().waiters.remove(&resp.id) {
+                    let _ = w.send(resp);
                 }
             }
             reader.lock().close(Error::LeaderChanged);
@@ -687,14 +694,24 @@ impl RaftTransport for TransportService {
 
     /// Proposes each forwarded command as it arrives, concurrently, and
     /// answers each (tagged with its id) when it is applied. The answers end
-    /// after the follower ends its side and every proposal is answered.
+    /// after the follower ends its side and every proposal is answered; a
+    /// request that is not a ForwardRequest at all (tonic reads nothing
+    /// after it) ends them with InvalidArgument, once the requests before
+    /// it are answered.
     async fn forward_stream(&self, req: Request<Streaming<ForwardRequest>>) -> BoxResult<Self::ForwardStreamStream> {
         let mut input = req.into_inner();
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let node = self.node.clone();
         tokio::spawn(async move {
-            while let Some(Ok(msg)) = input.next().await {
-                let (node, tx) = (node.clone(), tx.clone());
+            // Every proposal holds a clone; recv() ends when all are done.
+            let (busy, mut idle) = tokio::sync::mpsc::channel::<()>(1);
+            let bad = loop {
+                let msg = match input.next().await {
+                    Some(Ok(msg)) => msg,
+                    Some(Err(st)) => break Some(st),
+                    None => break None,
+                };
+                let (node, tx, busy) = (node.clone(), tx.clone(), busy.clone());
                 tokio::spawn(async move {
                     let id = msg.id;
                     let out = match Command::decode(&msg.command) {
@@ -702,7 +719,13 @@ impl RaftTransport for TransportService {
                         Err(e) => ForwardResponse { response: Vec::new(), code: e.code() as i32, message: e.to_string(), id: 0 },
                     };
                     let _ = tx.send(Ok(ForwardResponse { id, ..out }));
+                    drop(busy);
                 });
+            };
+            if let Some(st) = bad {
+                drop(busy);
+                let _ = idle.recv().await;
+                let _ = tx.send(Err(Status::invalid_argument(format!("malformed ForwardRequest: {}", st.message()))));
             }
         });
         Ok(Response::new(Box::pin(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))))

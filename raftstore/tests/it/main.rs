@@ -22,6 +22,7 @@ mod differential;
 mod errors;
 mod etcdctl;
 mod flags;
+mod forward;
 mod membership;
 mod tls;
 mod watch;

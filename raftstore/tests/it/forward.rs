@@ -1,0 +1,156 @@
+//! Writes a follower forwards to the leader: one that provably never left
+//! (the leader's port refused it) is sent again as soon as a leader can
+//! take it, even when that leader is the same member back at its URL; and
+//! the leader's ForwardStream answers bad requests with errors.
+
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, BufMut};
+use prost::Message;
+use proto::raftpb::{ForwardRequest, ForwardResponse};
+use raftstore::command::{Command, CommandResponse};
+use tokio_stream::StreamExt;
+use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+
+use crate::common::cluster::{put_until_ok, start_new, Proc};
+use crate::common::{block_on, connect, within};
+
+/// Index of the leader and of one follower, by member name `m<i>`.
+async fn leader_and_follower(members: &[Proc]) -> (usize, usize) {
+    let mut c = connect(&members[0].ep()).await;
+    let leader = c.status().await.expect("status").leader();
+    let list = c.member_list().await.expect("member list");
+    let idx = |id: u64| {
+        list.members()
+            .iter()
+            .find(|m| m.id() == id)
+            .and_then(|m| m.name().strip_prefix('m'))
+            .and_then(|n| n.parse::<usize>().ok())
+            .expect("a member")
+    };
+    let l = idx(leader);
+    (l, (l + 1) % members.len())
+}
+
+/// A write a follower could not deliver because its leader was down (the
+/// connection was refused, so it provably never left) is sent again. The
+/// leader killed and restarted at the same URL resumes its leadership in
+/// the same term (openraft's leader restore), so the follower never sees
+/// another leader: the write must still reach it promptly, not wait out
+/// the request timeout for a leader change that never comes.
+#[test]
+fn undelivered_forward_reaches_the_leader_restarted_at_its_url() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut members = start_new(dir.path(), 3, &[]);
+    let initial = members.iter().map(Proc::cluster_entry).collect::<Vec<_>>().join(",");
+    block_on(async {
+        put_until_ok(&members[0].ep(), "warm", "v", Duration::from_secs(20)).await;
+        let (l, f) = leader_and_follower(&members).await;
+        let m = 3 - l - f;
+        // The follower comes back with a long election timeout: it never
+        // campaigns (and its leader lease makes it refuse votes), so with
+        // the third member down only the old leader can lead again.
+        members[f].kill();
+        members[f].extra = vec!["--election-timeout".into(), "10000".into()];
+        members[f].start(&initial, "existing");
+        put_until_ok(&members[f].ep(), "warm", "v", Duration::from_secs(20)).await;
+        assert_eq!(leader_and_follower(&members).await.0, l, "the leader stayed");
+        members[l].kill();
+        members[m].kill();
+        // Let the follower's stream to the dead leader end first.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let ep = members[f].ep();
+        let start = Instant::now();
+        let gap = tokio::spawn(async move {
+            let mut c = connect(&ep).await;
+            c.put("gap", "v", None).await.map(|_| start.elapsed())
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // The old leader comes back and leads again at once.
+        members[l].start(&initial, "existing");
+        let took = within(Duration::from_secs(40), "the forwarded write", gap).await.expect("join");
+        let took = took.unwrap_or_else(|e| panic!("the write failed although a leader serves: {e}"));
+        assert!(took < Duration::from_secs(8), "the write waited {took:?} although its leader was back");
+    });
+}
+
+/// Sends request frames as given, bytes and all, and decodes answers.
+struct RawFrames;
+
+impl Codec for RawFrames {
+    type Encode = Vec<u8>;
+    type Decode = ForwardResponse;
+    type Encoder = RawFrames;
+    type Decoder = RawFrames;
+    fn encoder(&mut self) -> RawFrames {
+        RawFrames
+    }
+    fn decoder(&mut self) -> RawFrames {
+        RawFrames
+    }
+}
+
+impl Encoder for RawFrames {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+    fn encode(&mut self, item: Vec<u8>, dst: &mut EncodeBuf<'_>) -> Result<(), tonic::Status> {
+        dst.put_slice(&item);
+        Ok(())
+    }
+}
+
+impl Decoder for RawFrames {
+    type Item = ForwardResponse;
+    type Error = tonic::Status;
+    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<ForwardResponse>, tonic::Status> {
+        ForwardResponse::decode(buf.copy_to_bytes(buf.remaining())).map(Some).map_err(|e| tonic::Status::internal(e.to_string()))
+    }
+}
+
+/// A ForwardStream request whose command is garbage gets an error answer
+/// with its id; one that is not a ForwardRequest at all (tonic reads no
+/// further) ends the stream with InvalidArgument once the earlier requests
+/// are answered, rather than a silent OK that leaves its sender and those
+/// after it without a word. The member keeps serving.
+#[test]
+fn forward_stream_answers_malformed_requests_with_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let members = start_new(dir.path(), 1, &[]);
+    block_on(async {
+        put_until_ok(&members[0].ep(), "warm", "v", Duration::from_secs(20)).await;
+        let put = |key: &str, id| {
+            let cmd = Command::Put(proto::etcdserverpb::PutRequest { key: key.into(), value: b"v".to_vec(), ..Default::default() });
+            ForwardRequest { command: cmd.encode(), id }.encode_to_vec()
+        };
+        let frames = [
+            put("a", 1),
+            ForwardRequest { command: vec![0xff, 1, 2], id: 2 }.encode_to_vec(),
+            // Field 1 (bytes) with a length past the end of the message.
+            vec![0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f],
+            put("b", 4),
+        ];
+        let ch = tonic::transport::Endpoint::from_shared(members[0].peer_url()).expect("url").connect().await.expect("dial the peer port");
+        let mut grpc = tonic::client::Grpc::new(ch);
+        grpc.ready().await.expect("ready");
+        let path = http::uri::PathAndQuery::from_static("/raftpb.RaftTransport/ForwardStream");
+        let mut answers = grpc.streaming(tonic::Request::new(tokio_stream::iter(frames).chain(tokio_stream::pending())), path, RawFrames).await.expect("open").into_inner();
+        let mut got = std::collections::BTreeMap::new();
+        let end = loop {
+            match within(Duration::from_secs(10), "forward answers", answers.next()).await {
+                Some(Ok(a)) => {
+                    got.insert(a.id, a);
+                }
+                other => break other,
+            }
+        };
+        assert_eq!(got.keys().copied().collect::<Vec<_>>(), [1, 2], "{got:?}");
+        assert!(got[&1].message.is_empty() && matches!(CommandResponse::decode(&got[&1].response), Ok(CommandResponse::Put(_))), "{:?}", got[&1]);
+        assert!(got[&2].message.contains("unknown command tag"), "{:?}", got[&2]);
+        match end {
+            Some(Err(st)) => assert_eq!(st.code(), tonic::Code::InvalidArgument, "{st:?}"),
+            other => panic!("the stream must end with an error after a malformed request, not {other:?}"),
+        }
+        let mut c = connect(&members[0].ep()).await;
+        c.put("after", "v", None).await.expect("the member keeps serving");
+    });
+}
