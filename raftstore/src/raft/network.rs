@@ -173,8 +173,19 @@ impl PeerClients {
     /// # Errors
     /// The leader's error, or Unavailable if it cannot be reached.
     pub async fn forward(&self, leader: u64, node: Option<&Member>, cmd: &Command) -> Result<CommandResponse> {
-        let stream = self.forward_stream(leader, node)?;
-        let resp = stream.call(cmd.encode()).await?;
+        let command = cmd.encode();
+        // A stream that another write closed (abandoned) between our
+        // lookup and our send refuses the write unsent: offer it once to
+        // a fresh stream, then report it as never sent.
+        let mut offered = 0;
+        let resp = loop {
+            let stream = self.forward_stream(leader, node)?;
+            match stream.call(command.clone()).await? {
+                Offer::Answered(resp) => break resp,
+                Offer::Refused if offered == 0 => offered += 1,
+                Offer::Refused => return Err(Error::NoLeader),
+            }
+        };
         if !resp.message.is_empty() {
             return Err(Error::from_code_message(resp.code, &resp.message));
         }
@@ -295,13 +306,13 @@ impl ForwardStream {
     }
 
     /// Sends one serialised command and waits for the leader's answer.
-    async fn call(&self, command: Vec<u8>) -> Result<ForwardResponse> {
+    async fn call(&self, command: Vec<u8>) -> Result<Offer> {
         let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (done, answer) = tokio::sync::oneshot::channel();
         {
             let mut p = self.pending.lock();
-            if let Some(e) = &p.closed {
-                return Err(e.clone());
+            if p.closed.is_some() {
+                return Ok(Offer::Refused);
             }
             p.waiters.insert(id, done);
         }
@@ -326,10 +337,18 @@ impl ForwardStream {
         let out = answer.await;
         guard.1 = true;
         match out {
-            Ok(resp) => Ok(resp),
+            Ok(resp) => Ok(Offer::Answered(resp)),
             Err(_) => Err(self.pending.lock().closed.clone().unwrap_or(Error::LeaderChanged)),
         }
     }
+}
+
+/// What became of a write offered to a [`ForwardStream`].
+enum Offer {
+    /// The leader's answer.
+    Answered(ForwardResponse),
+    /// The stream had already ended (or was given up): nothing was sent.
+    Refused,
 }
 
 /// Whether a failed call never reached the peer: the TCP connection could
