@@ -117,26 +117,27 @@ impl PeerClients {
 
     /// The Raft-message client for member `id`.
     fn client(&self, id: u64, node: Option<&Member>) -> Result<RaftTransportClient<Channel>> {
-        self.client_in(&self.clients, id, node)
+        self.client_in(&self.clients, id, node).map(|(_, c)| c)
     }
 
     /// The client-request client for member `id` (see `service_clients`).
     fn service_client(&self, id: u64, node: Option<&Member>) -> Result<RaftTransportClient<Channel>> {
-        self.client_in(&self.service_clients, id, node)
+        self.client_in(&self.service_clients, id, node).map(|(_, c)| c)
     }
 
-    fn client_in(&self, clients: &Mutex<HashMap<u64, (String, RaftTransportClient<Channel>)>>, id: u64, node: Option<&Member>) -> Result<RaftTransportClient<Channel>> {
+    /// The client for member `id` in `clients`, and the peer URL it dials.
+    fn client_in(&self, clients: &Mutex<HashMap<u64, (String, RaftTransportClient<Channel>)>>, id: u64, node: Option<&Member>) -> Result<(String, RaftTransportClient<Channel>)> {
         let wanted = node.and_then(|n| n.peer_urls.first().cloned());
         if let Some((url, c)) = clients.lock().get(&id) {
             // A MemberUpdate changes a member's URL: dial the new one.
             if wanted.as_ref().is_none_or(|w| w == url) {
-                return Ok(c.clone());
+                return Ok((url.clone(), c.clone()));
             }
         }
         let url = wanted.or_else(|| self.initial.get(&id).cloned()).ok_or(Error::NoLeader)?;
         let c = dial(&url, self.tls.as_ref())?;
-        clients.lock().insert(id, (url, c.clone()));
-        Ok(c)
+        clients.lock().insert(id, (url.clone(), c.clone()));
+        Ok((url, c))
     }
 
     /// Forwards a membership change to the leader; returns the log index of
@@ -202,8 +203,7 @@ impl PeerClients {
                 return Ok(s.clone());
             }
         }
-        let client = self.service_client(leader, node)?;
-        let url = self.service_clients.lock().get(&leader).map(|(u, _)| u.clone()).unwrap_or_default();
+        let (url, client) = self.client_in(&self.service_clients, leader, node)?;
         let s = ForwardStream::open(client, url);
         streams.insert(leader, s.clone());
         Ok(s)
@@ -585,11 +585,17 @@ impl TransportService {
     }
 }
 
-/// Proposes a forwarded command on this member and packs the outcome.
-async fn forward_answer(node: &RaftNode, cmd: Command) -> ForwardResponse {
-    match node.propose(cmd).await {
-        Ok(r) => ForwardResponse { response: r.encode(), code: 0, message: String::new(), id: 0 },
-        Err(e) => ForwardResponse { response: Vec::new(), code: e.code() as i32, message: e.to_string(), id: 0 },
+/// Decodes and proposes a forwarded command on this member, and packs the
+/// outcome (the command's answer, or its etcd error) as the answer to `id`.
+async fn forward_answer(node: &RaftNode, req: ForwardRequest) -> ForwardResponse {
+    let id = req.id;
+    let result = match Command::decode(&req.command) {
+        Ok(cmd) => node.propose(cmd).await,
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(r) => ForwardResponse { response: r.encode(), code: 0, message: String::new(), id },
+        Err(e) => ForwardResponse { response: Vec::new(), code: e.code() as i32, message: e.to_string(), id },
     }
 }
 
@@ -704,11 +710,6 @@ impl RaftTransport for TransportService {
         Ok(Response::new(RaftMessage { payload: encode(&resp).map_err(bad)? }))
     }
 
-    async fn forward(&self, req: Request<ForwardRequest>) -> BoxResult<ForwardResponse> {
-        let cmd = Command::decode(&req.into_inner().command).map_err(bad)?;
-        Ok(Response::new(forward_answer(&self.node, cmd).await))
-    }
-
     type ForwardStreamStream = Pin<Box<dyn futures::Stream<Item = std::result::Result<ForwardResponse, Status>> + Send + 'static>>;
 
     /// Proposes each forwarded command as it arrives, concurrently, and
@@ -732,12 +733,7 @@ impl RaftTransport for TransportService {
                 };
                 let (node, tx, busy) = (node.clone(), tx.clone(), busy.clone());
                 tokio::spawn(async move {
-                    let id = msg.id;
-                    let out = match Command::decode(&msg.command) {
-                        Ok(cmd) => forward_answer(&node, cmd).await,
-                        Err(e) => ForwardResponse { response: Vec::new(), code: e.code() as i32, message: e.to_string(), id: 0 },
-                    };
-                    let _ = tx.send(Ok(ForwardResponse { id, ..out }));
+                    let _ = tx.send(Ok(forward_answer(&node, msg).await));
                     drop(busy);
                 });
             };
