@@ -156,13 +156,19 @@ impl Fault {
             }
             Fault::SnapshotRestart => {
                 c.kill(follower);
+                let killed_at = raft_index(c, (follower + 1) % c.members.len()).await;
                 // Five snapshots' worth past what is kept: snapshots are
                 // built off the Raft thread, and on a loaded machine the
                 // latest may still be in progress at the restart.
-                let writes =
-                    c.opts.target.entries_kept_after_snapshot() + 5 * c.opts.snapshot_count + 100;
+                let kept = c.opts.target.entries_kept_after_snapshot();
+                let writes = kept + 5 * c.opts.snapshot_count + 100;
                 let wrote = fill(c, follower, writes).await?;
-                // Give the peers time to snapshot and purge.
+                // Give the peers time to snapshot and purge: raftstore's
+                // until each has a snapshot far enough past the killed
+                // member's log (a loaded machine builds them late).
+                if let Some(at) = killed_at {
+                    wait_for_snapshots(c, follower, at + kept + 1).await;
+                }
                 tokio::time::sleep(hold).await;
                 c.restart(follower)?;
                 let how = caught_up_by_snapshot(c, follower).await;
@@ -231,6 +237,44 @@ async fn caught_up_by_snapshot(c: &Cluster, i: usize) -> String {
 
 /// Writes `count` puts outside the workload prefix through members other
 /// than `skip`, 16 at a time. Returns how many succeeded.
+/// Member `i`'s Raft log index (etcd Status `raft_index`), if it answers.
+async fn raft_index(c: &Cluster, i: usize) -> Option<u64> {
+    let mut cl = connect(&c.endpoint(i), Duration::from_secs(2)).await.ok()?;
+    cl.status().await.ok().map(|s| s.raft_index())
+}
+
+/// Waits (up to 20 s) until every member but `skip` keeps a snapshot of
+/// log index `index` or later: raftstore names each snapshot directory
+/// `snap-<index>-...` under `<data-dir>/snapshots` and purges its log up to
+/// the snapshot minus what it keeps. Returns at once for etcd (no such
+/// directories).
+async fn wait_for_snapshots(c: &Cluster, skip: usize, index: u64) {
+    if !matches!(c.opts.target, crate::cluster::Target::Raftstore(_)) {
+        return;
+    }
+    let newest = |i: usize| -> u64 {
+        let dir = c.opts.dir.join(&c.members[i].name).join("snapshots");
+        std::fs::read_dir(dir)
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| {
+                        let name = e.file_name().to_string_lossy().into_owned();
+                        name.strip_prefix("snap-")?.split('-').next()?.parse::<u64>().ok()
+                    })
+                    .max()
+                    .unwrap_or(0)
+            })
+            .unwrap_or(0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if (0..c.members.len()).filter(|&i| i != skip).all(|i| newest(i) >= index) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 async fn fill(c: &Cluster, skip: usize, count: u64) -> Result<u64> {
     let eps: Vec<String> = (0..c.members.len())
         .filter(|&i| i != skip)
