@@ -383,6 +383,7 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
     let joined = if fresh && cfg.initial_cluster_state == "existing" { Some(discover(&cfg, &my_peer_url, peer_client_tls.clone()).await?) } else { None };
     std::fs::create_dir_all(dir).map_err(|e| Error::InvalidArgument(format!("cannot access data directory {}: {e}", dir.display())))?;
     let db = crate::storage::open(&dir.join("db")).map_err(|e| Error::InvalidArgument(format!("cannot open data directory {}: {e}", dir.display())))?;
+    crate::storage::presize_wal(&db);
     let store = Arc::new(MvccStore::open(db.clone(), min_lease_ttl(cfg.election))?);
     let hub = Arc::new(WatchHub::new(store.current_revision()));
     let snap_root = dir.join("snapshots");
