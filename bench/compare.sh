@@ -10,7 +10,8 @@
 #   ETCD_BIN       etcd binary           [etcd]
 #   ETCDCTL_BIN    etcdctl binary        [etcdctl]
 #   LOADGEN        loadgen binary        [built with cargo from this checkout]
-#   DURATION       seconds per row       [10]
+#   DURATION       seconds per run       [10]
+#   ROUNDS         runs per row and server, alternated; cells are medians [1]
 #   MEMBERS        cluster size, 1 or 3  [1]
 #   LOADGEN_EXTRA  extra loadgen flags for every row, e.g. "--val-size 1024"
 #   RAFTSTORE_ARGS extra raftstore flags
@@ -30,6 +31,8 @@ LOADGEN_EXTRA="${LOADGEN_EXTRA:-}"
 RAFTSTORE_ARGS="${RAFTSTORE_ARGS:-}"
 RESULTS="${RESULTS:-}"
 MEMBERS="${MEMBERS:-1}"
+ROUNDS="${ROUNDS:-1}"
+[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "compare.sh: ROUNDS must be a positive integer" >&2; exit 2; }
 [[ "$MEMBERS" == 1 || "$MEMBERS" == 3 ]] || { echo "compare.sh: MEMBERS must be 1 or 3" >&2; exit 2; }
 
 # Every row runs with the same parameters against both servers.
@@ -246,6 +249,14 @@ p99_cell() {
   [[ -n "$1" ]] || { echo "n/a"; return; }
   jq -r '"\(.p99_ms * 100 | round / 100) ms"' <<<"$1"
 }
+# median_of JSON-LINES: one loadgen-shaped JSON object whose ops_per_sec and
+# p99_ms are the medians (the upper one for an even count) of the runs given
+# one per line, and whose errors are their sum; nothing for no runs.
+median_of() {
+  [[ -n "$1" ]] || return 0
+  jq -sc 'def med(f): (map(f) | sort | .[length / 2 | floor]);
+    {ops_per_sec: med(.ops_per_sec), p99_ms: med(.p99_ms), errors: (map(.errors) | add), runs: length}' <<<"$1"
+}
 ratio_cell() {
   if [[ -z "$1" || -z "$2" ]]; then echo "n/a"; return; fi
   jq -rn --argjson e "$1" --argjson r "$2" \
@@ -261,22 +272,28 @@ for row in "${ROWS[@]}"; do
   read -r -a args <<<"$argline"
   e=""
   r=""
-  if alive etcd "$etcd_pid"; then
-    ep=$(role_ep "$etcd_ep" "${role:-all}")
-    log "row '$name': etcd ($ep)"
-    [[ -z "$ep" ]] || e=$(run_row etcd "$ep" "${args[@]}")
-  fi
-  if alive raftstore "$raft_pid"; then
-    ep=$(role_ep "$raft_ep" "${role:-all}")
-    log "row '$name': raftstore ($ep)"
-    [[ -z "$ep" ]] || r=$(run_row raftstore "$ep" "${args[@]}")
-  fi
+  # ROUNDS > 1: etcd and raftstore alternate, and each cell is the median
+  # of its runs (this machine's load moves single runs by 10-15%).
+  for ((round = 1; round <= ROUNDS; round++)); do
+    if alive etcd "$etcd_pid"; then
+      ep=$(role_ep "$etcd_ep" "${role:-all}")
+      log "row '$name' ($round/$ROUNDS): etcd ($ep)"
+      [[ -z "$ep" ]] || e+="$(run_row etcd "$ep" "${args[@]}")"$'\n'
+    fi
+    if alive raftstore "$raft_pid"; then
+      ep=$(role_ep "$raft_ep" "${role:-all}")
+      log "row '$name' ($round/$ROUNDS): raftstore ($ep)"
+      [[ -z "$ep" ]] || r+="$(run_row raftstore "$ep" "${args[@]}")"$'\n'
+    fi
+  done
+  e=$(median_of "$(sed '/^$/d' <<<"$e")")
+  r=$(median_of "$(sed '/^$/d' <<<"$r")")
   table+=$'\n'"| $name | $(ops_cell "$e") | $(p99_cell "$e") | $(ops_cell "$r") | $(p99_cell "$r") | $(ratio_cell "$e" "$r") |"
 done
 
 echo "$table"
 echo
-echo "${DURATION} s per row; $MEMBERS member(s) each; etcd $("$ETCD_BIN" --version | head -n 1 | awk '{print $3}'); $(nproc) CPUs; loadgen on the same machine."
+echo "${DURATION} s per run; $ROUNDS alternated run(s) per row and server (cells: medians); $MEMBERS member(s) each; etcd $("$ETCD_BIN" --version | head -n 1 | awk '{print $3}'); $(nproc) CPUs; loadgen on the same machine."
 for note in "${notes[@]}"; do
   echo "Note: $note"
 done
