@@ -252,10 +252,21 @@ impl PeerClients {
 /// `PEER_PING_TIMEOUT`), else the new stream would share it.
 pub struct ForwardStream {
     url: String,
-    tx: tokio::sync::mpsc::UnboundedSender<ForwardRequest>,
+    /// Requests not yet written to the stream. Never full: every request in
+    /// it holds a permit of `window`.
+    tx: tokio::sync::mpsc::Sender<ForwardRequest>,
+    /// Room for writes in flight (queued or awaiting their answers); a write
+    /// waits here when [`FORWARD_WINDOW`] are already out.
+    window: std::sync::Arc<tokio::sync::Semaphore>,
     pending: std::sync::Arc<Mutex<ForwardPending>>,
     next_id: std::sync::atomic::AtomicU64,
 }
+
+/// Most forwarded writes one member keeps in flight to a leader over its
+/// [`ForwardStream`], and most the leader works on at once for one stream.
+/// Further writes wait for room (backpressure reaches the clients), so
+/// neither side's queues grow without bound when the other side is slow.
+pub const FORWARD_WINDOW: usize = 1024;
 
 /// The waiters of a [`ForwardStream`], by request id, and how it ended.
 #[derive(Default)]
@@ -279,11 +290,11 @@ impl ForwardStream {
     /// Starts the call on `client` (whose peer URL is `url`); the task that
     /// reads the answers runs until the leader ends the stream.
     fn open(mut client: RaftTransportClient<Channel>, url: String) -> std::sync::Arc<Self> {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, rx) = tokio::sync::mpsc::channel(FORWARD_WINDOW);
         let pending: std::sync::Arc<Mutex<ForwardPending>> = Default::default();
         let reader = pending.clone();
         tokio::spawn(async move {
-            let input = tokio_stream::wrappers::UnboundedReceiverStream::new(rx);
+            let input = tokio_stream::wrappers::ReceiverStream::new(rx);
             let mut answers = match client.forward_stream(input).await {
                 Ok(r) => r.into_inner(),
                 Err(st) => {
@@ -298,7 +309,8 @@ impl ForwardStream {
             }
             reader.lock().close(Error::LeaderChanged);
         });
-        std::sync::Arc::new(ForwardStream { url, tx, pending, next_id: std::sync::atomic::AtomicU64::new(1) })
+        let window = std::sync::Arc::new(tokio::sync::Semaphore::new(FORWARD_WINDOW));
+        std::sync::Arc::new(ForwardStream { url, tx, window, pending, next_id: std::sync::atomic::AtomicU64::new(1) })
     }
 
     fn is_closed(&self) -> bool {
@@ -307,6 +319,9 @@ impl ForwardStream {
 
     /// Sends one serialised command and waits for the leader's answer.
     async fn call(&self, command: Vec<u8>) -> Result<Offer> {
+        // Held until the answer (or the stream's end); waiting here sends
+        // nothing, so giving up while waiting is harmless.
+        let Ok(_room) = self.window.acquire().await else { return Ok(Offer::Refused) };
         let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (done, answer) = tokio::sync::oneshot::channel();
         {
@@ -316,7 +331,7 @@ impl ForwardStream {
             }
             p.waiters.insert(id, done);
         }
-        if self.tx.send(ForwardRequest { command, id }).is_err() {
+        if self.tx.try_send(ForwardRequest { command, id }).is_err() {
             // The request never left this member.
             self.pending.lock().waiters.remove(&id);
             return Err(Error::NoLeader);
@@ -720,12 +735,18 @@ impl RaftTransport for TransportService {
     /// it are answered.
     async fn forward_stream(&self, req: Request<Streaming<ForwardRequest>>) -> BoxResult<Self::ForwardStreamStream> {
         let mut input = req.into_inner();
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, rx) = tokio::sync::mpsc::channel(FORWARD_WINDOW);
         let node = self.node.clone();
         tokio::spawn(async move {
             // Every proposal holds a clone; recv() ends when all are done.
             let (busy, mut idle) = tokio::sync::mpsc::channel::<()>(1);
+            // A proposal holds a permit until its answer is queued: with
+            // FORWARD_WINDOW proposals out, or answers the follower does not
+            // read, no more requests are read (HTTP/2 flow control then
+            // holds the follower back).
+            let window = std::sync::Arc::new(tokio::sync::Semaphore::new(FORWARD_WINDOW));
             let bad = loop {
+                let Ok(room) = window.clone().acquire_owned().await else { break None };
                 let msg = match input.next().await {
                     Some(Ok(msg)) => msg,
                     Some(Err(st)) => break Some(st),
@@ -733,17 +754,17 @@ impl RaftTransport for TransportService {
                 };
                 let (node, tx, busy) = (node.clone(), tx.clone(), busy.clone());
                 tokio::spawn(async move {
-                    let _ = tx.send(Ok(forward_answer(&node, msg).await));
-                    drop(busy);
+                    let _ = tx.send(Ok(forward_answer(&node, msg).await)).await;
+                    drop((room, busy));
                 });
             };
             if let Some(st) = bad {
                 drop(busy);
                 let _ = idle.recv().await;
-                let _ = tx.send(Err(Status::invalid_argument(format!("malformed ForwardRequest: {}", st.message()))));
+                let _ = tx.send(Err(Status::invalid_argument(format!("malformed ForwardRequest: {}", st.message())))).await;
             }
         });
-        Ok(Response::new(Box::pin(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))))
+        Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
     }
 
     async fn lease(&self, req: Request<LeaseRequest>) -> BoxResult<LeaseResponse> {

@@ -196,3 +196,46 @@ fn concurrent_writes_through_a_follower_get_their_own_answers() {
         assert!(err.to_string().contains("etcdserver: requested lease not found"), "{err}");
     });
 }
+
+/// The leader works on at most FORWARD_WINDOW forwarded writes of one
+/// stream at a time (later requests wait for room, unread answers hold
+/// theirs): a follower that sends more than twice that many at once, and
+/// reads no answer for two seconds, still gets every write applied once and
+/// answered once, by id. The window may make writes wait, never fail.
+#[test]
+fn forward_stream_over_its_window_answers_everything() {
+    use raftstore::raft::network::FORWARD_WINDOW;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let members = start_new(dir.path(), 1, &[]);
+    block_on(async {
+        put_until_ok(&members[0].ep(), "warm", "v", Duration::from_secs(20)).await;
+        let n = (2 * FORWARD_WINDOW + 10) as u64;
+        let frames: Vec<Vec<u8>> = (1..=n)
+            .map(|id| {
+                let cmd = Command::Put(proto::etcdserverpb::PutRequest { key: format!("win/{id}").into_bytes(), value: b"v".to_vec(), ..Default::default() });
+                ForwardRequest { command: cmd.encode(), id }.encode_to_vec()
+            })
+            .collect();
+        let ch = tonic::transport::Endpoint::from_shared(members[0].peer_url()).expect("url").connect().await.expect("dial the peer port");
+        let mut grpc = tonic::client::Grpc::new(ch);
+        grpc.ready().await.expect("ready");
+        let path = http::uri::PathAndQuery::from_static("/raftpb.RaftTransport/ForwardStream");
+        let mut answers = grpc.streaming(tonic::Request::new(tokio_stream::iter(frames).chain(tokio_stream::pending())), path, RawFrames).await.expect("open").into_inner();
+        // Read nothing for a while: the leader must hold back, not fail.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let mut ids = std::collections::BTreeSet::new();
+        while (ids.len() as u64) < n {
+            match within(Duration::from_secs(30), "forward answers", answers.next()).await {
+                Some(Ok(a)) => {
+                    assert!(a.message.is_empty(), "write {} failed: {}", a.id, a.message);
+                    assert!(ids.insert(a.id), "answer {} came twice", a.id);
+                }
+                other => panic!("the stream ended after {} of {n} answers: {other:?}", ids.len()),
+            }
+        }
+        assert_eq!(ids, (1..=n).collect(), "every write answered");
+        let mut c = connect(&members[0].ep()).await;
+        let r = c.get("win/", Some(etcd_client::GetOptions::new().with_prefix().with_count_only())).await.expect("count");
+        assert_eq!(r.count(), n as i64, "every write applied once");
+    });
+}
