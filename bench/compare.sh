@@ -12,6 +12,7 @@
 #   LOADGEN        loadgen binary        [built with cargo from this checkout]
 #   DURATION       seconds per run       [10]
 #   ROUNDS         runs per row and server, alternated; cells are medians [1]
+#   ONLY           run only the rows whose name matches this extended regex
 #   MEMBERS        cluster size, 1 or 3  [1]
 #   LOADGEN_EXTRA  extra loadgen flags for every row, e.g. "--val-size 1024"
 #   RAFTSTORE_ARGS extra raftstore flags
@@ -32,6 +33,7 @@ RAFTSTORE_ARGS="${RAFTSTORE_ARGS:-}"
 RESULTS="${RESULTS:-}"
 MEMBERS="${MEMBERS:-1}"
 ROUNDS="${ROUNDS:-1}"
+ONLY="${ONLY:-}"
 [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "compare.sh: ROUNDS must be a positive integer" >&2; exit 2; }
 [[ "$MEMBERS" == 1 || "$MEMBERS" == 3 ]] || { echo "compare.sh: MEMBERS must be 1 or 3" >&2; exit 2; }
 
@@ -269,6 +271,7 @@ table="| workload | etcd ops/s | etcd p99 | raftstore ops/s | raftstore p99 | ra
 |---|---|---|---|---|---|"
 for row in "${ROWS[@]}"; do
   IFS='|' read -r name argline role <<<"$row"
+  [[ -z "$ONLY" ]] || [[ "$name" =~ $ONLY ]] || continue
   read -r -a args <<<"$argline"
   e=""
   r=""

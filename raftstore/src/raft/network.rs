@@ -262,10 +262,15 @@ pub struct ForwardStream {
     next_id: std::sync::atomic::AtomicU64,
 }
 
-/// Most forwarded writes one member keeps in flight to a leader over its
-/// [`ForwardStream`], and most the leader works on at once for one stream.
-/// Further writes wait for room (backpressure reaches the clients), so
-/// neither side's queues grow without bound when the other side is slow.
+/// Most forwarded writes one member keeps in flight on one
+/// [`ForwardStream`] to a leader, and most the leader works on at once for
+/// one stream. Further writes wait for room (backpressure reaches the
+/// clients), so neither side's queues grow without bound when the other
+/// side is slow. It bounds each stream, not the member: a write given up by
+/// its caller frees its room at once although the leader may still apply
+/// it, and an abandoned stream (see [`ForwardStream`]) drains while the
+/// next one fills, so under heavy cancellation a leader can hold a few
+/// windows' worth from one follower, each bounded by the request timeout.
 pub const FORWARD_WINDOW: usize = 1024;
 
 /// The waiters of a [`ForwardStream`], by request id, and how it ended.

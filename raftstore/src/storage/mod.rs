@@ -89,11 +89,15 @@ const WAL_PRESIZE_POLL: std::time::Duration = std::time::Duration::from_millis(1
 ///
 /// Why it is safe: RocksDB writes its WAL at its own file offset (not in
 /// append mode) and already reserves the space past the end
-/// (`FALLOC_FL_KEEP_SIZE`), so only the reported size changes. It trims
-/// the file to what it wrote when it closes it, and when it recovers after
-/// a crash it reads the zero-filled tail as padding, not as records (its
-/// log reader skips zero headers, which exist for preallocated files).
-/// Checkpoints copy the open WAL only up to what RocksDB wrote.
+/// (`FALLOC_FL_KEEP_SIZE`), so only the reported size changes. It trims a
+/// WAL to what it wrote when it switches to the next one. The process does
+/// not close RocksDB when it stops, so after a stop or a crash the last WAL
+/// keeps its 64 MiB size: recovery reads the zero-filled tail as padding,
+/// not as records (its log reader skips zero headers, which exist for
+/// preallocated files), in ~160 ms here, then flushes and deletes the file.
+/// Checkpoints copy the open WAL only up to what RocksDB wrote. A WAL that
+/// RocksDB closed just before this thread saw it stays at 64 MiB of holes
+/// (no blocks) until RocksDB deletes it.
 pub fn presize_wal(db: &Db) {
     let weak = Arc::downgrade(db);
     let dir = db.path().to_path_buf();
