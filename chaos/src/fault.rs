@@ -168,6 +168,9 @@ impl Fault {
                 // member's log (a loaded machine builds them late).
                 if let Some(at) = killed_at {
                     wait_for_snapshots(c, follower, at + kept + 1).await;
+                    // A margin past the killed member's index: it may hold a few
+                    // entries that the member asked had not yet appended.
+                    wait_for_purge(c, follower, at + 100).await;
                 }
                 tokio::time::sleep(hold).await;
                 c.restart(follower)?;
@@ -273,6 +276,55 @@ async fn wait_for_snapshots(c: &Cluster, skip: usize, index: u64) {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Waits (up to 30 s) until every raftstore member but `skip` has purged
+/// its Raft log through `index` (`raftstore_raft_log_purged_index` on
+/// `/metrics`), writing a few entries every 50 ms meanwhile. A snapshot
+/// alone is not enough: openraft postpones the purge while the leader's
+/// replication to the killed member holds a range below it in flight, and
+/// tries again only on its next snapshot or progress event, which the
+/// writes bring. Returns at once for etcd.
+async fn wait_for_purge(c: &Cluster, skip: usize, index: u64) {
+    if !matches!(c.opts.target, crate::cluster::Target::Raftstore(_)) {
+        return;
+    }
+    let live: Vec<usize> = (0..c.members.len()).filter(|&i| i != skip).collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut n = 0u64;
+    while Instant::now() < deadline {
+        let mut purged = Vec::new();
+        for &i in &live {
+            purged.push(purged_index(&c.endpoint(i)).await.unwrap_or(0));
+        }
+        if purged.iter().all(|&p| p >= index) {
+            return;
+        }
+        if let Ok(mut cl) = connect(&c.endpoint(live[0]), Duration::from_secs(2)).await {
+            for _ in 0..20 {
+                let _ = tokio::time::timeout(Duration::from_secs(2), cl.put(format!("/chaos-fill/{}", n % 50), format!("p{n}"), None)).await;
+                n += 1;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `raftstore_raft_log_purged_index` from the member's `/metrics`.
+async fn purged_index(endpoint: &str) -> Option<u64> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let fetch = async {
+        let mut s = tokio::net::TcpStream::connect(endpoint).await.ok()?;
+        let req = format!("GET /metrics HTTP/1.1\r\nHost: {endpoint}\r\nConnection: close\r\n\r\n");
+        s.write_all(req.as_bytes()).await.ok()?;
+        let mut body = String::new();
+        s.read_to_string(&mut body).await.ok()?;
+        body.lines()
+            .find_map(|l| l.strip_prefix("raftstore_raft_log_purged_index "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .map(|v| v as u64)
+    };
+    tokio::time::timeout(Duration::from_secs(2), fetch).await.ok().flatten()
 }
 
 async fn fill(c: &Cluster, skip: usize, count: u64) -> Result<u64> {

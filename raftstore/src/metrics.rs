@@ -54,6 +54,10 @@ pub struct Metrics {
     pub current_revision: IntGauge,
     /// `etcd_debugging_mvcc_compact_revision`.
     pub compact_revision: IntGauge,
+    /// `raftstore_raft_log_purged_index` (no etcd equivalent): the index
+    /// of the last Raft log entry this member has purged after a snapshot,
+    /// 0 if none. A member that restarts behind it needs a snapshot.
+    pub raft_log_purged: IntGauge,
     /// `etcd_mvcc_put_total`: keys put (each key of a Txn counts).
     pub put_total: IntCounter,
     /// `etcd_mvcc_delete_total`: keys deleted.
@@ -116,6 +120,7 @@ fn build() -> Result<Metrics, prometheus::Error> {
         keys_total: gauge("etcd_debugging_mvcc_keys_total", "Total number of keys.")?,
         current_revision: gauge("etcd_debugging_mvcc_current_revision", "The current revision of store.")?,
         compact_revision: gauge("etcd_debugging_mvcc_compact_revision", "The revision of the last compaction in store.")?,
+        raft_log_purged: gauge("raftstore_raft_log_purged_index", "Index of the last Raft log entry purged after a snapshot, 0 if none.")?,
         put_total: counter("etcd_mvcc_put_total", "Total number of puts seen by this member.")?,
         delete_total: counter("etcd_mvcc_delete_total", "Total number of deletes seen by this member.")?,
         peer_sent_bytes: counter_vec("etcd_network_peer_sent_bytes_total", "The total number of bytes sent to peers.", "To")?,
@@ -166,6 +171,8 @@ pub fn render(ctx: &Context) -> String {
             .set(r.local_committed.as_ref().map(|l| l.index()).unwrap_or(0) as i64);
         m.proposals_applied
             .set(r.last_applied.as_ref().map(|l| l.index()).unwrap_or(0) as i64);
+        m.raft_log_purged
+            .set(r.purged.as_ref().map(|l| l.index()).unwrap_or(0) as i64);
         let learner = r
             .membership_config
             .membership()

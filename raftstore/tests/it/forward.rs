@@ -107,6 +107,16 @@ impl Decoder for RawFrames {
     }
 }
 
+/// Opens a ForwardStream to the member at `peer_url` that sends `frames`
+/// as they are and then stays open.
+async fn raw_forward_stream(peer_url: String, frames: Vec<Vec<u8>>) -> tonic::Streaming<ForwardResponse> {
+    let ch = tonic::transport::Endpoint::from_shared(peer_url).expect("url").connect().await.expect("dial the peer port");
+    let mut grpc = tonic::client::Grpc::new(ch);
+    grpc.ready().await.expect("ready");
+    let path = http::uri::PathAndQuery::from_static("/raftpb.RaftTransport/ForwardStream");
+    grpc.streaming(tonic::Request::new(tokio_stream::iter(frames).chain(tokio_stream::pending())), path, RawFrames).await.expect("open").into_inner()
+}
+
 /// A ForwardStream request whose command is garbage gets an error answer
 /// with its id; one that is not a ForwardRequest at all (tonic reads no
 /// further) ends the stream with InvalidArgument once the earlier requests
@@ -129,11 +139,7 @@ fn forward_stream_answers_malformed_requests_with_errors() {
             vec![0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f],
             put("b", 4),
         ];
-        let ch = tonic::transport::Endpoint::from_shared(members[0].peer_url()).expect("url").connect().await.expect("dial the peer port");
-        let mut grpc = tonic::client::Grpc::new(ch);
-        grpc.ready().await.expect("ready");
-        let path = http::uri::PathAndQuery::from_static("/raftpb.RaftTransport/ForwardStream");
-        let mut answers = grpc.streaming(tonic::Request::new(tokio_stream::iter(frames).chain(tokio_stream::pending())), path, RawFrames).await.expect("open").into_inner();
+        let mut answers = raw_forward_stream(members[0].peer_url(), frames.to_vec()).await;
         let mut got = std::collections::BTreeMap::new();
         let end = loop {
             match within(Duration::from_secs(10), "forward answers", answers.next()).await {
@@ -216,11 +222,7 @@ fn forward_stream_over_its_window_answers_everything() {
                 ForwardRequest { command: cmd.encode(), id }.encode_to_vec()
             })
             .collect();
-        let ch = tonic::transport::Endpoint::from_shared(members[0].peer_url()).expect("url").connect().await.expect("dial the peer port");
-        let mut grpc = tonic::client::Grpc::new(ch);
-        grpc.ready().await.expect("ready");
-        let path = http::uri::PathAndQuery::from_static("/raftpb.RaftTransport/ForwardStream");
-        let mut answers = grpc.streaming(tonic::Request::new(tokio_stream::iter(frames).chain(tokio_stream::pending())), path, RawFrames).await.expect("open").into_inner();
+        let mut answers = raw_forward_stream(members[0].peer_url(), frames.to_vec()).await;
         // Read nothing for a while: the leader must hold back, not fail.
         tokio::time::sleep(Duration::from_secs(2)).await;
         let mut ids = std::collections::BTreeSet::new();

@@ -484,6 +484,9 @@ fn restarted_member_catches_up_by_snapshot_after_log_purge() {
             want("etcd_disk_wal_fsync_duration_seconds_bucket{le=\"+Inf\"}");
             assert!(want("etcd_disk_backend_commit_duration_seconds_count") >= 1.0);
             assert!(want("etcd_mvcc_db_total_size_in_bytes") > 0.0);
+            // Every member snapshotted (or installed a snapshot) and purged
+            // its log behind it.
+            assert!(want("raftstore_raft_log_purged_index") >= 1.0, "raftstore_raft_log_purged_index on {}", p.name);
             assert_eq!(
                 want("etcd_debugging_mvcc_keys_total"),
                 152.0,
