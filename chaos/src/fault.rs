@@ -164,12 +164,11 @@ impl Fault {
                 let writes = kept + 5 * c.opts.snapshot_count + 100;
                 let wrote = fill(c, follower, writes).await?;
                 // Give the peers time to snapshot and purge: raftstore's
-                // until each has a snapshot far enough past the killed
-                // member's log (a loaded machine builds them late).
+                // until each has purged its log past the killed member's
+                // (a loaded machine builds snapshots late), with a margin:
+                // the killed member may hold a few entries that the member
+                // asked had not yet appended.
                 if let Some(at) = killed_at {
-                    wait_for_snapshots(c, follower, at + kept + 1).await;
-                    // A margin past the killed member's index: it may hold a few
-                    // entries that the member asked had not yet appended.
                     wait_for_purge(c, follower, at + 100).await;
                 }
                 tokio::time::sleep(hold).await;
@@ -246,38 +245,6 @@ async fn raft_index(c: &Cluster, i: usize) -> Option<u64> {
     cl.status().await.ok().map(|s| s.raft_index())
 }
 
-/// Waits (up to 20 s) until every member but `skip` keeps a snapshot of
-/// log index `index` or later: raftstore names each snapshot directory
-/// `snap-<index>-...` under `<data-dir>/snapshots` and purges its log up to
-/// the snapshot minus what it keeps. Returns at once for etcd (no such
-/// directories).
-async fn wait_for_snapshots(c: &Cluster, skip: usize, index: u64) {
-    if !matches!(c.opts.target, crate::cluster::Target::Raftstore(_)) {
-        return;
-    }
-    let newest = |i: usize| -> u64 {
-        let dir = c.opts.dir.join(&c.members[i].name).join("snapshots");
-        std::fs::read_dir(dir)
-            .map(|d| {
-                d.flatten()
-                    .filter_map(|e| {
-                        let name = e.file_name().to_string_lossy().into_owned();
-                        name.strip_prefix("snap-")?.split('-').next()?.parse::<u64>().ok()
-                    })
-                    .max()
-                    .unwrap_or(0)
-            })
-            .unwrap_or(0)
-    };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if (0..c.members.len()).filter(|&i| i != skip).all(|i| newest(i) >= index) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// Waits (up to 30 s) until every raftstore member but `skip` has purged
 /// its Raft log through `index` (`raftstore_raft_log_purged_index` on
 /// `/metrics`), writing a few entries every 50 ms meanwhile. A snapshot
@@ -291,16 +258,20 @@ async fn wait_for_purge(c: &Cluster, skip: usize, index: u64) {
     }
     let live: Vec<usize> = (0..c.members.len()).filter(|&i| i != skip).collect();
     let deadline = Instant::now() + Duration::from_secs(30);
+    let mut writer = None;
     let mut n = 0u64;
     while Instant::now() < deadline {
-        let mut purged = Vec::new();
+        let mut all = true;
         for &i in &live {
-            purged.push(purged_index(&c.endpoint(i)).await.unwrap_or(0));
+            all &= purged_index(&c.endpoint(i)).await.unwrap_or(0) >= index;
         }
-        if purged.iter().all(|&p| p >= index) {
+        if all {
             return;
         }
-        if let Ok(mut cl) = connect(&c.endpoint(live[0]), Duration::from_secs(2)).await {
+        if writer.is_none() {
+            writer = connect(&c.endpoint(live[0]), Duration::from_secs(2)).await.ok();
+        }
+        if let Some(cl) = writer.as_mut() {
             for _ in 0..20 {
                 let _ = tokio::time::timeout(Duration::from_secs(2), cl.put(format!("/chaos-fill/{}", n % 50), format!("p{n}"), None)).await;
                 n += 1;
