@@ -107,6 +107,12 @@ impl Decoder for RawFrames {
     }
 }
 
+/// A ForwardRequest frame with id `id` that puts `key` = "v".
+fn put_frame(key: &str, id: u64) -> Vec<u8> {
+    let cmd = Command::Put(proto::etcdserverpb::PutRequest { key: key.into(), value: b"v".to_vec(), ..Default::default() });
+    ForwardRequest { command: cmd.encode(), id }.encode_to_vec()
+}
+
 /// Opens a ForwardStream to the member at `peer_url` that sends `frames`
 /// as they are and then stays open.
 async fn raw_forward_stream(peer_url: String, frames: Vec<Vec<u8>>) -> tonic::Streaming<ForwardResponse> {
@@ -128,16 +134,12 @@ fn forward_stream_answers_malformed_requests_with_errors() {
     let members = start_new(dir.path(), 1, &[]);
     block_on(async {
         put_until_ok(&members[0].ep(), "warm", "v", Duration::from_secs(20)).await;
-        let put = |key: &str, id| {
-            let cmd = Command::Put(proto::etcdserverpb::PutRequest { key: key.into(), value: b"v".to_vec(), ..Default::default() });
-            ForwardRequest { command: cmd.encode(), id }.encode_to_vec()
-        };
         let frames = [
-            put("a", 1),
+            put_frame("a", 1),
             ForwardRequest { command: vec![0xff, 1, 2], id: 2 }.encode_to_vec(),
             // Field 1 (bytes) with a length past the end of the message.
             vec![0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f],
-            put("b", 4),
+            put_frame("b", 4),
         ];
         let mut answers = raw_forward_stream(members[0].peer_url(), frames.to_vec()).await;
         let mut got = std::collections::BTreeMap::new();
@@ -216,13 +218,8 @@ fn forward_stream_over_its_window_answers_everything() {
     block_on(async {
         put_until_ok(&members[0].ep(), "warm", "v", Duration::from_secs(20)).await;
         let n = (2 * FORWARD_WINDOW + 10) as u64;
-        let frames: Vec<Vec<u8>> = (1..=n)
-            .map(|id| {
-                let cmd = Command::Put(proto::etcdserverpb::PutRequest { key: format!("win/{id}").into_bytes(), value: b"v".to_vec(), ..Default::default() });
-                ForwardRequest { command: cmd.encode(), id }.encode_to_vec()
-            })
-            .collect();
-        let mut answers = raw_forward_stream(members[0].peer_url(), frames.to_vec()).await;
+        let frames: Vec<Vec<u8>> = (1..=n).map(|id| put_frame(&format!("win/{id}"), id)).collect();
+        let mut answers = raw_forward_stream(members[0].peer_url(), frames).await;
         // Read nothing for a while: the leader must hold back, not fail.
         tokio::time::sleep(Duration::from_secs(2)).await;
         let mut ids = std::collections::BTreeSet::new();
