@@ -219,7 +219,14 @@ fn main() -> std::process::ExitCode {
         None => {}
     }
     // openraft logs its internals at info; keep them at warn unless asked.
-    let spec = if cli.serve.log_level.contains("openraft") { cli.serve.log_level.clone() } else { format!("{},openraft=warn", cli.serve.log_level) };
+    // Its heartbeat worker warns on every failed heartbeat, ten a second
+    // per member that is down; the replication stream's warning (once a
+    // second under its backoff) already reports the member.
+    let spec = if cli.serve.log_level.contains("openraft") {
+        cli.serve.log_level.clone()
+    } else {
+        format!("{},openraft=warn,openraft::core::heartbeat=error", cli.serve.log_level)
+    };
     let filter = match tracing_subscriber::EnvFilter::try_new(&spec) {
         Ok(f) => f,
         Err(e) => {

@@ -460,12 +460,24 @@ impl RaftNetworkV2<TypeConfig> for Network {
     /// answer, and answers come back in request order. This keeps several
     /// AppendEntries in flight per follower (etcd pipelines MsgApp the same
     /// way) and saves an HTTP/2 stream setup per request.
-    fn stream_append<'s, S>(&'s mut self, input: S, option: RPCOption) -> AppendStreamFuture<'s>
+    ///
+    /// The first request is taken from `input` before the connection is
+    /// opened. openraft sleeps out its replication backoff inside `input`
+    /// (before each request it yields), and tonic does not poll a request
+    /// body when the connection cannot be made, so without this a member
+    /// that is down was re-dialled in a tight loop (tens of thousands of
+    /// attempts and warnings a second). An `input` that ends at once gets an
+    /// empty answer stream and no connection.
+    fn stream_append<'s, S>(&'s mut self, mut input: S, option: RPCOption) -> AppendStreamFuture<'s>
     where
         S: futures::Stream<Item = AppendEntriesRequest<TypeConfig>> + openraft::OptionalSend + Unpin + 'static,
     {
         Box::pin(async move {
             let mut c = self.client()?;
+            let Some(first) = input.next().await else {
+                return Ok(Box::pin(futures::stream::empty()) as futures::stream::BoxStream<'s, _>);
+            };
+            let input = futures::stream::once(std::future::ready(first)).chain(input);
             let sent = crate::metrics::metrics().peer_sent_bytes.with_label_values(&[self.target.as_str()]);
             let inflight = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
             let counter = inflight.clone();

@@ -118,6 +118,39 @@ impl Proc {
         None
     }
 
+    /// CPU time (user plus system) the running process has used so far, from
+    /// `/proc/<pid>/stat` (fields 14 and 15, in clock ticks of
+    /// `getconf CLK_TCK`).
+    pub fn cpu_time(&self) -> Duration {
+        let pid = self.child.as_ref().expect("member is running").id();
+        let stat =
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc/<pid>/stat");
+        // The command name (field 2) may hold spaces; count from after it.
+        let rest = &stat[stat
+            .rfind(')')
+            .expect("stat has the command in parentheses")
+            + 2..];
+        let fields: Vec<&str> = rest.split(' ').collect();
+        let ticks: u64 =
+            fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
+        let out = Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .expect("getconf CLK_TCK");
+        let hz: u64 = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .expect("CLK_TCK is a number");
+        Duration::from_millis(ticks * 1000 / hz)
+    }
+
+    /// Number of lines in the member's log so far.
+    pub fn log_lines(&self) -> usize {
+        std::fs::read_to_string(self.dir.join(format!("{}.log", self.name)))
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    }
+
     /// The member's log so far, for failure messages.
     pub fn log(&self) -> String {
         let text = std::fs::read_to_string(self.dir.join(format!("{}.log", self.name)))
