@@ -77,7 +77,8 @@ cpu_ticks() {
   echo "$t"
 }
 c0=$(cpu_ticks)
-out=$("$LOADGEN" --endpoints "$eps" "$@" 2>&1 | tail -n 2)
+# The "ops" and "latency" lines (range adds lines after them).
+out=$("$LOADGEN" --endpoints "$eps" "$@" 2>&1 | grep -E '^ +(ops|latency) ')
 c1=$(cpu_ticks)
 ops=$(awk '/ops/ { print $2; exit }' <<<"$out")
 echo "$kind ($eps) $*: $(tr -s ' ' <<<"$out" | tr '\n' ' ')"
