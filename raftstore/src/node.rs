@@ -381,8 +381,17 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
     // A new member of a running cluster learns its ID from the others
     // before it touches the data dir.
     let joined = if fresh && cfg.initial_cluster_state == "existing" { Some(discover(&cfg, &my_peer_url, peer_client_tls.clone()).await?) } else { None };
-    std::fs::create_dir_all(dir).map_err(|e| Error::InvalidArgument(format!("cannot access data directory {}: {e}", dir.display())))?;
-    let db = crate::storage::open(&dir.join("db")).map_err(|e| Error::InvalidArgument(format!("cannot open data directory {}: {e}", dir.display())))?;
+    // Creating `db` here first turns a file in its place into a plain OS
+    // error message instead of RocksDB's debug-formatted one.
+    let db_dir = dir.join("db");
+    std::fs::create_dir_all(&db_dir).map_err(|e| Error::InvalidArgument(format!("cannot create data directory {}: {e}", db_dir.display())))?;
+    let db = crate::storage::open(&db_dir).map_err(|e| {
+        let e = match e {
+            Error::Internal(m) => m,
+            other => other.to_string(),
+        };
+        Error::InvalidArgument(format!("cannot open data directory {}: {e}", dir.display()))
+    })?;
     crate::storage::presize_wal(&db);
     let store = Arc::new(MvccStore::open(db.clone(), min_lease_ttl(cfg.election))?);
     let hub = Arc::new(WatchHub::new(store.current_revision()));

@@ -62,6 +62,29 @@ fn bad_flags_are_refused_before_touching_the_data_dir() {
     }
 }
 
+/// A data dir whose `db` is a file, not a directory: refused at start with
+/// the path and the OS reason, not a panic or RocksDB's debug output; the
+/// file is left as it was.
+#[test]
+fn data_dir_with_a_file_for_db_is_refused_plainly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).expect("data dir");
+    std::fs::write(data.join("db"), b"not a directory").expect("write db file");
+    let out = Command::new(raftstore_bin())
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["--listen-client-urls", "http://127.0.0.1:0", "--listen-peer-urls", "http://127.0.0.1:0"])
+        .output()
+        .expect("run raftstore");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "should fail: {stderr}");
+    let want = format!("cannot create data directory {}: File exists", data.join("db").display());
+    assert!(stderr.contains(&want), "want {want:?} in {stderr:?}");
+    assert!(!stderr.contains("Os {") && !stderr.contains("panicked"), "plain message wanted: {stderr:?}");
+    assert_eq!(std::fs::read(data.join("db")).expect("db file kept"), b"not a directory");
+}
+
 fn http_get(addr: &str, path: &str) -> String {
     let mut s = TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
