@@ -84,7 +84,7 @@ impl Default for Config {
             election: Duration::from_millis(1000),
             progress_notify_interval: Duration::from_secs(600),
             auto_compaction: None,
-            snapshot_count: 10_000,
+            snapshot_count: 100_000,
             snapshot_catchup_entries: 5_000,
             client_tls: None,
             peer_tls: None,

@@ -110,7 +110,7 @@ struct Serve {
     #[arg(long = "experimental-watch-progress-notify-interval", default_value = "10m")]
     progress_notify_interval: String,
     /// Raft log entries between snapshots.
-    #[arg(long = "snapshot-count", default_value_t = 10_000)]
+    #[arg(long = "snapshot-count", default_value_t = 100_000)]
     snapshot_count: u64,
     /// Raft log entries kept after a snapshot so that slow followers can catch up without one.
     #[arg(long = "experimental-snapshot-catchup-entries", default_value_t = 5_000)]
