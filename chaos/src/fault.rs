@@ -181,9 +181,10 @@ impl Fault {
 }
 
 /// Waits (up to 20 s) until `i` has applied the cluster's current
-/// revision, then says whether it installed a snapshot: raftstore keeps a
-/// received snapshot as `<data-dir>/snapshots/installed-<index>-...`; etcd
-/// leaves no such trace, so for etcd this only reports the catch-up.
+/// revision, then says whether it installed a snapshot: raftstore counts
+/// received snapshots in `etcd_network_snapshot_receive_success` on
+/// `/metrics`; etcd 3.4 counts them only on its peer side, so for etcd this
+/// only reports the catch-up.
 async fn caught_up_by_snapshot(c: &Cluster, i: usize) -> String {
     let other = (i + 1) % c.members.len();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -219,13 +220,14 @@ async fn caught_up_by_snapshot(c: &Cluster, i: usize) -> String {
     } else {
         format!("only at revision {applied} of {target} after 20s")
     };
-    let snaps = c.opts.dir.join(&c.members[i].name).join("snapshots");
-    let installed = std::fs::read_dir(&snaps)
-        .map(|d| {
-            d.flatten()
-                .any(|e| e.file_name().to_string_lossy().starts_with("installed-"))
-        })
-        .unwrap_or(false);
+    // The restarted process's own counter of snapshots received (etcd's
+    // metric name). Its `snapshots/installed-*` directory is no proof
+    // either way: the member prunes it as soon as it builds a snapshot of
+    // its own, which the ongoing workload brings within a second.
+    let installed = metric_sum(&c.endpoint(i), "etcd_network_snapshot_receive_success")
+        .await
+        .unwrap_or(0.0)
+        > 0.0;
     match c.opts.target {
         crate::cluster::Target::Raftstore(_) if installed => {
             format!("{caught} by installing a snapshot")
@@ -283,6 +285,12 @@ async fn wait_for_purge(c: &Cluster, skip: usize, index: u64) {
 
 /// `raftstore_raft_log_purged_index` from the member's `/metrics`.
 async fn purged_index(endpoint: &str) -> Option<u64> {
+    metric_sum(endpoint, "raftstore_raft_log_purged_index").await.map(|v| v as u64)
+}
+
+/// The sum over all label sets of metric `name` on the member's
+/// `/metrics` (Prometheus text), if the member answers.
+async fn metric_sum(endpoint: &str, name: &str) -> Option<f64> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let fetch = async {
         let mut s = tokio::net::TcpStream::connect(endpoint).await.ok()?;
@@ -290,10 +298,14 @@ async fn purged_index(endpoint: &str) -> Option<u64> {
         s.write_all(req.as_bytes()).await.ok()?;
         let mut body = String::new();
         s.read_to_string(&mut body).await.ok()?;
-        body.lines()
-            .find_map(|l| l.strip_prefix("raftstore_raft_log_purged_index "))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .map(|v| v as u64)
+        let values = body.lines().filter_map(|l| {
+            let rest = l.strip_prefix(name)?;
+            if !(rest.starts_with(' ') || rest.starts_with('{')) {
+                return None;
+            }
+            rest.rsplit(' ').next()?.trim().parse::<f64>().ok()
+        });
+        Some(values.sum())
     };
     tokio::time::timeout(Duration::from_secs(2), fetch).await.ok().flatten()
 }
