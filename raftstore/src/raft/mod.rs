@@ -156,11 +156,7 @@ impl OpenraftTiming {
         let et = election.max(heartbeat.max(10) * 5);
         let election_min = et * 9 / 20;
         let heartbeat_deadline = (et * 11 / 25).min(election_min - 1);
-        OpenraftTiming {
-            heartbeat_deadline,
-            election_min,
-            election_max: et * 17 / 20,
-        }
+        OpenraftTiming { heartbeat_deadline, election_min, election_max: et * 17 / 20 }
     }
 }
 
@@ -196,18 +192,9 @@ pub async fn create(
         max_in_snapshot_log_to_keep: catchup_entries,
         ..Default::default()
     };
-    let cfg = Arc::new(
-        cfg.validate()
-            .map_err(|e| Error::InvalidArgument(e.to_string()))?,
-    );
-    let raft = Raft::new(id, cfg, network, log, sm)
-        .await
-        .map_err(Error::internal)?;
-    tokio::spawn(send_heartbeats(
-        raft.clone(),
-        id,
-        Duration::from_millis(heartbeat),
-    ));
+    let cfg = Arc::new(cfg.validate().map_err(|e| Error::InvalidArgument(e.to_string()))?);
+    let raft = Raft::new(id, cfg, network, log, sm).await.map_err(Error::internal)?;
+    tokio::spawn(send_heartbeats(raft.clone(), id, Duration::from_millis(heartbeat)));
     Ok(raft)
 }
 

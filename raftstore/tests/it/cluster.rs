@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::cluster::{put_until_ok, start_new};
+use crate::common::cluster::{leader_proc, put_until_ok, start_new};
 use crate::common::{block_on, connect};
 
 #[test]
@@ -91,19 +91,7 @@ fn leader_stays_quiet_while_a_follower_is_down() {
     let mut members = start_new(dir.path(), 3, &[]);
     block_on(async {
         put_until_ok(&members[0].ep(), "a", "v", Duration::from_secs(20)).await;
-        let leader = crate::common::cluster::leader_id(&members[0].ep()).await;
-        let ids = crate::common::cluster::member_ids(&members[0].ep()).await;
-        let name_of = |id: u64| {
-            ids.iter()
-                .find(|m| m.1 == id)
-                .map(|m| m.0.clone())
-                .expect("leader is a member")
-        };
-        let leader_name = name_of(leader);
-        let l = members
-            .iter()
-            .position(|m| m.name == leader_name)
-            .expect("leader process");
+        let (_, l) = leader_proc(&members, 0).await;
         let f = (l + 1) % 3;
         members[f].kill();
         // Writes still commit with two of three.

@@ -14,7 +14,7 @@ use etcd_client::{EventType, MemberAddOptions, WatchOptions};
 use tonic::Code::{FailedPrecondition, InvalidArgument, NotFound};
 
 use crate::common::cluster::{
-    hashes_at, http_get, leader_id, member_ids, put_until_ok, sample, start_new, Proc,
+    hashes_at, http_get, leader_id, leader_proc, member_ids, put_until_ok, sample, start_new, Proc,
 };
 use crate::common::{block_on, connect, etcdctl, status_of};
 
@@ -723,12 +723,7 @@ fn follower_reads_and_lease_queries_wait_out_a_leader_kill() {
     let mut procs = start_new(dir.path(), 3, &[]);
     block_on(async {
         put_until_ok(&procs[0].ep(), "k", "v", Duration::from_secs(20)).await;
-        let leader = leader_id(&procs[0].ep()).await;
-        let ids = member_ids(&procs[0].ep()).await;
-        let li = procs
-            .iter()
-            .position(|p| ids.iter().any(|(n, id, _)| *n == p.name && *id == leader))
-            .expect("leader proc");
+        let (_, li) = leader_proc(&procs, 0).await;
         let f_ep = procs[(li + 1) % 3].ep();
         let mut c = connect(&f_ep).await;
         let lease = c.lease_grant(60, None).await.expect("grant").id();

@@ -219,6 +219,19 @@ pub async fn leader_id(ep: &str) -> u64 {
     }
 }
 
+/// The leader's member ID and its index in `procs`, asked of `procs[via]`
+/// (Status for the leader, MemberList for its name).
+pub async fn leader_proc(procs: &[Proc], via: usize) -> (u64, usize) {
+    let ep = procs[via].ep();
+    let leader = leader_id(&ep).await;
+    let ids = member_ids(&ep).await;
+    let li = procs
+        .iter()
+        .position(|p| ids.iter().any(|(n, id, _)| *n == p.name && *id == leader))
+        .expect("the leader is one of the started members");
+    (leader, li)
+}
+
 /// Member ID by name, from MemberList via `ep`.
 pub async fn member_ids(ep: &str) -> Vec<(String, u64, bool)> {
     let mut c = connect(ep).await;
