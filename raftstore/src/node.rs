@@ -354,11 +354,13 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
     validate(&cfg)?;
     let mut client_ls = Vec::new();
     for url in &cfg.listen_client_urls {
-        let l = TcpListener::bind(host_port(url)?).await.map_err(|e| Error::InvalidArgument(format!("listen tcp {url}: {e}")))?;
+        let addr = host_port(url)?;
+        let l = TcpListener::bind(&addr).await.map_err(|e| Error::InvalidArgument(format!("listen tcp {addr}: {e}")))?;
         client_ls.push(l);
     }
     let peer_listen = cfg.listen_peer_urls.first().ok_or_else(|| Error::InvalidArgument("--listen-peer-urls is empty".into()))?;
-    let peer_l = TcpListener::bind(host_port(peer_listen)?).await.map_err(|e| Error::InvalidArgument(format!("listen tcp {peer_listen}: {e}")))?;
+    let peer_bind = host_port(peer_listen)?;
+    let peer_l = TcpListener::bind(&peer_bind).await.map_err(|e| Error::InvalidArgument(format!("listen tcp {peer_bind}: {e}")))?;
     let client_addrs: Vec<SocketAddr> = client_ls.iter().map(|l| l.local_addr()).collect::<std::io::Result<_>>().map_err(Error::internal)?;
     let client_addr = *client_addrs.first().ok_or_else(|| Error::InvalidArgument("--listen-client-urls is empty".into()))?;
     let peer_addr = peer_l.local_addr().map_err(Error::internal)?;
@@ -381,8 +383,10 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
     // A new member of a running cluster learns its ID from the others
     // before it touches the data dir.
     let joined = if fresh && cfg.initial_cluster_state == "existing" { Some(discover(&cfg, &my_peer_url, peer_client_tls.clone()).await?) } else { None };
-    // Creating `db` here first turns a file in its place into a plain OS
-    // error message instead of RocksDB's debug-formatted one.
+    // Creating the data dir and then `db` here turns a file (or a dangling
+    // symlink) in their place into a plain OS error naming the path at
+    // fault, instead of RocksDB's debug-formatted one.
+    std::fs::create_dir_all(dir).map_err(|e| Error::InvalidArgument(format!("cannot create data directory {}: {e}", dir.display())))?;
     let db_dir = dir.join("db");
     std::fs::create_dir_all(&db_dir).map_err(|e| Error::InvalidArgument(format!("cannot create data directory {}: {e}", db_dir.display())))?;
     let db = crate::storage::open(&db_dir).map_err(|e| {

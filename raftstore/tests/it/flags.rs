@@ -85,6 +85,48 @@ fn data_dir_with_a_file_for_db_is_refused_plainly() {
     assert_eq!(std::fs::read(data.join("db")).expect("db file kept"), b"not a directory");
 }
 
+/// A data dir that is a dangling symlink is reported under its own name,
+/// not as `<dir>/db`, and the failed start leaves nothing behind.
+#[test]
+fn dangling_symlink_data_dir_is_named_in_the_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    std::os::unix::fs::symlink(dir.path().join("nowhere"), &data).expect("symlink");
+    let out = Command::new(raftstore_bin())
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["--listen-client-urls", "http://127.0.0.1:0", "--listen-peer-urls", "http://127.0.0.1:0"])
+        .output()
+        .expect("run raftstore");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "should fail: {stderr}");
+    let want = format!("cannot create data directory {}: File exists", data.display());
+    assert!(stderr.contains(&want), "want {want:?} in {stderr:?}");
+    assert!(!stderr.contains("/db"), "the fault is the data dir, not db: {stderr:?}");
+    assert!(!dir.path().join("nowhere").exists(), "nothing created at the link target");
+}
+
+/// A client port already in use is refused with the address that clashed,
+/// in etcd's `listen tcp HOST:PORT: ...` form, before the data dir is made.
+#[test]
+fn client_port_in_use_names_the_address() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = taken.local_addr().expect("addr").port();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let out = Command::new(raftstore_bin())
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["--listen-client-urls", &format!("http://127.0.0.1:{port}"), "--listen-peer-urls", "http://127.0.0.1:0"])
+        .output()
+        .expect("run raftstore");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "should fail: {stderr}");
+    let want = format!("listen tcp 127.0.0.1:{port}: Address already in use");
+    assert!(stderr.contains(&want), "want {want:?} in {stderr:?}");
+    assert!(!data.exists(), "a refused start leaves no data dir");
+}
+
 fn http_get(addr: &str, path: &str) -> String {
     let mut s = TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
