@@ -11,7 +11,8 @@
 #   ETCDCTL_BIN    etcdctl binary        [etcdctl]
 #   LOADGEN        loadgen binary        [built with cargo from this checkout]
 #   DURATION       seconds per run       [10]
-#   ROUNDS         runs per row and server, alternated; cells are medians [1]
+#   ROUNDS         runs per row and server, alternated; cells are medians,
+#                  plus the median and range of the per-round ratios [1]
 #   ONLY           run only the rows whose name matches this extended regex
 #   MEMBERS        cluster size, 1 or 3  [1]
 #   LOADGEN_EXTRA  extra loadgen flags for every row, e.g. "--val-size 1024"
@@ -259,6 +260,20 @@ median_of() {
   jq -sc 'def med(f): (map(f) | sort | .[length / 2 | floor]);
     {ops_per_sec: med(.ops_per_sec), p99_ms: med(.p99_ms), errors: (map(.errors) | add), runs: length}' <<<"$1"
 }
+# pair_ratio ETCD-JSON RAFTSTORE-JSON: raftstore/etcd ops/s of one round;
+# nothing when either run failed.
+pair_ratio() {
+  [[ -n "$1" && -n "$2" ]] || return 0
+  jq -rn --argjson e "$1" --argjson r "$2" 'if $e.ops_per_sec > 0 then $r.ops_per_sec / $e.ops_per_sec else empty end'
+}
+# paired_cell RATIOS: the median of the per-round ratios, one per line, and
+# their range. Rounds alternate, so each pair shares the machine's state at
+# that moment (a drift over the run, e.g. the disk slowing, cancels out).
+paired_cell() {
+  [[ -n "$1" ]] || { echo "n/a"; return; }
+  jq -rsc 'sort | def r2: . * 100 | round / 100;
+    if length == 1 then "\(.[0] | r2)" else "\(.[length / 2 | floor] | r2) (\(.[0] | r2)-\(.[-1] | r2))" end' <<<"$1"
+}
 ratio_cell() {
   if [[ -z "$1" || -z "$2" ]]; then echo "n/a"; return; fi
   jq -rn --argjson e "$1" --argjson r "$2" \
@@ -267,36 +282,41 @@ ratio_cell() {
 
 notes=()
 [[ -z "$raft_note" ]] || notes+=("$raft_note")
-table="| workload | etcd ops/s | etcd p99 | raftstore ops/s | raftstore p99 | ratio (raftstore/etcd ops/s) |
-|---|---|---|---|---|---|"
+table="| workload | etcd ops/s | etcd p99 | raftstore ops/s | raftstore p99 | ratio (raftstore/etcd ops/s) | paired ratio: median (range) |
+|---|---|---|---|---|---|---|"
 for row in "${ROWS[@]}"; do
   IFS='|' read -r name argline role <<<"$row"
   [[ -z "$ONLY" ]] || [[ "$name" =~ $ONLY ]] || continue
   read -r -a args <<<"$argline"
   e=""
   r=""
+  pairs=""
   # ROUNDS > 1: etcd and raftstore alternate, and each cell is the median
   # of its runs (this machine's load moves single runs by 10-15%).
   for ((round = 1; round <= ROUNDS; round++)); do
     if alive etcd "$etcd_pid"; then
       ep=$(role_ep "$etcd_ep" "${role:-all}")
       log "row '$name' ($round/$ROUNDS): etcd ($ep)"
-      [[ -z "$ep" ]] || e+="$(run_row etcd "$ep" "${args[@]}")"$'\n'
+      [[ -z "$ep" ]] || { er=$(run_row etcd "$ep" "${args[@]}"); e+="$er"$'\n'; }
     fi
     if alive raftstore "$raft_pid"; then
       ep=$(role_ep "$raft_ep" "${role:-all}")
       log "row '$name' ($round/$ROUNDS): raftstore ($ep)"
-      [[ -z "$ep" ]] || r+="$(run_row raftstore "$ep" "${args[@]}")"$'\n'
+      [[ -z "$ep" ]] || { rr=$(run_row raftstore "$ep" "${args[@]}"); r+="$rr"$'\n'; }
     fi
+    pr=$(pair_ratio "${er:-}" "${rr:-}")
+    [[ -z "$pr" ]] || pairs+="$pr"$'\n'
+    er=""
+    rr=""
   done
   e=$(median_of "$(sed '/^$/d' <<<"$e")")
   r=$(median_of "$(sed '/^$/d' <<<"$r")")
-  table+=$'\n'"| $name | $(ops_cell "$e") | $(p99_cell "$e") | $(ops_cell "$r") | $(p99_cell "$r") | $(ratio_cell "$e" "$r") |"
+  table+=$'\n'"| $name | $(ops_cell "$e") | $(p99_cell "$e") | $(ops_cell "$r") | $(p99_cell "$r") | $(ratio_cell "$e" "$r") | $(paired_cell "$(sed '/^$/d' <<<"$pairs")") |"
 done
 
 echo "$table"
 echo
-echo "${DURATION} s per run; $ROUNDS alternated run(s) per row and server (cells: medians); $MEMBERS member(s) each; etcd $("$ETCD_BIN" --version | head -n 1 | awk '{print $3}'); $(nproc) CPUs; loadgen on the same machine."
+echo "${DURATION} s per run; $ROUNDS alternated run(s) per row and server (cells: medians; paired ratio: median and range of the per-round raftstore/etcd ratios); $MEMBERS member(s) each; etcd $("$ETCD_BIN" --version | head -n 1 | awk '{print $3}'); $(nproc) CPUs; loadgen on the same machine."
 for note in "${notes[@]}"; do
   echo "Note: $note"
 done
