@@ -164,9 +164,9 @@ pub fn render(ctx: &Context) -> String {
     {
         use openraft::async_runtime::watch::WatchReceiver;
         let r = raft.borrow_watched();
-        m.has_leader.set(i64::from(r.current_leader.is_some()));
-        m.is_leader
-            .set(i64::from(r.current_leader == Some(ctx.member_id)));
+        let leader = ctx.node.effective_leader(&r);
+        m.has_leader.set(i64::from(leader.is_some()));
+        m.is_leader.set(i64::from(leader == Some(ctx.member_id)));
         m.proposals_committed
             .set(r.local_committed.as_ref().map(|l| l.index()).unwrap_or(0) as i64);
         m.proposals_applied

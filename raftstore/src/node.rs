@@ -482,6 +482,8 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
         membership_lock: Arc::new(tokio::sync::Mutex::new(())),
         cluster_id,
         removed_ids: Arc::default(),
+        election_timeout: cfg.election,
+        leader_contact: Arc::default(),
     };
     tokio::spawn(node.clone().watch_membership());
     tokio::spawn(node.clone().drive_inline_sync(inline_sync));

@@ -190,6 +190,10 @@ pub async fn create(
         election_timeout_max: t.election_max,
         snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(snapshot_count),
         max_in_snapshot_log_to_keep: catchup_entries,
+        // etcd 3.5 campaigns with Pre-Vote by default: a member back from a
+        // pause or a partition does not bump the term and unseat a healthy
+        // leader.
+        enable_pre_vote: Some(true),
         ..Default::default()
     };
     let cfg = Arc::new(cfg.validate().map_err(|e| Error::InvalidArgument(e.to_string()))?);
@@ -237,6 +241,13 @@ pub struct RaftNode {
     /// Members removed from the cluster since this process started; their
     /// vote requests are refused with [`network::REMOVED_MESSAGE`].
     pub removed_ids: Arc<parking_lot::Mutex<std::collections::BTreeSet<u64>>>,
+    /// etcd's `--election-timeout`: how long a member goes without hearing
+    /// from a quorum (a leader) or from the leader (a follower) before it
+    /// reports no leader.
+    pub election_timeout: Duration,
+    /// When this member last heard from a leader over the replication
+    /// transport; see [`RaftNode::effective_leader`].
+    pub leader_contact: Arc<parking_lot::Mutex<Option<(u64, std::time::Instant)>>>,
 }
 
 /// A membership change requested through etcd's Cluster service. The ID of
@@ -774,11 +785,38 @@ impl RaftNode {
     pub fn status(&self) -> (Option<u64>, u64, u64, u64) {
         let m = self.raft.metrics().borrow_watched().clone();
         (
-            m.current_leader,
+            self.effective_leader(&m),
             m.current_term,
             m.last_log_index.unwrap_or(0),
             m.last_applied.as_ref().map(|l| l.index()).unwrap_or(0),
         )
+    }
+
+    /// The leader as etcd reports it in Status, `/health` and
+    /// `etcd_server_has_leader`: openraft's current leader, except that a
+    /// leader that has had no quorum acknowledgement, and a follower that
+    /// has heard nothing from its leader, for an election timeout report
+    /// none (etcd's leader steps down on lost quorum with CheckQuorum, and
+    /// its follower drops the leader when it starts a (pre-)campaign). A
+    /// one-voter cluster always has its leader.
+    pub fn effective_leader(&self, m: &openraft::RaftMetrics<TypeConfig>) -> Option<u64> {
+        use openraft::Instant as _;
+        let leader = m.current_leader?;
+        if m.membership_config.membership().voter_ids().count() <= 1 {
+            return Some(leader);
+        }
+        let fresh = if leader == self.id {
+            m.last_quorum_acked.as_ref().is_some_and(|acked| acked.elapsed() <= self.election_timeout)
+        } else {
+            self.leader_contact.lock().is_some_and(|(from, at)| from == leader && at.elapsed() <= self.election_timeout)
+        };
+        fresh.then_some(leader)
+    }
+
+    /// Records that `leader` was heard from just now (an AppendEntries or
+    /// a message on the replication stream naming it as leader).
+    pub fn heard_from_leader(&self, leader: u64) {
+        *self.leader_contact.lock() = Some((leader, std::time::Instant::now()));
     }
 
     /// The leader this member knows of, if any.

@@ -414,6 +414,27 @@ impl Network {
     fn sent(&self, bytes: usize) {
         crate::metrics::metrics().peer_sent_bytes.with_label_values(&[self.target.as_str()]).inc_by(bytes as u64);
     }
+
+    /// A Vote (`pre` false) or Pre-Vote (`pre` true) call. A peer that
+    /// answers that it was removed marks this member removed.
+    async fn vote_rpc(&mut self, rpc: VoteRequest<TypeConfig>, option: RPCOption, pre: bool) -> std::result::Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
+        let mut c = self.client()?;
+        let payload = encode(&rpc).map_err(network_err)?;
+        self.sent(payload.len());
+        let mut req = Request::new(RaftMessage { payload });
+        req.set_timeout(option.hard_ttl());
+        let answer = if pre { c.pre_vote(req).await } else { c.vote(req).await };
+        let resp = match answer {
+            Ok(r) => r.into_inner(),
+            Err(st) => {
+                if st.code() == tonic::Code::FailedPrecondition && st.message() == REMOVED_MESSAGE {
+                    self.peers.mark_removed();
+                }
+                return Err(unreachable(st));
+            }
+        };
+        decode(&resp.payload).map_err(network_err)
+    }
 }
 
 fn received_from(id: u64, bytes: usize) {
@@ -524,21 +545,11 @@ impl RaftNetworkV2<TypeConfig> for Network {
     }
 
     async fn vote(&mut self, rpc: VoteRequest<TypeConfig>, option: RPCOption) -> std::result::Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
-        let mut c = self.client()?;
-        let payload = encode(&rpc).map_err(network_err)?;
-        self.sent(payload.len());
-        let mut req = Request::new(RaftMessage { payload });
-        req.set_timeout(option.hard_ttl());
-        let resp = match c.vote(req).await {
-            Ok(r) => r.into_inner(),
-            Err(st) => {
-                if st.code() == tonic::Code::FailedPrecondition && st.message() == REMOVED_MESSAGE {
-                    self.peers.mark_removed();
-                }
-                return Err(unreachable(st));
-            }
-        };
-        decode(&resp.payload).map_err(network_err)
+        self.vote_rpc(rpc, option, false).await
+    }
+
+    async fn pre_vote(&mut self, rpc: VoteRequest<TypeConfig>, option: RPCOption) -> std::result::Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
+        self.vote_rpc(rpc, option, true).await
     }
 
     async fn full_snapshot(
@@ -640,16 +651,11 @@ type BoxResult<T> = std::result::Result<Response<T>, Status>;
 #[tonic::async_trait]
 impl RaftTransport for TransportService {
     async fn vote(&self, req: Request<RaftMessage>) -> BoxResult<RaftMessage> {
-        let rpc: VoteRequest<TypeConfig> = decode(&req.into_inner().payload).map_err(bad)?;
-        {
-            use openraft::vote::RaftLeaderId as _;
-            let candidate = *rpc.vote.leader_id().node_id();
-            if self.node.was_removed(candidate) {
-                return Err(Status::failed_precondition(REMOVED_MESSAGE));
-            }
-        }
-        let resp = self.node.raft.vote(rpc).await.map_err(|e| Status::unavailable(e.to_string()))?;
-        Ok(Response::new(RaftMessage { payload: encode(&resp).map_err(bad)? }))
+        self.answer_vote(req, false).await
+    }
+
+    async fn pre_vote(&self, req: Request<RaftMessage>) -> BoxResult<RaftMessage> {
+        self.answer_vote(req, true).await
     }
 
     async fn append_entries(&self, req: Request<RaftMessage>) -> BoxResult<RaftMessage> {
@@ -657,7 +663,9 @@ impl RaftTransport for TransportService {
         let rpc: AppendEntriesRequest<TypeConfig> = decode(&payload).map_err(bad)?;
         {
             use openraft::vote::RaftLeaderId as _;
-            received_from(*rpc.vote.leader_id().node_id(), payload.len());
+            let leader = *rpc.vote.leader_id().node_id();
+            received_from(leader, payload.len());
+            self.node.heard_from_leader(leader);
         }
         let resp = self.node.raft.append_entries(rpc).await.map_err(|e| Status::unavailable(e.to_string()))?;
         Ok(Response::new(RaftMessage { payload: encode(&resp).map_err(bad)? }))
@@ -670,11 +678,14 @@ impl RaftTransport for TransportService {
         // message of the answer stream.
         let failed: std::sync::Arc<Mutex<Option<Status>>> = Default::default();
         let failed_in = failed.clone();
+        let node = self.node.clone();
         let input = req.into_inner().map_while(move |m| {
             let decoded = m.and_then(|m| {
                 let rpc: AppendEntriesRequest<TypeConfig> = decode(&m.payload).map_err(bad)?;
                 use openraft::vote::RaftLeaderId as _;
-                received_from(*rpc.vote.leader_id().node_id(), m.payload.len());
+                let leader = *rpc.vote.leader_id().node_id();
+                received_from(leader, m.payload.len());
+                node.heard_from_leader(leader);
                 Ok(rpc)
             });
             match decoded {
@@ -812,6 +823,22 @@ impl RaftTransport for TransportService {
 }
 
 impl TransportService {
+    /// Answers a Vote (`pre` false) or Pre-Vote (`pre` true); a removed
+    /// member's request is refused with [`REMOVED_MESSAGE`].
+    async fn answer_vote(&self, req: Request<RaftMessage>, pre: bool) -> BoxResult<RaftMessage> {
+        let rpc: VoteRequest<TypeConfig> = decode(&req.into_inner().payload).map_err(bad)?;
+        {
+            use openraft::vote::RaftLeaderId as _;
+            let candidate = *rpc.vote.leader_id().node_id();
+            if self.node.was_removed(candidate) {
+                return Err(Status::failed_precondition(REMOVED_MESSAGE));
+            }
+        }
+        let resp = if pre { self.node.raft.pre_vote(rpc).await } else { self.node.raft.vote(rpc).await };
+        let resp = resp.map_err(|e| Status::unavailable(e.to_string()))?;
+        Ok(Response::new(RaftMessage { payload: encode(&resp).map_err(bad)? }))
+    }
+
     async fn lease_answer(&self, r: LeaseRequest) -> LeaseResponse {
         if !self.node.is_leader() {
             let e = Error::NotLeader;

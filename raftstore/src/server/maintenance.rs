@@ -97,7 +97,8 @@ impl Maintenance for MaintenanceService {
             raft_index: index,
             raft_term: term,
             raft_applied_index: applied,
-            errors: Vec::new(),
+            // etcd lists "etcdserver: no leader" when the member has none.
+            errors: if leader.is_none() { vec![Error::NoLeader.to_string()] } else { Vec::new() },
             db_size_in_use: db_size,
             is_learner,
             storage_version: "3.5.0".into(),

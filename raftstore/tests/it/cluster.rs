@@ -116,3 +116,57 @@ fn leader_stays_quiet_while_a_follower_is_down() {
         );
     });
 }
+
+/// Sends `signal` (e.g. "STOP", "CONT") to member `p` with kill(1).
+fn signal(p: &crate::common::cluster::Proc, signal: &str) {
+    let pid = p.child.as_ref().expect("member running").id();
+    let ok = std::process::Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status().expect("run kill").success();
+    assert!(ok, "kill -{signal} {pid}");
+}
+
+/// Pre-Vote (etcd 3.5's default): a follower paused for several election
+/// timeouts comes back without bumping the term or unseating the leader.
+/// And a leader that hears from no quorum for an election timeout reports
+/// no leader in Status (with etcd's "etcdserver: no leader" error) and in
+/// `etcd_server_has_leader`, as etcd's leader steps down then; it reports
+/// its leadership again once the followers are back.
+#[test]
+fn paused_follower_keeps_the_term_and_a_leader_without_quorum_reports_none() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let members = start_new(dir.path(), 3, &[]);
+    block_on(async {
+        put_until_ok(&members[0].ep(), "a", "v", Duration::from_secs(20)).await;
+        let (leader, l) = leader_proc(&members, 0).await;
+        let mut c = connect(&members[l].ep()).await;
+        let term = c.status().await.expect("status").raft_term();
+        let f = (l + 1) % 3;
+        // The test cluster's election timeout is 500 ms.
+        signal(&members[f], "STOP");
+        tokio::time::sleep(Duration::from_millis(2000)).await;
+        signal(&members[f], "CONT");
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        put_until_ok(&members[f].ep(), "b", "v", Duration::from_secs(10)).await;
+        let s = c.status().await.expect("status");
+        assert_eq!((s.leader(), s.raft_term()), (leader, term), "a paused follower's return changed the leader or term");
+
+        let others: Vec<usize> = (0..3).filter(|i| *i != l).collect();
+        for i in &others {
+            signal(&members[*i], "STOP");
+        }
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let s = c.status().await.expect("status of the leader without quorum");
+        let metrics = crate::common::cluster::http_get(&members[l].ep(), "/metrics");
+        for i in &others {
+            signal(&members[*i], "CONT");
+        }
+        assert_eq!(s.leader(), 0, "a leader without quorum still reports itself");
+        assert_eq!(s.errors(), ["etcdserver: no leader".to_string()]);
+        assert_eq!(crate::common::cluster::sample(&metrics, "etcd_server_has_leader"), Some(0.0));
+        put_until_ok(&members[l].ep(), "c", "v", Duration::from_secs(10)).await;
+        let start = Instant::now();
+        while connect(&members[l].ep()).await.status().await.expect("status").leader() == 0 {
+            assert!(start.elapsed() < Duration::from_secs(10), "no leader reported after the followers came back");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+}
