@@ -11,7 +11,8 @@
 #   deploy/local-cluster.sh clean    # stop and delete the data
 #
 # Environment: CLUSTER_DIR (default /tmp/raftstore-cluster), BASE_PORT
-# (default 32379: clients on BASE_PORT+{0,10,20}, peers on +1), RAFTSTORE_BIN.
+# (default 32379: clients on BASE_PORT+{0,10,20}, peers on +1), RAFTSTORE_BIN,
+# START_TIMEOUT (seconds to wait for a healthy majority, default 20).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -58,17 +59,33 @@ start() {
     echo $! > "$pidf"
     echo "started $n (pid $!), log $dir/$n.log"
   done
-  # Wait for a leader.
-  for _ in $(seq 1 50); do
-    if ETCDCTL_API=3 etcdctl --endpoints="$(endpoints)" endpoint health >/dev/null 2>&1; then
+  # Wait (up to START_TIMEOUT seconds, default 20) until a majority of the
+  # three members is healthy. Each member is asked on its own with short
+  # timeouts, so one that cannot start (e.g. it was removed) neither stalls
+  # the wait nor fails it while the other two have a quorum.
+  local deadline=$((SECONDS + ${START_TIMEOUT:-20})) healthy down
+  while :; do
+    healthy=0
+    down=()
+    for i in 0 1 2; do
+      if ETCDCTL_API=3 etcdctl --endpoints="127.0.0.1:$(client_port "$i")" --dial-timeout=1s --command-timeout=1s \
+        endpoint health >/dev/null 2>&1; then
+        healthy=$((healthy + 1))
+      else
+        down+=("${names[$i]}")
+      fi
+    done
+    if [ "$healthy" -ge 2 ]; then
+      [ "${#down[@]}" -eq 0 ] || echo "warning: not healthy: ${down[*]} (see their logs in $dir); the others have a quorum" >&2
       echo "endpoints: $(endpoints)"
       echo "use: ETCDCTL_API=3 etcdctl --endpoints=$(endpoints) endpoint status -w table"
       echo "metrics: curl http://127.0.0.1:$(client_port 0)/metrics"
       return 0
     fi
+    [ "$SECONDS" -lt "$deadline" ] || break
     sleep 0.2
   done
-  echo "cluster did not become healthy; see $dir/*.log" >&2
+  echo "cluster did not become healthy within ${START_TIMEOUT:-20} s (healthy: $healthy of 3); see $dir/*.log" >&2
   return 1
 }
 
@@ -117,7 +134,7 @@ stop() {
     [ -f "$pidf" ] || continue
     n="$(basename "$pidf" .pid)"
     pid="$(cat "$pidf")"
-    if [ -n "$pid" ] && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q -- "--name $n "; then
+    if [ -n "$pid" ] && { tr '\0' ' ' < "/proc/$pid/cmdline"; } 2>/dev/null | grep -q -- "--name $n "; then
       kill "$pid" 2>/dev/null || true
       left+=("$n:$pid")
     else
