@@ -62,85 +62,89 @@ enum SnapshotCmd {
     },
 }
 
+/// The server's flags. As with etcd, each can also come from an
+/// environment variable named `ETCD_` plus the flag in upper case with `_`
+/// for `-` (`--data-dir` is `ETCD_DATA_DIR`); a flag on the command line
+/// wins over its variable.
 #[derive(Args, Debug)]
 struct Serve {
     /// Human-readable name for this member.
-    #[arg(long, default_value = "default")]
+    #[arg(long, env = "ETCD_NAME", default_value = "default")]
     name: String,
     /// Path to the data directory (default: `<name>.raftstore`).
-    #[arg(long = "data-dir")]
+    #[arg(long = "data-dir", env = "ETCD_DATA_DIR")]
     data_dir: Option<PathBuf>,
     /// URLs to listen on for client traffic (comma-separated; all are served).
-    #[arg(long = "listen-client-urls", default_value = "http://127.0.0.1:2379")]
+    #[arg(long = "listen-client-urls", env = "ETCD_LISTEN_CLIENT_URLS", default_value = "http://127.0.0.1:2379")]
     listen_client_urls: String,
     /// Client URLs to advertise to the cluster.
-    #[arg(long = "advertise-client-urls", default_value = "")]
+    #[arg(long = "advertise-client-urls", env = "ETCD_ADVERTISE_CLIENT_URLS", default_value = "")]
     advertise_client_urls: String,
     /// URLs to listen on for peer traffic.
-    #[arg(long = "listen-peer-urls", default_value = "http://127.0.0.1:2380")]
+    #[arg(long = "listen-peer-urls", env = "ETCD_LISTEN_PEER_URLS", default_value = "http://127.0.0.1:2380")]
     listen_peer_urls: String,
     /// This member's peer URLs to advertise to the rest of the cluster.
-    #[arg(long = "initial-advertise-peer-urls", default_value = "")]
+    #[arg(long = "initial-advertise-peer-urls", env = "ETCD_INITIAL_ADVERTISE_PEER_URLS", default_value = "")]
     initial_advertise_peer_urls: String,
     /// Initial cluster configuration: `name=peerURL,name=peerURL`.
-    #[arg(long = "initial-cluster", default_value = "")]
+    #[arg(long = "initial-cluster", env = "ETCD_INITIAL_CLUSTER", default_value = "")]
     initial_cluster: String,
     /// `new` to form a new cluster, `existing` to join one.
-    #[arg(long = "initial-cluster-state", default_value = "new", value_parser = ["new", "existing"])]
+    #[arg(long = "initial-cluster-state", env = "ETCD_INITIAL_CLUSTER_STATE", default_value = "new", value_parser = ["new", "existing"])]
     initial_cluster_state: String,
     /// Initial cluster token.
-    #[arg(long = "initial-cluster-token", default_value = "etcd-cluster")]
+    #[arg(long = "initial-cluster-token", env = "ETCD_INITIAL_CLUSTER_TOKEN", default_value = "etcd-cluster")]
     initial_cluster_token: String,
     /// Maximum client request size in bytes.
-    #[arg(long = "max-request-bytes", default_value_t = 1_572_864)]
+    #[arg(long = "max-request-bytes", env = "ETCD_MAX_REQUEST_BYTES", default_value_t = 1_572_864)]
     max_request_bytes: usize,
     /// Auto compaction mode: `periodic` or `revision`.
-    #[arg(long = "auto-compaction-mode", default_value = "periodic")]
+    #[arg(long = "auto-compaction-mode", env = "ETCD_AUTO_COMPACTION_MODE", default_value = "periodic")]
     auto_compaction_mode: String,
     /// Auto compaction retention: a duration or hours (periodic), or a revision count. 0 disables.
-    #[arg(long = "auto-compaction-retention", default_value = "0")]
+    #[arg(long = "auto-compaction-retention", env = "ETCD_AUTO_COMPACTION_RETENTION", default_value = "0")]
     auto_compaction_retention: String,
     /// Heartbeat interval in milliseconds.
-    #[arg(long = "heartbeat-interval", default_value_t = 100)]
+    #[arg(long = "heartbeat-interval", env = "ETCD_HEARTBEAT_INTERVAL", default_value_t = 100)]
     heartbeat_interval: u64,
     /// Election timeout in milliseconds.
-    #[arg(long = "election-timeout", default_value_t = 1000)]
+    #[arg(long = "election-timeout", env = "ETCD_ELECTION_TIMEOUT", default_value_t = 1000)]
     election_timeout: u64,
     /// Interval of watch progress notifications (e.g. `10m`, `500ms`).
-    #[arg(long = "experimental-watch-progress-notify-interval", default_value = "10m")]
+    #[arg(long = "experimental-watch-progress-notify-interval", env = "ETCD_EXPERIMENTAL_WATCH_PROGRESS_NOTIFY_INTERVAL", default_value = "10m")]
     progress_notify_interval: String,
     /// Raft log entries between snapshots.
-    #[arg(long = "snapshot-count", default_value_t = 100_000)]
+    #[arg(long = "snapshot-count", env = "ETCD_SNAPSHOT_COUNT", default_value_t = 100_000)]
     snapshot_count: u64,
     /// Raft log entries kept after a snapshot so that slow followers can catch up without one.
-    #[arg(long = "experimental-snapshot-catchup-entries", default_value_t = 5_000)]
+    #[arg(long = "experimental-snapshot-catchup-entries", env = "ETCD_EXPERIMENTAL_SNAPSHOT_CATCHUP_ENTRIES", default_value_t = 5_000)]
     snapshot_catchup_entries: u64,
     /// Client server TLS certificate file (PEM); serves https client URLs.
-    #[arg(long = "cert-file")]
+    #[arg(long = "cert-file", env = "ETCD_CERT_FILE")]
     cert_file: Option<PathBuf>,
     /// Client server TLS key file (PEM).
-    #[arg(long = "key-file")]
+    #[arg(long = "key-file", env = "ETCD_KEY_FILE")]
     key_file: Option<PathBuf>,
     /// CA bundle (PEM) that client certificates must chain to.
-    #[arg(long = "trusted-ca-file")]
+    #[arg(long = "trusted-ca-file", env = "ETCD_TRUSTED_CA_FILE")]
     trusted_ca_file: Option<PathBuf>,
     /// Require client certificates signed by --trusted-ca-file.
-    #[arg(long = "client-cert-auth")]
+    #[arg(long = "client-cert-auth", env = "ETCD_CLIENT_CERT_AUTH")]
     client_cert_auth: bool,
     /// Peer TLS certificate file (PEM); serves and dials https peer URLs.
-    #[arg(long = "peer-cert-file")]
+    #[arg(long = "peer-cert-file", env = "ETCD_PEER_CERT_FILE")]
     peer_cert_file: Option<PathBuf>,
     /// Peer TLS key file (PEM).
-    #[arg(long = "peer-key-file")]
+    #[arg(long = "peer-key-file", env = "ETCD_PEER_KEY_FILE")]
     peer_key_file: Option<PathBuf>,
     /// CA bundle (PEM) that other members' certificates must chain to.
-    #[arg(long = "peer-trusted-ca-file")]
+    #[arg(long = "peer-trusted-ca-file", env = "ETCD_PEER_TRUSTED_CA_FILE")]
     peer_trusted_ca_file: Option<PathBuf>,
     /// Require peer client certificates signed by --peer-trusted-ca-file.
-    #[arg(long = "peer-client-cert-auth")]
+    #[arg(long = "peer-client-cert-auth", env = "ETCD_PEER_CLIENT_CERT_AUTH")]
     peer_client_cert_auth: bool,
     /// Log level filter (tracing EnvFilter syntax).
-    #[arg(long = "log-level", default_value = "info")]
+    #[arg(long = "log-level", env = "ETCD_LOG_LEVEL", default_value = "info")]
     log_level: String,
 }
 

@@ -129,6 +129,8 @@ impl Maintenance for MaintenanceService {
 
     async fn hash_kv(&self, req: Request<HashKvRequest>) -> Res<HashKvResponse> {
         let (hash, hash_revision, compact_revision) = self.ctx.store.hash_kv(req.into_inner().revision)?;
+        // etcd reports -1 until the first compaction.
+        let compact_revision = if compact_revision == 0 { -1 } else { compact_revision };
         Ok(Response::new(HashKvResponse { header: self.ctx.header(self.ctx.store.current_revision()), hash, compact_revision, hash_revision }))
     }
 

@@ -201,3 +201,40 @@ fn member_list_shows_this_starts_name_and_client_urls() {
         panic!("member list still shows {last}");
     });
 }
+
+/// etcd reads every flag from an `ETCD_<FLAG>` environment variable too
+/// (what `member add` prints and container images set); a flag given on
+/// the command line wins over its variable.
+#[test]
+fn flags_come_from_etcd_environment_variables() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("from-env");
+    let port = free_port();
+    let mut child = Command::new(raftstore_bin())
+        .env("ETCD_NAME", "envname")
+        .env("ETCD_DATA_DIR", &data)
+        .env("ETCD_LISTEN_CLIENT_URLS", format!("http://127.0.0.1:{port}"))
+        .env("ETCD_LISTEN_PEER_URLS", "http://127.0.0.1:1")
+        .args(["--listen-peer-urls", "http://127.0.0.1:0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start raftstore");
+    let addr = format!("127.0.0.1:{port}");
+    let start = std::time::Instant::now();
+    let names = loop {
+        let got = block_on(async {
+            let mut c = crate::common::connect(&addr).await;
+            c.member_list().await.ok().map(|l| l.members().iter().map(|m| m.name().to_string()).collect::<Vec<_>>())
+        });
+        if let Some(n) = got {
+            break n;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "no server on ETCD_LISTEN_CLIENT_URLS");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(names, ["envname"]);
+    assert!(data.join("db").is_dir(), "ETCD_DATA_DIR not used");
+}
