@@ -819,9 +819,14 @@ impl RaftNode {
         *self.leader_contact.lock() = Some((leader, std::time::Instant::now()));
     }
 
-    /// The leader this member knows of, if any.
+    /// The leader this member reports, if any: see
+    /// [`RaftNode::effective_leader`]. With Pre-Vote an isolated follower
+    /// keeps openraft's `current_leader`, so a require-leader request is
+    /// checked against this instead.
     pub fn leader(&self) -> Option<u64> {
-        self.raft.metrics().borrow_watched().current_leader
+        let rx = self.raft.metrics();
+        let m = rx.borrow_watched();
+        self.effective_leader(&m)
     }
 
     /// The current term.

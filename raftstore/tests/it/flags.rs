@@ -62,6 +62,20 @@ fn bad_flags_are_refused_before_touching_the_data_dir() {
     }
 }
 
+/// Runs `raftstore` on `data` with client URL `client_url` (peer port 0),
+/// asserts that it refuses to start, and returns its stderr.
+fn refused_start(data: &std::path::Path, client_url: &str) -> String {
+    let out = Command::new(raftstore_bin())
+        .arg("--data-dir")
+        .arg(data)
+        .args(["--listen-client-urls", client_url, "--listen-peer-urls", "http://127.0.0.1:0"])
+        .output()
+        .expect("run raftstore");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "should fail: {stderr}");
+    stderr
+}
+
 /// A data dir whose `db` is a file, not a directory: refused at start with
 /// the path and the OS reason, not a panic or RocksDB's debug output; the
 /// file is left as it was.
@@ -71,14 +85,7 @@ fn data_dir_with_a_file_for_db_is_refused_plainly() {
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data).expect("data dir");
     std::fs::write(data.join("db"), b"not a directory").expect("write db file");
-    let out = Command::new(raftstore_bin())
-        .arg("--data-dir")
-        .arg(&data)
-        .args(["--listen-client-urls", "http://127.0.0.1:0", "--listen-peer-urls", "http://127.0.0.1:0"])
-        .output()
-        .expect("run raftstore");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "should fail: {stderr}");
+    let stderr = refused_start(&data, "http://127.0.0.1:0");
     let want = format!("cannot create data directory {}: File exists", data.join("db").display());
     assert!(stderr.contains(&want), "want {want:?} in {stderr:?}");
     assert!(!stderr.contains("Os {") && !stderr.contains("panicked"), "plain message wanted: {stderr:?}");
@@ -92,14 +99,7 @@ fn dangling_symlink_data_dir_is_named_in_the_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     std::os::unix::fs::symlink(dir.path().join("nowhere"), &data).expect("symlink");
-    let out = Command::new(raftstore_bin())
-        .arg("--data-dir")
-        .arg(&data)
-        .args(["--listen-client-urls", "http://127.0.0.1:0", "--listen-peer-urls", "http://127.0.0.1:0"])
-        .output()
-        .expect("run raftstore");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "should fail: {stderr}");
+    let stderr = refused_start(&data, "http://127.0.0.1:0");
     let want = format!("cannot create data directory {}: File exists", data.display());
     assert!(stderr.contains(&want), "want {want:?} in {stderr:?}");
     assert!(!stderr.contains("/db"), "the fault is the data dir, not db: {stderr:?}");
@@ -114,14 +114,7 @@ fn client_port_in_use_names_the_address() {
     let port = taken.local_addr().expect("addr").port();
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
-    let out = Command::new(raftstore_bin())
-        .arg("--data-dir")
-        .arg(&data)
-        .args(["--listen-client-urls", &format!("http://127.0.0.1:{port}"), "--listen-peer-urls", "http://127.0.0.1:0"])
-        .output()
-        .expect("run raftstore");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "should fail: {stderr}");
+    let stderr = refused_start(&data, &format!("http://127.0.0.1:{port}"));
     let want = format!("listen tcp 127.0.0.1:{port}: Address already in use");
     assert!(stderr.contains(&want), "want {want:?} in {stderr:?}");
     assert!(!data.exists(), "a refused start leaves no data dir");
