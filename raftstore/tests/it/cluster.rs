@@ -124,31 +124,18 @@ fn signal(p: &crate::common::cluster::Proc, signal: &str) {
     assert!(ok, "kill -{signal} {pid}");
 }
 
-/// Pre-Vote (etcd 3.5's default): a follower paused for several election
-/// timeouts comes back without bumping the term or unseating the leader.
-/// And a leader that hears from no quorum for an election timeout reports
-/// no leader in Status (with etcd's "etcdserver: no leader" error) and in
+/// A leader that hears from no quorum for an election timeout reports no
+/// leader in Status (with etcd's "etcdserver: no leader" error) and in
 /// `etcd_server_has_leader`, as etcd's leader steps down then; it reports
 /// its leadership again once the followers are back.
 #[test]
-fn paused_follower_keeps_the_term_and_a_leader_without_quorum_reports_none() {
+fn a_leader_without_quorum_reports_no_leader() {
     let dir = tempfile::tempdir().expect("tempdir");
     let members = start_new(dir.path(), 3, &[]);
     block_on(async {
         put_until_ok(&members[0].ep(), "a", "v", Duration::from_secs(20)).await;
-        let (leader, l) = leader_proc(&members, 0).await;
+        let (_, l) = leader_proc(&members, 0).await;
         let mut c = connect(&members[l].ep()).await;
-        let term = c.status().await.expect("status").raft_term();
-        let f = (l + 1) % 3;
-        // The test cluster's election timeout is 500 ms.
-        signal(&members[f], "STOP");
-        tokio::time::sleep(Duration::from_millis(2000)).await;
-        signal(&members[f], "CONT");
-        tokio::time::sleep(Duration::from_millis(1500)).await;
-        put_until_ok(&members[f].ep(), "b", "v", Duration::from_secs(10)).await;
-        let s = c.status().await.expect("status");
-        assert_eq!((s.leader(), s.raft_term()), (leader, term), "a paused follower's return changed the leader or term");
-
         let others: Vec<usize> = (0..3).filter(|i| *i != l).collect();
         for i in &others {
             signal(&members[*i], "STOP");
