@@ -437,8 +437,12 @@ impl Network {
     }
 }
 
-fn received_from(id: u64, bytes: usize) {
-    crate::metrics::metrics().peer_received_bytes.with_label_values(&[crate::metrics::id_label(id).as_str()]).inc_by(bytes as u64);
+/// Accounts one replication message of `bytes` from `leader`: the peer
+/// receive counter, and the leader contact that
+/// [`RaftNode::effective_leader`] reads.
+fn received_from(node: &RaftNode, leader: u64, bytes: usize) {
+    crate::metrics::metrics().peer_received_bytes.with_label_values(&[crate::metrics::id_label(leader).as_str()]).inc_by(bytes as u64);
+    node.heard_from_leader(leader);
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
@@ -663,9 +667,7 @@ impl RaftTransport for TransportService {
         let rpc: AppendEntriesRequest<TypeConfig> = decode(&payload).map_err(bad)?;
         {
             use openraft::vote::RaftLeaderId as _;
-            let leader = *rpc.vote.leader_id().node_id();
-            received_from(leader, payload.len());
-            self.node.heard_from_leader(leader);
+            received_from(&self.node, *rpc.vote.leader_id().node_id(), payload.len());
         }
         let resp = self.node.raft.append_entries(rpc).await.map_err(|e| Status::unavailable(e.to_string()))?;
         Ok(Response::new(RaftMessage { payload: encode(&resp).map_err(bad)? }))
@@ -683,9 +685,7 @@ impl RaftTransport for TransportService {
             let decoded = m.and_then(|m| {
                 let rpc: AppendEntriesRequest<TypeConfig> = decode(&m.payload).map_err(bad)?;
                 use openraft::vote::RaftLeaderId as _;
-                let leader = *rpc.vote.leader_id().node_id();
-                received_from(leader, m.payload.len());
-                node.heard_from_leader(leader);
+                received_from(&node, *rpc.vote.leader_id().node_id(), m.payload.len());
                 Ok(rpc)
             });
             match decoded {

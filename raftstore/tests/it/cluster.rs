@@ -117,13 +117,6 @@ fn leader_stays_quiet_while_a_follower_is_down() {
     });
 }
 
-/// Sends `signal` (e.g. "STOP", "CONT") to member `p` with kill(1).
-fn signal(p: &crate::common::cluster::Proc, signal: &str) {
-    let pid = p.child.as_ref().expect("member running").id();
-    let ok = std::process::Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status().expect("run kill").success();
-    assert!(ok, "kill -{signal} {pid}");
-}
-
 /// A leader that hears from no quorum for an election timeout reports no
 /// leader in Status (with etcd's "etcdserver: no leader" error) and in
 /// `etcd_server_has_leader`, as etcd's leader steps down then; it reports
@@ -138,13 +131,13 @@ fn a_leader_without_quorum_reports_no_leader() {
         let mut c = connect(&members[l].ep()).await;
         let others: Vec<usize> = (0..3).filter(|i| *i != l).collect();
         for i in &others {
-            signal(&members[*i], "STOP");
+            members[*i].signal("STOP");
         }
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let s = c.status().await.expect("status of the leader without quorum");
         let metrics = crate::common::cluster::http_get(&members[l].ep(), "/metrics");
         for i in &others {
-            signal(&members[*i], "CONT");
+            members[*i].signal("CONT");
         }
         assert_eq!(s.leader(), 0, "a leader without quorum still reports itself");
         assert_eq!(s.errors(), ["etcdserver: no leader".to_string()]);

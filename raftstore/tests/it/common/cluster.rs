@@ -92,6 +92,14 @@ impl Proc {
         self.child = Some(child);
     }
 
+    /// Sends `signal` (e.g. "STOP", "CONT") to the running process with
+    /// kill(1).
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("member running").id();
+        let ok = Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status().expect("run kill").success();
+        assert!(ok, "kill -{signal} {pid}");
+    }
+
     /// kill -9 and reap.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
