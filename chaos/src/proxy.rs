@@ -19,6 +19,11 @@
 //!   when the fault is set stop carrying bytes either way but stay open, as
 //!   a half-open connection to a peer that vanished does; connections `a`
 //!   opens later pass.
+//! - **hold** (one direction of one member's connections): the bytes that
+//!   connections opened by `a` to `b` carry toward `b` (requests) or toward
+//!   `a` (answers) are kept back, in order, and delivered when the hold is
+//!   lifted. This stages the moments a pause would create by chance: a
+//!   member that has sent a request but not yet read the answer.
 //!
 //! While a member is down ([`PeerProxy::set_listening`] false, set by the
 //! cluster when it kills the member) its proxy address does not listen, so
@@ -51,6 +56,30 @@ pub struct Faults {
     /// `(opener, dst)`: the connections `opener` has open to `dst` at the
     /// time this is set go silent (and stay so).
     pub stall: BTreeSet<(usize, usize)>,
+    /// `(opener, dst)`: what `opener`'s connections to `dst` carry toward
+    /// `dst` is held back until the entry is removed, then delivered.
+    pub hold_requests: BTreeSet<(usize, usize)>,
+    /// `(opener, dst)`: what `opener`'s connections to `dst` carry back
+    /// toward `opener` is held back until the entry is removed.
+    pub hold_answers: BTreeSet<(usize, usize)>,
+}
+
+/// One proxied connection: who opened it (if known), to whom, in a
+/// cluster of `n`, and whether it was opened while its link was stalled.
+#[derive(Clone, Copy, Debug)]
+struct Link {
+    src: Option<usize>,
+    dst: usize,
+    n: usize,
+    stall_exempt: bool,
+}
+
+/// Which way a pump copies: from the connection's opener to its
+/// destination, or back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Way {
+    Request,
+    Answer,
 }
 
 /// Normalises a link to `(min, max)`.
@@ -73,6 +102,19 @@ impl Faults {
 
     fn is_stalled(&self, src: Option<usize>, dst: usize) -> bool {
         src.is_some_and(|s| self.stall.contains(&(s, dst)))
+    }
+
+    fn is_held(&self, src: Option<usize>, dst: usize, n: usize, way: Way) -> bool {
+        let set = match way {
+            Way::Request => &self.hold_requests,
+            Way::Answer => &self.hold_answers,
+        };
+        match src {
+            Some(s) => set.contains(&(s, dst)),
+            // Unattributed: held if every member's connections to `dst`
+            // are (as `is_cut` does).
+            None => (0..n).filter(|&o| o != dst).all(|o| set.contains(&(o, dst))),
+        }
     }
 
     fn delay_of(&self, src: Option<usize>, dst: usize) -> Duration {
@@ -337,8 +379,9 @@ async fn serve(
     let f = rx.clone();
     // Opened while its link was stalled: this connection passes.
     let stall_exempt = rx.borrow().is_stalled(src, dst);
-    let a = tokio::spawn(pump(cr, uw, src, dst, stall_exempt, f.clone()));
-    let b = tokio::spawn(pump(ur, cw, src, dst, stall_exempt, f));
+    let ends = Link { src, dst, n, stall_exempt };
+    let a = tokio::spawn(pump(cr, uw, ends, Way::Request, f.clone()));
+    let b = tokio::spawn(pump(ur, cw, ends, Way::Answer, f));
     let (a_abort, b_abort) = (a.abort_handle(), b.abort_handle());
     tokio::select! {
         _ = a => {}
@@ -355,16 +398,17 @@ async fn serve(
     b_abort.abort();
 }
 
-/// Copies one direction, delaying chunks by the link's current delay, and
-/// discarding them once the connection is stalled (unless `stall_exempt`).
+/// Copies one direction, delaying chunks by the link's current delay,
+/// keeping them back while the direction is held, and discarding them once
+/// the connection is stalled (unless `stall_exempt`).
 async fn pump(
     mut r: tokio::net::tcp::OwnedReadHalf,
     mut w: tokio::net::tcp::OwnedWriteHalf,
-    src: Option<usize>,
-    dst: usize,
-    stall_exempt: bool,
-    rx: watch::Receiver<Faults>,
+    ends: Link,
+    way: Way,
+    mut rx: watch::Receiver<Faults>,
 ) {
+    let Link { src, dst, n, stall_exempt } = ends;
     let mut stalled = false;
     let (tx, mut q) = mpsc::channel::<(Instant, Vec<u8>)>(1024);
     let mut writer = AbortOnDrop(tokio::spawn(async move {
@@ -376,24 +420,44 @@ async fn pump(
         }
         let _ = w.shutdown().await;
     }));
+    let mut held: Vec<u8> = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
-        match r.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(k) => {
-                stalled = stalled || (!stall_exempt && rx.borrow().is_stalled(src, dst));
-                if stalled {
-                    continue;
-                }
-                let d = rx.borrow().delay_of(src, dst);
-                if tx
-                    .send((Instant::now() + d, buf[..k].to_vec()))
-                    .await
-                    .is_err()
-                {
+        let chunk = tokio::select! {
+            r = r.read(&mut buf) => match r {
+                Ok(0) | Err(_) => break,
+                Ok(k) => buf[..k].to_vec(),
+            },
+            c = rx.changed() => {
+                if c.is_err() {
                     break;
                 }
+                // A lifted hold delivers what it kept.
+                if held.is_empty() || rx.borrow_and_update().is_held(src, dst, n, way) {
+                    continue;
+                }
+                std::mem::take(&mut held)
             }
+        };
+        let faults = rx.borrow().clone();
+        stalled = stalled || (!stall_exempt && faults.is_stalled(src, dst));
+        if stalled {
+            continue;
+        }
+        if faults.is_held(src, dst, n, way) {
+            held.extend_from_slice(&chunk);
+            continue;
+        }
+        let chunk = if held.is_empty() {
+            chunk
+        } else {
+            let mut all = std::mem::take(&mut held);
+            all.extend_from_slice(&chunk);
+            all
+        };
+        let d = faults.delay_of(src, dst);
+        if tx.send((Instant::now() + d, chunk)).await.is_err() {
+            break;
         }
     }
     drop(tx);
@@ -532,6 +596,62 @@ mod tests {
                 .is_err(),
             "still silent"
         );
+    }
+
+    /// A hold keeps one direction of the opener's connections back, in
+    /// order, and delivers it when lifted; the other direction and other
+    /// destinations pass meanwhile.
+    #[tokio::test]
+    async fn hold_keeps_one_direction_back_until_lifted() {
+        let p = PeerProxy::start(vec![echo().await, echo().await, echo().await])
+            .await
+            .unwrap();
+        p.set_pid(0, Some(std::process::id()));
+        let mut to1 = TcpStream::connect(p.addr(1)).await.unwrap();
+        let mut to2 = TcpStream::connect(p.addr(2)).await.unwrap();
+        assert_eq!(roundtrip(&mut to1).await.unwrap(), b"ping");
+
+        // Answers from 1 held: the echo happens, its bytes wait here.
+        let mut f = Faults::default();
+        f.hold_answers.insert((0, 1));
+        p.set(f.clone());
+        to1.write_all(b"ab").await.unwrap();
+        to1.write_all(b"cd").await.unwrap();
+        let mut buf = [0u8; 4];
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), to1.read(&mut buf))
+                .await
+                .is_err(),
+            "answers held"
+        );
+        assert_eq!(roundtrip(&mut to2).await.unwrap(), b"ping");
+
+        // Requests to 1 held as well, then answers released: only what was
+        // echoed before the request hold arrives.
+        f.hold_requests.insert((0, 1));
+        p.set(f.clone());
+        to1.write_all(b"ef").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        f.hold_answers.clear();
+        p.set(f.clone());
+        tokio::time::timeout(Duration::from_secs(5), to1.read_exact(&mut buf))
+            .await
+            .expect("released")
+            .unwrap();
+        assert_eq!(&buf, b"abcd", "held answers arrive in order");
+        let mut two = [0u8; 2];
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), to1.read_exact(&mut two))
+                .await
+                .is_err(),
+            "the held request has not reached the echo"
+        );
+        p.heal();
+        tokio::time::timeout(Duration::from_secs(5), to1.read_exact(&mut two))
+            .await
+            .expect("request released and echoed")
+            .unwrap();
+        assert_eq!(&two, b"ef");
     }
 
     /// A member that is down is refused at connect time, as it would be
