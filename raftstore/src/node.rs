@@ -484,6 +484,7 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
         removed_ids: Arc::default(),
         election_timeout: cfg.election,
         leader_contact: Arc::default(),
+        rounds: Arc::default(),
     };
     tokio::spawn(node.clone().watch_membership());
     tokio::spawn(node.clone().drive_inline_sync(inline_sync));

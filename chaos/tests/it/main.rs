@@ -10,4 +10,5 @@ mod etcd_short_run;
 mod partition;
 mod require_leader;
 mod snapshot_restart;
+mod stale_read;
 mod stall;

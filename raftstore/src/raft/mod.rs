@@ -7,10 +7,13 @@
 //! - [`state_machine`]: applies committed commands to the MVCC store and
 //!   builds/installs snapshots from RocksDB checkpoints.
 //! - [`network`]: the peer transport (tonic, `proto/raftpb.proto`).
+//! - [`read_index`]: the leader's confirmation of its term for
+//!   linearizable reads and lease queries.
 //! - [`RaftNode`]: the small API the gRPC services use.
 
 pub mod log_store;
 pub mod network;
+pub mod read_index;
 pub mod state_machine;
 
 use std::collections::BTreeMap;
@@ -248,6 +251,8 @@ pub struct RaftNode {
     /// When this member last heard from a leader over the replication
     /// transport; see [`RaftNode::effective_leader`].
     pub leader_contact: Arc<parking_lot::Mutex<Option<(u64, std::time::Instant)>>>,
+    /// Reads waiting for a confirmation round (see [`read_index`]).
+    pub rounds: Arc<read_index::Rounds>,
 }
 
 /// A membership change requested through etcd's Cluster service. The ID of
@@ -710,25 +715,21 @@ impl RaftNode {
         }
     }
 
-    /// Makes the next local read linearizable: confirms leadership with a
-    /// quorum (ReadIndex) and waits until the state machine has applied the
-    /// read index. On a follower, asks the leader for its read index.
+    /// Makes the next local read linearizable: on the leader, confirms its
+    /// term with a quorum after this call (see [`read_index`]); on a
+    /// follower, asks the leader for such a read index. Then waits until the
+    /// state machine has applied that index.
     ///
     /// # Errors
     /// Unavailable errors as for [`RaftNode::propose`].
     pub async fn linearizable_read(&self) -> Result<()> {
-        use openraft::error::{LinearizableReadError, RaftError};
-        use openraft::ReadPolicy;
+        use read_index::ReadIndexError;
         let fut = async {
             loop {
-                match self.raft.ensure_linearizable(ReadPolicy::ReadIndex).await {
-                    Ok(_) => return Ok(()),
-                    Err(RaftError::APIError(LinearizableReadError::ForwardToLeader(fwd))) => {
-                        let Some(leader) = fwd.leader_id else {
-                            self.wait_for_leader().await?;
-                            continue;
-                        };
-                        match self.peers.read_index(leader, fwd.leader_node.as_ref()).await {
+                match self.confirmed_read_index().await {
+                    Ok(index) => return self.wait_applied(index).await,
+                    Err(ReadIndexError::Forward(Some(leader), node)) => {
+                        match self.peers.read_index(leader, node.as_ref()).await {
                             Ok(index) => return self.wait_applied(index).await,
                             // The leader died or was deposed: a read index
                             // is only a question, so ask again (the next
@@ -738,10 +739,13 @@ impl RaftNode {
                             Err(e) => return Err(e),
                         }
                     }
-                    // This leader could not confirm its leadership with a
-                    // quorum (yet): retry until the request timeout.
-                    Err(RaftError::APIError(_)) => tokio::time::sleep(LEADER_RETRY).await,
-                    Err(RaftError::Fatal(_)) => return Err(Error::Stopped),
+                    Err(ReadIndexError::Forward(None, _)) => {
+                        self.wait_for_leader().await?;
+                    }
+                    // This leader could not confirm its term (yet): retry
+                    // until the request timeout.
+                    Err(ReadIndexError::Retry) => tokio::time::sleep(LEADER_RETRY).await,
+                    Err(ReadIndexError::Stopped) => return Err(Error::Stopped),
                 }
             }
         };
@@ -751,16 +755,32 @@ impl RaftNode {
         }
     }
 
-    /// Leader side of a follower's read: confirm leadership, return the
-    /// index the follower must apply before reading.
+    /// Leader side of a follower's read: confirm the term with a quorum,
+    /// return the index the follower must apply before reading.
     ///
     /// # Errors
-    /// [`Error::NoLeader`] if this member is not the leader.
+    /// [`Error::NoLeader`] if this member does not lead or cannot confirm
+    /// that it does.
     pub async fn read_index(&self) -> Result<u64> {
-        use openraft::ReadPolicy;
-        match self.raft.ensure_linearizable(ReadPolicy::ReadIndex).await {
-            Ok(read) => Ok(read.log_id().index()),
-            Err(_) => Err(Error::NoLeader),
+        self.confirmed_read_index().await.map_err(|_| Error::NoLeader)
+    }
+
+    /// Whether this member may answer from its own lessor as the leader
+    /// (etcd's `ensureLeadership` before LeaseRenew): it leads, a quorum
+    /// confirmed its term after this call, and it has applied everything
+    /// committed before. A leader back from a pause is refused here until
+    /// it learns it was deposed.
+    ///
+    /// # Errors
+    /// [`Error::NotLeader`] otherwise; [`Error::Stopped`] if Raft stopped.
+    pub async fn leader_barrier(&self) -> Result<()> {
+        if !self.is_leader() {
+            return Err(Error::NotLeader);
+        }
+        match self.confirmed_read_index().await {
+            Ok(index) => self.wait_applied(index).await,
+            Err(read_index::ReadIndexError::Stopped) => Err(Error::Stopped),
+            Err(_) => Err(Error::NotLeader),
         }
     }
 

@@ -223,6 +223,23 @@ impl PeerClients {
         Ok(resp.ttl)
     }
 
+    /// Sends member `id` an entry-less AppendEntries (`payload`, encoded)
+    /// that only carries the leader's vote, and returns its answer: how a
+    /// leader confirms its term for reads (see [`super::read_index`]). It
+    /// travels on the client-request connections, beside the reads that
+    /// wait for it.
+    ///
+    /// # Errors
+    /// Unavailable if the member does not answer within `timeout`;
+    /// Internal if it answers garbage.
+    pub async fn confirm_vote(&self, id: u64, node: Option<&Member>, payload: Vec<u8>, timeout: std::time::Duration) -> Result<AppendEntriesResponse<TypeConfig>> {
+        let mut c = self.service_client(id, node)?;
+        let mut req = Request::new(RaftMessage { payload });
+        req.set_timeout(timeout);
+        let resp = c.append_entries(req).await.map_err(|_| Error::NoLeader)?.into_inner();
+        decode(&resp.payload).map_err(Error::internal)
+    }
+
     /// Asks the leader for a read index.
     ///
     /// # Errors
@@ -840,8 +857,7 @@ impl TransportService {
     }
 
     async fn lease_answer(&self, r: LeaseRequest) -> LeaseResponse {
-        if !self.node.is_leader() {
-            let e = Error::NotLeader;
+        if let Err(e) = self.node.leader_barrier().await {
             return LeaseResponse { ttl: 0, code: e.code() as i32, message: e.to_string() };
         }
         let ttl = if r.renew { self.lessor.keep_alive(&self.store, r.id) } else { self.lessor.time_to_live(&self.store, r.id) };

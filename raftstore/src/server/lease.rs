@@ -100,7 +100,10 @@ impl Lease for LeaseService {
         let ctx = self.ctx.clone();
         tokio::spawn(async move {
             while let Some(Ok(r)) = inbound.next().await {
-                let ttl = if ctx.node.is_leader() {
+                // A leader answers from its own lessor only once a quorum
+                // confirmed it still leads (a deposed leader's renewal would
+                // be lost); otherwise the leader is asked.
+                let ttl = if ctx.node.leader_barrier().await.is_ok() {
                     ctx.lessor.keep_alive(&ctx.store, r.id)
                 } else {
                     match ctx.node.leader_lease(r.id, true).await {
@@ -123,7 +126,7 @@ impl Lease for LeaseService {
     async fn lease_time_to_live(&self, req: Request<LeaseTimeToLiveRequest>) -> Res<LeaseTimeToLiveResponse> {
         let r = req.into_inner();
         let header = self.ctx.header(self.ctx.store.current_revision());
-        let ttl = if self.ctx.node.is_leader() {
+        let ttl = if self.ctx.node.leader_barrier().await.is_ok() {
             self.ctx.lessor.time_to_live(&self.ctx.store, r.id)
         } else {
             self.ctx.node.leader_lease(r.id, false).await?

@@ -1,0 +1,136 @@
+//! A leader that was cut off while its followers' answers were in flight
+//! must not serve a linearizable read from its old state once those
+//! answers arrive (issue 14; the evidence history's failure mode).
+//!
+//! A pause of the leader creates this by chance: replication answers sent
+//! before the pause are read after it, and the followers have meanwhile
+//! elected a new leader that took writes. Here the proxy stages it on
+//! purpose:
+//! 1. the followers' answers to the leader are held, and a write W0 is sent
+//!    to the leader (both followers append and acknowledge it; the
+//!    acknowledgements wait in the proxy);
+//! 2. the leader's requests and the followers' requests to it are held
+//!    too: the followers elect a new leader, which commits a write W;
+//! 3. a linearizable read R goes to the old leader, which has heard of no
+//!    new term;
+//! 4. one follower's held answers are released: the old leader commits W0
+//!    and, having nothing new to send, queues a commit-only request to the
+//!    other follower;
+//! 5. the other follower's held answers (its acknowledgement of W0, sent
+//!    before the election) are released.
+//!
+//! openraft 0.10.0-alpha.37 credits that old acknowledgement with the send
+//! time of the commit-only request queued in step 4, after R arrived, so it
+//! counted as a quorum confirming leadership for R and R returned the state
+//! before W.
+
+use std::time::{Duration, Instant};
+
+use chaos::cluster::{connect, Cluster, Options};
+use chaos::proxy::Faults;
+
+/// (member ID, leader ID, term) from one member's Status.
+async fn status(c: &Cluster, i: usize) -> Option<(u64, u64, u64)> {
+    let mut cl = connect(&c.endpoint(i), Duration::from_secs(1)).await.ok()?;
+    let s = tokio::time::timeout(Duration::from_millis(500), cl.status())
+        .await
+        .ok()?
+        .ok()?;
+    Some((s.header()?.member_id(), s.leader(), s.raft_term()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_off_leader_does_not_serve_a_stale_read_when_old_answers_arrive() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut opts = Options::new(crate::common::raftstore(), dir.path());
+    // A short election timeout, so that the staging fits in the two
+    // seconds a replication stream may wait for an answer.
+    opts.heartbeat_ms = 30;
+    opts.election_ms = 300;
+    let c = Cluster::start(opts).await.expect("cluster starts");
+    let old = c.leader().await.expect("a leader");
+    let followers: Vec<usize> = (0..3).filter(|&i| i != old).collect();
+    let (old_id, _, term0) = status(&c, old).await.expect("the leader's status");
+    let mut on_old = connect(&c.endpoint(old), Duration::from_secs(10))
+        .await
+        .expect("connect to the leader");
+    on_old.put("k", "old", None).await.expect("first write");
+
+    // 1. Answers to the leader held; W0 reaches both followers.
+    let mut f = Faults::default();
+    for &o in &followers {
+        f.hold_answers.insert((old, o));
+    }
+    c.proxy.set(f.clone());
+    let mut w0_client = on_old.clone();
+    let w0 = tokio::spawn(async move { w0_client.put("w0", "x", None).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    // 2. The leader cut off in both directions: the followers elect.
+    for &o in &followers {
+        f.hold_requests.insert((old, o));
+        f.hold_requests.insert((o, old));
+    }
+    c.proxy.set(f.clone());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let new = loop {
+        let mut found = None;
+        for &o in &followers {
+            if let Some((id, leader, term)) = status(&c, o).await {
+                if leader == id && term > term0 {
+                    found = Some(o);
+                }
+            }
+        }
+        if let Some(o) = found {
+            break o;
+        }
+        assert!(Instant::now() < deadline, "the followers did not elect a new leader");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let mut on_new = connect(&c.endpoint(new), Duration::from_secs(5))
+        .await
+        .expect("connect to the new leader");
+    let w = on_new.put("k", "new", None).await.expect("the new leader takes W");
+    let w_rev = w.header().expect("header").revision();
+    let (_, _, old_term) = status(&c, old).await.expect("the old leader's status");
+    assert_eq!(
+        old_term, term0,
+        "staging: the old leader must not have heard of the new term yet"
+    );
+    assert_ne!(old_id, 0);
+
+    // 3. R on the old leader.
+    let mut r_client = on_old.clone();
+    let r = tokio::spawn(async move { r_client.get("k", None).await });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+
+    // 4. and 5. The held answers, one follower after the other.
+    f.hold_answers.remove(&(old, followers[1]));
+    c.proxy.set(f.clone());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    f.hold_answers.remove(&(old, followers[0]));
+    c.proxy.set(f.clone());
+
+    // Give a stale answer time to appear before the rest is delivered.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    c.proxy.heal();
+    let got = tokio::time::timeout(Duration::from_secs(20), r)
+        .await
+        .expect("R ends")
+        .expect("join");
+    if let Ok(resp) = got {
+        let rev = resp.header().expect("header").revision();
+        let value = resp.kvs().first().map(|kv| kv.value().to_vec());
+        assert!(
+            rev >= w_rev && value.as_deref() == Some(&b"new"[..]),
+            "stale linearizable read: revision {rev}, value {:?}, but W was acknowledged at revision {w_rev} before R was sent",
+            value.map(|v| String::from_utf8_lossy(&v).into_owned())
+        );
+    }
+    // W0 was acknowledged by both followers before the election, so
+    // whatever its client heard, the new leader kept it.
+    let _ = tokio::time::timeout(Duration::from_secs(20), w0).await;
+    let kept = on_new.get("w0", None).await.expect("read W0");
+    assert_eq!(kept.kvs().len(), 1, "W0 is committed");
+}
