@@ -44,7 +44,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
-use crate::openapi::definitions::{builtin, Definitions};
+use crate::schema::{ListType, MapType, Schema, SchemaRef};
 
 /// A set of field paths, as a tree of path elements (`f:name`, `k:{..}`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -165,61 +165,49 @@ enum Shape<'a> {
     Set,
     /// `x-kubernetes-list-type: map`: items are `k:` elements with their own
     /// fields.
-    KeyedList(&'a [Value], Option<&'a Value>),
+    KeyedList(&'a [String], Option<SchemaRef<'a>>),
 }
 
 enum FieldSchemas<'a> {
-    Props(&'a Map<String, Value>),
-    Each(Option<&'a Value>),
+    Props(SchemaRef<'a>),
+    Each(Option<SchemaRef<'a>>),
 }
 
 impl<'a> FieldSchemas<'a> {
-    fn get(&self, k: &str) -> Option<&'a Value> {
+    fn get(&self, k: &str) -> Option<SchemaRef<'a>> {
         match self {
-            FieldSchemas::Props(p) => p.get(k),
+            FieldSchemas::Props(p) => p.property(k),
             FieldSchemas::Each(s) => *s,
         }
     }
 }
 
-fn shape<'a>(defs: &'a Definitions, schema: Option<&'a Value>, value: &Value) -> Shape<'a> {
-    let s = schema.map(|s| defs.resolve(s));
-    let atomic =
-        |s: &Value| s.get("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic");
+fn shape<'a>(schema: Option<SchemaRef<'a>>, value: &Value) -> Shape<'a> {
     match value {
         Value::Object(_) => {
-            let Some(s) = s else {
+            let Some(s) = schema else {
                 return Shape::Fields(FieldSchemas::Each(None));
             };
-            if atomic(s) {
+            if s.map_type() == Some(MapType::Atomic) {
                 return Shape::Leaf;
             }
-            if let Some(p) = s.get("properties").and_then(Value::as_object) {
-                return Shape::Fields(FieldSchemas::Props(p));
+            if s.has_properties() {
+                return Shape::Fields(FieldSchemas::Props(s));
             }
-            if let Some(ap) = s.get("additionalProperties").filter(|a| a.is_object()) {
+            if let Some(ap) = s.additional_properties() {
                 return Shape::Fields(FieldSchemas::Each(Some(ap)));
             }
             // RawExtension, FieldsV1 and the like: opaque.
-            if s.get("type").and_then(Value::as_str) == Some("object")
-                && s.get("x-kubernetes-preserve-unknown-fields").is_none()
-            {
+            if s.ty() == Some(crate::schema::Type::Object) && !s.preserve_unknown_fields() {
                 return Shape::Leaf;
             }
             Shape::Fields(FieldSchemas::Each(None))
         }
         Value::Array(_) => {
-            let Some(s) = s else { return Shape::Leaf };
-            let items = s.get("items");
-            match s.get("x-kubernetes-list-type").and_then(Value::as_str) {
-                Some("set") => Shape::Set,
-                Some("map") => match s
-                    .get("x-kubernetes-list-map-keys")
-                    .and_then(Value::as_array)
-                {
-                    Some(keys) if !keys.is_empty() => Shape::KeyedList(keys.as_slice(), items),
-                    _ => Shape::Leaf,
-                },
+            let Some(s) = schema else { return Shape::Leaf };
+            match s.list_type() {
+                Some(ListType::Set) => Shape::Set,
+                Some(ListType::Map) if !s.list_map_keys().is_empty() => Shape::KeyedList(s.list_map_keys(), s.items()),
                 _ => Shape::Leaf,
             }
         }
@@ -237,10 +225,9 @@ struct Comparison {
 
 /// `k:{"name":"x"}` for a keyed list item (key fields in name order), or
 /// `None` when a key field is missing.
-fn item_key(keys: &[Value], item: &Value) -> Option<String> {
+fn item_key(keys: &[String], item: &Value) -> Option<String> {
     let mut m = Map::new();
     for k in keys {
-        let k = k.as_str()?;
         let v = item.get(k).filter(|v| !v.is_null())?;
         m.insert(k.to_string(), v.clone());
     }
@@ -248,8 +235,7 @@ fn item_key(keys: &[Value], item: &Value) -> Option<String> {
 }
 
 fn compare(
-    defs: &Definitions,
-    schema: Option<&Value>,
+    schema: Option<SchemaRef<'_>>,
     lhs: Option<&Value>,
     rhs: Option<&Value>,
     path: &mut Vec<String>,
@@ -269,7 +255,7 @@ fn compare(
     let same_type =
         other.is_none_or(|o| std::mem::discriminant(o) == std::mem::discriminant(probe));
     let sh = if same_type {
-        shape(defs, schema, probe)
+        shape(schema, probe)
     } else {
         Shape::Leaf
     };
@@ -297,7 +283,7 @@ fn compare(
             let keys: std::collections::BTreeSet<&String> = lm.keys().chain(rm.keys()).collect();
             for k in keys {
                 path.push(format!("f:{k}"));
-                compare(defs, fields.get(k), lm.get(k), rm.get(k), path, out);
+                compare(fields.get(k), lm.get(k), rm.get(k), path, out);
                 path.pop();
             }
         }
@@ -335,7 +321,7 @@ fn compare(
                         lk.keys().chain(rk.keys()).collect();
                     for k in all {
                         path.push(k.clone());
-                        compare(defs, item_schema, lk.get(k), rk.get(k), path, out);
+                        compare(item_schema, lk.get(k), rk.get(k), path, out);
                         path.pop();
                     }
                 }
@@ -374,20 +360,20 @@ const BY_VALUE: &[(&str, &str)] = &[
 /// always writes (the schema's `required` ones that are not scalars) as
 /// null. kube compares a create against this, so a struct that exists in
 /// it gets no `.` of its own.
-fn zero_value(defs: &Definitions, schema: &Value, depth: usize) -> Value {
-    let (name, s) = defs.resolve_named(schema);
-    let short = name.and_then(|n| n.rsplit('.').next()).unwrap_or("");
+fn zero_value(s: SchemaRef<'_>, depth: usize) -> Value {
+    let short = s.definition_name().and_then(|n| n.rsplit('.').next()).unwrap_or("");
     let mut out = Map::new();
-    let Some(props) = s.get("properties").and_then(Value::as_object) else { return Value::Object(out) };
-    let required: Vec<&str> = s.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
-    for (k, ps) in props {
-        let p = defs.resolve(ps);
-        let is_struct = p.get("properties").is_some_and(Value::is_object);
-        let by_value = matches!(k.as_str(), "metadata" | "spec" | "status") || BY_VALUE.contains(&(short, k.as_str()));
+    if !s.has_properties() {
+        return Value::Object(out);
+    }
+    let required = s.required();
+    for (k, p) in s.properties() {
+        let is_struct = p.has_properties();
+        let by_value = matches!(k, "metadata" | "spec" | "status") || BY_VALUE.contains(&(short, k));
         if is_struct && by_value && depth < 8 {
-            out.insert(k.clone(), zero_value(defs, ps, depth + 1));
-        } else if required.contains(&k.as_str()) && (is_struct || p.get("items").is_some() || p.get("additionalProperties").is_some()) {
-            out.insert(k.clone(), Value::Null);
+            out.insert(k.to_string(), zero_value(p, depth + 1));
+        } else if required.iter().any(|r| r == k) && (is_struct || p.items().is_some() || p.has_additional_properties()) {
+            out.insert(k.to_string(), Value::Null);
         }
     }
     Value::Object(out)
@@ -544,16 +530,15 @@ pub struct Request<'a> {
 
 /// Writes `new`'s `metadata.managedFields` for an Update operation that
 /// turned `old` (`None` for a create) into `new`; `schema` is the kind's
-/// definition name in the built-in OpenAPI definitions, if it has one.
+/// ([`crate::schema::SchemaStore::of_kind`]), if it has one.
 ///
 /// The starting entries are, as kube's field manager picks them: the
 /// client's own when it sent a non-empty, well-formed list on the main
 /// resource (clients may rewrite them), else `old`'s (so a client unaware
 /// of the field cannot drop it by sending `[]` or leaving it out). The
 /// list `[{}]` strips them: the object is written with none at all.
-pub fn update(schema: Option<&str>, old: Option<&Value>, new: &mut Value, req: &Request<'_>) {
-    let defs = builtin();
-    let root = schema.and_then(|n| defs.get(n));
+pub fn update(schema: Option<&Schema>, old: Option<&Value>, new: &mut Value, req: &Request<'_>) {
+    let root = schema.map(Schema::root);
     if managed_fields(Some(new)) == Some(&json!([{}])) {
         if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("managedFields");
@@ -566,8 +551,8 @@ pub fn update(schema: Option<&str>, old: Option<&Value>, new: &mut Value, req: &
     let lhs = old.map(without_managed_fields);
     let rhs = without_managed_fields(new);
     let mut cmp = Comparison::default();
-    let zero = root.map_or_else(|| json!({}), |r| zero_value(defs, r, 0));
-    compare(defs, root, Some(lhs.as_ref().unwrap_or(&zero)), Some(&rhs), &mut Vec::new(), &mut cmp);
+    let zero = root.map_or_else(|| json!({}), |r| zero_value(r, 0));
+    compare(root, Some(lhs.as_ref().unwrap_or(&zero)), Some(&rhs), &mut Vec::new(), &mut cmp);
     for s in [&mut cmp.added, &mut cmp.modified, &mut cmp.removed] {
         restrict(s, req.scope);
     }
@@ -653,7 +638,9 @@ mod tests {
 
     #[test]
     fn configmap_managers() {
-        let schema = Some("io.k8s.api.core.v1.ConfigMap");
+        let store = crate::schema::SchemaStore::builtin();
+        let cm_schema = store.of_kind("", "v1", "ConfigMap");
+        let schema = cm_schema.as_ref();
         let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "uid": "u"}, "data": {"a": "1"}});
         update(
             schema,
@@ -715,7 +702,9 @@ mod tests {
 
     #[test]
     fn keyed_lists_sets_and_atomic_maps() {
-        let schema = Some("io.k8s.api.apps.v1.Deployment");
+        let store = crate::schema::SchemaStore::builtin();
+        let dep = store.of_kind("apps", "v1", "Deployment");
+        let schema = dep.as_ref();
         let mut d = json!({"metadata": {"name": "w"}, "spec": {
             "selector": {"matchLabels": {"app": "w"}},
             "template": {"spec": {"containers": [{"name": "c", "image": "i", "ports": [{"containerPort": 80, "protocol": "TCP"}]}]}},

@@ -8,8 +8,10 @@
 //!   backends;
 //! - [`watchcache`]: the per-resource caches that serve list, get and watch;
 //! - [`errors`]: every `Status` a client can see;
-//! - [`openapi`]: the built-in type schemas, the OpenAPI v2/v3 documents
-//!   and unknown-field detection;
+//! - [`schema`]: one compiled schema per kind, built-in or custom, and
+//!   what reads it: validation, pruning, defaulting, CRD schema checks;
+//! - [`openapi`]: the OpenAPI v2/v3 documents and the `fieldValidation`
+//!   directive;
 //! - [`server`], [`options`], [`pki`]: flags, certificates and serving.
 
 // `Status` is the wire error type (~280 bytes); errors are the cold path.
@@ -25,6 +27,7 @@ pub mod options;
 pub mod protobuf;
 pub mod pki;
 pub mod registry;
+pub mod schema;
 pub mod selectors;
 pub mod server;
 pub mod storage;

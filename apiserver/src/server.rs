@@ -189,7 +189,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     crate::pki::write_kubeconfig(&kubeconfig, &server_url, &generated.ca_cert, &generated.admin_cert, &generated.admin_key)?;
     let kubeconfig_abs = std::fs::canonicalize(&kubeconfig).unwrap_or(kubeconfig);
 
-    let state = Arc::new(ApiState { registry, storage, advertise_address: host_port.clone(), openapi: Default::default() });
+    let schemas = crate::schema::SchemaStore::builtin();
+    let state = Arc::new(ApiState { registry, storage, advertise_address: host_port.clone(), openapi: crate::openapi::Service::new(schemas.clone()), schemas });
     // Parse the type schemas and build the OpenAPI documents off the request
     // path, so the first kubectl apply does not wait for them.
     let warm = state.clone();

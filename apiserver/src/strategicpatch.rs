@@ -19,7 +19,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::openapi::definitions::Definitions;
+use crate::schema::{Schema, SchemaRef};
 
 /// Where in a type's schema a patch is being applied: the source of each
 /// field's `x-kubernetes-patch-strategy` and `x-kubernetes-patch-merge-key`
@@ -27,8 +27,7 @@ use crate::openapi::definitions::Definitions;
 /// replaced and every map merged, as in a JSON merge patch.
 #[derive(Clone, Copy)]
 pub struct PatchMeta<'a> {
-    defs: &'a Definitions,
-    schema: Option<&'a Value>,
+    schema: Option<SchemaRef<'a>>,
 }
 
 /// A field's patch markers.
@@ -41,31 +40,29 @@ struct FieldMeta<'a> {
 }
 
 impl<'a> PatchMeta<'a> {
-    /// The schema of a built-in kind; none for kinds without one.
-    pub fn of_kind(group: &str, version: &str, kind: &str) -> PatchMeta<'static> {
-        let defs = crate::openapi::definitions::builtin();
-        PatchMeta { defs, schema: defs.of_kind(group, version, kind) }
+    /// The schema of a kind (from [`crate::schema::SchemaStore::of_kind`]);
+    /// none for kinds without one.
+    pub fn of(schema: Option<&'a Schema>) -> PatchMeta<'a> {
+        PatchMeta { schema: schema.map(Schema::root) }
     }
 
     /// No schema: JSON merge patch semantics for lists.
     pub fn none() -> PatchMeta<'static> {
-        PatchMeta { defs: crate::openapi::definitions::builtin(), schema: None }
+        PatchMeta { schema: None }
     }
 
     /// The meta of field `key` of this (object or map) schema.
     fn field(&self, key: &str) -> (PatchMeta<'a>, FieldMeta<'a>) {
-        let Some(s) = self.schema.map(|s| self.defs.resolve(s)) else { return (*self, FieldMeta::default()) };
-        let raw = s.get("properties").and_then(|p| p.get(key)).or_else(|| s.get("additionalProperties").filter(|a| a.is_object()));
-        let Some(raw) = raw else { return (PatchMeta { defs: self.defs, schema: None }, FieldMeta::default()) };
-        let strategy = raw.get("x-kubernetes-patch-strategy").and_then(Value::as_str).unwrap_or("");
-        let fm = FieldMeta { merge: strategy.split(',').any(|x| x.trim() == "merge"), merge_key: raw.get("x-kubernetes-patch-merge-key").and_then(Value::as_str) };
-        (PatchMeta { defs: self.defs, schema: Some(raw) }, fm)
+        let Some(s) = self.schema else { return (*self, FieldMeta::default()) };
+        let Some(raw) = s.property(key).or_else(|| s.additional_properties()) else { return (PatchMeta { schema: None }, FieldMeta::default()) };
+        let strategy = raw.patch_strategy().unwrap_or("");
+        let fm = FieldMeta { merge: strategy.split(',').any(|x| x.trim() == "merge"), merge_key: raw.patch_merge_key() };
+        (PatchMeta { schema: Some(raw) }, fm)
     }
 
     /// The meta of this (array) schema's items.
     fn items(&self) -> PatchMeta<'a> {
-        let items = self.schema.map(|s| self.defs.resolve(s)).and_then(|s| s.get("items"));
-        PatchMeta { defs: self.defs, schema: items }
+        PatchMeta { schema: self.schema.and_then(|s| s.items()) }
     }
 }
 
@@ -213,7 +210,9 @@ mod tests {
 
     #[test]
     fn strategic_merge_cases() {
-        let pod = || PatchMeta::of_kind("", "v1", "Pod");
+        let store = crate::schema::SchemaStore::builtin();
+        let pod_schema = store.of_kind("", "v1", "Pod");
+        let pod = || PatchMeta::of(pod_schema.as_ref());
         let cases = [
             (json!({"a": 1, "b": {"c": 1}}), json!({"b": {"d": 2}, "a": null}), json!({"b": {"c": 1, "d": 2}}), PatchMeta::none()),
             (
@@ -258,7 +257,8 @@ mod tests {
             assert_eq!(apply(&orig, &patch, meta).unwrap_or_default(), want, "{patch}");
         }
         // Deployments reach the pod template through the schema.
-        let d = PatchMeta::of_kind("apps", "v1", "Deployment");
+        let dep_schema = store.of_kind("apps", "v1", "Deployment");
+        let d = PatchMeta::of(dep_schema.as_ref());
         let orig = json!({"spec": {"template": {"spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}]}}}});
         let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "b", "image": "z"}]}}}});
         let want = json!({"spec": {"template": {"spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "z"}]}}}});

@@ -40,6 +40,8 @@ pub struct ApiState {
     pub advertise_address: String,
     /// OpenAPI documents of the registry.
     pub openapi: crate::openapi::Service,
+    /// The schema of every kind, built-in and custom.
+    pub schemas: crate::schema::SchemaStore,
 }
 
 /// Builds the handler chain. A request passes the stages in this order:

@@ -1,18 +1,13 @@
-//! OpenAPI: the schemas of the built-in types and what is built on them.
+//! OpenAPI documents, built from the schemas in [`crate::schema`].
 //!
-//! - [`definitions`]: the Kubernetes v1.33 type schemas, loaded once;
 //! - [`v3`]: `/openapi/v3` and `/openapi/v3/<api|apis>/<g>/<v>`;
 //! - [`v2`]: `/openapi/v2`, as JSON or gnostic protobuf;
-//! - [`fields`]: unknown-field detection for `fieldValidation`.
-//!
-//! Strategic merge patch ([`crate::strategicpatch`]) takes its list merge
-//! keys and strategies from the same schemas.
+//! - [`fields`]: the `fieldValidation` directive and duplicate fields.
 //!
 //! Documents are built on first request and kept: the registry is fixed
 //! at start. When resources can be added at run time (CRDs), [`Service`]
 //! needs invalidating.
 
-pub mod definitions;
 pub mod fields;
 pub mod v2;
 pub mod v3;
@@ -24,6 +19,7 @@ use bytes::Bytes;
 use sha2::{Digest, Sha512};
 
 use crate::registry::Registry;
+use crate::schema::SchemaStore;
 
 /// Built documents.
 #[derive(Debug)]
@@ -38,9 +34,11 @@ struct Built {
     v2_protobuf: Bytes,
 }
 
-/// The OpenAPI documents of a registry, built once.
+/// The OpenAPI documents of a registry, built once from the schemas of
+/// `schemas`.
 #[derive(Debug, Default)]
 pub struct Service {
+    schemas: SchemaStore,
     built: OnceLock<Built>,
 }
 
@@ -61,9 +59,16 @@ fn hash(b: &[u8]) -> String {
 }
 
 impl Service {
+    /// Documents built from the schemas of `schemas` (the server's shared
+    /// store).
+    pub fn new(schemas: SchemaStore) -> Self {
+        Service { schemas, built: OnceLock::new() }
+    }
+
     fn built(&self, registry: &Registry) -> &Built {
         self.built.get_or_init(|| {
-            let defs = definitions::builtin();
+            let schemas = self.schemas.load();
+            let defs = schemas.builtin().source();
             let mut gvs = BTreeMap::new();
             let mut all = Vec::new();
             for (g, v) in registry.group_versions() {

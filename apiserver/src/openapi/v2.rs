@@ -10,7 +10,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::definitions::{Definitions, REF_PREFIX};
+use crate::schema::{SchemaSource, REF_PREFIX};
 use crate::registry::Resource;
 
 /// The media type clients ask for to get the v2 document as protobuf.
@@ -442,7 +442,7 @@ fn to_v2_param(p: &Value) -> Value {
 }
 
 /// The Swagger 2.0 document of every served resource, as JSON.
-pub fn document(defs: &Definitions, gvs: &[(String, String, Vec<std::sync::Arc<Resource>>)]) -> Value {
+pub fn document(defs: &SchemaSource, gvs: &[(String, String, Vec<std::sync::Arc<Resource>>)]) -> Value {
     let mut paths = Map::new();
     let mut definitions = Map::new();
     for (_, _, resources) in gvs {
@@ -578,7 +578,7 @@ mod tests {
 
     #[test]
     fn v2_round_trips_through_protobuf() {
-        let defs = super::super::definitions::builtin();
+        let defs = &crate::schema::SchemaSource::builtin();
         let reg = crate::registry::Registry::builtin();
         let gvs: Vec<_> = reg.group_versions().into_iter().map(|(g, v)| (g.to_string(), v.to_string(), reg.of_group_version(g, v))).collect();
         let doc = document(defs, &gvs);

@@ -13,7 +13,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::definitions::{Definitions, REF_PREFIX};
+use crate::schema::{SchemaSource, REF_PREFIX};
 use crate::registry::Resource;
 
 /// Meta types every group-version document carries.
@@ -175,7 +175,7 @@ fn camel(s: &str) -> String {
 
 /// The paths of one resource, added to `paths`, and the definitions they
 /// name, added to `roots`.
-fn resource_paths(defs: &Definitions, r: &Resource, paths: &mut Map<String, Value>, roots: &mut Vec<String>) {
+fn resource_paths(defs: &SchemaSource, r: &Resource, paths: &mut Map<String, Value>, roots: &mut Vec<String>) {
     let Some(obj_name) = defs.name_of(r.group, r.version, r.kind) else { return };
     roots.push(obj_name.to_string());
     let obj = schema_ref(obj_name);
@@ -256,7 +256,7 @@ fn resource_paths(defs: &Definitions, r: &Resource, paths: &mut Map<String, Valu
 }
 
 /// The OpenAPI v3 document of one group-version (`""` is core).
-pub fn group_version_document(defs: &Definitions, resources: &[std::sync::Arc<Resource>]) -> Value {
+pub fn group_version_document(defs: &SchemaSource, resources: &[std::sync::Arc<Resource>]) -> Value {
     let mut paths = Map::new();
     let mut roots: Vec<String> = META_TYPES.iter().map(|s| s.to_string()).collect();
     for r in resources {

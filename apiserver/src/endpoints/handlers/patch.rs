@@ -76,14 +76,15 @@ pub async fn handle(mut scope: Scope) -> Result<Response, Status> {
     let patch: Value = scope.decode_json(&bytes)?;
     if scope.info.subresource == "scale" {
         let (obj, _) = apply_update(&scope, None, &|old| {
-            let patched = apply_patch(t, &to_scale(old), &patch, PatchMeta::of_kind("autoscaling", "v1", "Scale"))?;
+            let patched = apply_patch(t, &to_scale(old), &patch, PatchMeta::of(scope.state.schemas.of_kind("autoscaling", "v1", "Scale").as_ref()))?;
             from_scale(&patched, old)
         })
         .await?;
         return Ok(responses::json(200, &to_scale(&obj)));
     }
     let r = &scope.resource;
-    let meta = PatchMeta::of_kind(r.group, r.version, r.kind);
+    let schema = scope.state.schemas.of_kind(r.group, r.version, r.kind);
+    let meta = PatchMeta::of(schema.as_ref());
     let (obj, _) = apply_update(&scope, None, &|old| apply_patch(t, old, &patch, meta)).await?;
     Ok(scope.respond_object(200, obj))
 }

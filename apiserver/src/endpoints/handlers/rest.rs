@@ -69,17 +69,14 @@ fn check_namespace(scope: &Scope, obj: &mut Value) -> Result<(), Status> {
 /// 400 for a value of the wrong JSON type (always); 400 strict decoding
 /// error; 422 for a bad `fieldValidation` value.
 pub fn prune_unknown_fields(scope: &Scope, obj: &mut Value) -> Result<(), Status> {
-    use crate::openapi::fields::prune_unknown;
     let directive = scope.query.field_validation(scope.options_kind())?;
     let r = &scope.resource;
-    let defs = crate::openapi::definitions::builtin();
-    let Some(root) = defs.name_of(r.group, r.version, r.kind) else { return Ok(()) };
-    let Some(schema) = defs.get(root) else { return Ok(()) };
-    if let Some(e) = crate::openapi::fields::type_error(defs, root, schema, obj) {
+    let Some(schema) = scope.state.schemas.of_kind(r.group, r.version, r.kind) else { return Ok(()) };
+    if let Some(e) = schema.type_error(obj) {
         return Err(Status::bad_request(format!("{} in version {:?} cannot be handled as a {}: {e}", r.kind, r.version, r.kind)));
     }
-    let unknown: Vec<String> = prune_unknown(defs, schema, obj).iter().map(|p| format!("unknown field {p:?}")).collect();
-    crate::openapi::fields::drop_empty_maps(defs, schema, obj);
+    let unknown: Vec<String> = schema.prune(obj).iter().map(|p| format!("unknown field {p:?}")).collect();
+    schema.drop_empty_maps(obj);
     report_field_errors(scope, directive, unknown)
 }
 
@@ -185,7 +182,7 @@ pub fn validate_field_manager(scope: &Scope) -> Result<(), Status> {
 fn track_managed_fields(scope: &Scope, old: Option<&Value>, new: &mut Value) {
     use crate::fieldmanager::{self, Scope as Part};
     let r = &scope.resource;
-    let schema = crate::openapi::definitions::builtin().name_of(r.group, r.version, r.kind);
+    let schema = scope.state.schemas.of_kind(r.group, r.version, r.kind);
     let user_agent = scope.req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok());
     let manager = fieldmanager::manager_name(scope.query.get("fieldManager"), user_agent);
     let subresource = scope.info.subresource.as_str();
@@ -198,7 +195,7 @@ fn track_managed_fields(scope: &Scope, old: Option<&Value>, new: &mut Value) {
     };
     let api_version = r.api_version();
     let now = meta::now();
-    fieldmanager::update(schema, old, new, &fieldmanager::Request { manager: &manager, api_version: &api_version, subresource, scope: part, now: &now });
+    fieldmanager::update(schema.as_ref(), old, new, &fieldmanager::Request { manager: &manager, api_version: &api_version, subresource, scope: part, now: &now });
 }
 
 /// Checks that `namespace` exists and is not terminating, before creating

@@ -1,6 +1,10 @@
-//! The schemas of the built-in types, loaded once from
+//! What schemas are compiled from: named OpenAPI v3 definitions and the
+//! kinds that name them. The built-ins fill it from
 //! `apiserver/openapi/k8s-v1.33.0-definitions.json` (see the README there
-//! for its source) and normalised into the OpenAPI v3 form kube-apiserver
+//! for its source); a CRD version fills it with its `openAPIV3Schema`
+//! ([`SchemaSource::crd`]). The OpenAPI documents are served from it.
+//!
+//! The built-in file is normalised into the OpenAPI v3 form kube-apiserver
 //! serves:
 //!
 //! - `type: ["integer", "null"]` becomes `type: integer`;
@@ -15,10 +19,12 @@
 //! - the `enum` that the JSON Schema conversion put on `apiVersion` and
 //!   `kind` is dropped.
 //!
-//! Definition names are kube's (`io.k8s.api.apps.v1.Deployment`).
+//! Definition names are kube's (`io.k8s.api.apps.v1.Deployment`); a CRD's
+//! is its group reversed, then version and kind
+//! (`com.example.stable.v1.CronTab`), as kube's CRD OpenAPI builder names
+//! them.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::OnceLock;
 
 use serde_json::{json, Map, Value};
 
@@ -27,28 +33,53 @@ const RAW: &str = include_str!("../../openapi/k8s-v1.33.0-definitions.json");
 /// The prefix of a `$ref` in OpenAPI v3 documents.
 pub const REF_PREFIX: &str = "#/components/schemas/";
 
-/// Every built-in type's schema, by definition name.
-#[derive(Debug, Default)]
-pub struct Definitions {
+/// Schemas by definition name (OpenAPI v3 form), and the definition each
+/// kind (group, version, kind) names.
+#[derive(Debug, Default, Clone)]
+pub struct SchemaSource {
     defs: BTreeMap<String, Value>,
     by_gvk: HashMap<(String, String, String), String>,
 }
 
-/// The built-in definitions, parsed on first use. A file that fails to
-/// parse (it is compiled in, so only a bad edit can cause that) gives empty
-/// definitions and a logged error, never a panic.
-pub fn builtin() -> &'static Definitions {
-    static DEFS: OnceLock<Definitions> = OnceLock::new();
-    DEFS.get_or_init(|| match serde_json::from_str::<Value>(RAW) {
-        Ok(v) => Definitions::from_json_schema(&v),
-        Err(e) => {
-            tracing::error!("built-in OpenAPI definitions do not parse: {e}");
-            Definitions::default()
+impl SchemaSource {
+    /// The built-in definitions, parsed from the file compiled into the
+    /// binary (about 1 MiB of JSON: parse it once, see
+    /// [`crate::schema::SchemaStore`]). A file that fails to parse (only a
+    /// bad edit can cause that) gives empty definitions and a logged
+    /// error, never a panic.
+    pub fn builtin() -> Self {
+        match serde_json::from_str::<Value>(RAW) {
+            Ok(v) => SchemaSource::from_json_schema(&v),
+            Err(e) => {
+                tracing::error!("built-in OpenAPI definitions do not parse: {e}");
+                SchemaSource::default()
+            }
         }
-    })
-}
+    }
 
-impl Definitions {
+    /// One CRD version's schema: `open_api_v3_schema` is
+    /// `spec.versions[].schema.openAPIV3Schema` as the client sent it (no
+    /// `$ref`s: the structural-schema rules forbid them), named
+    /// [`crd_definition_name`]. Check it with
+    /// [`crate::schema::validate_crd_schema`] first.
+    pub fn crd(group: &str, version: &str, kind: &str, open_api_v3_schema: &Value) -> Self {
+        let name = crd_definition_name(group, version, kind);
+        let mut src = SchemaSource::default();
+        src.by_gvk.insert((group.to_string(), version.to_string(), kind.to_string()), name.clone());
+        src.defs.insert(name, open_api_v3_schema.clone());
+        src
+    }
+
+    /// Every definition, by name.
+    pub fn definitions(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.defs.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    /// Every kind, as (group, version, kind) and the name of its definition.
+    pub fn kinds(&self) -> impl Iterator<Item = (&(String, String, String), &str)> {
+        self.by_gvk.iter().map(|(k, v)| (k, v.as_str()))
+    }
+
     /// Builds definitions from a JSON Schema document with `$defs`.
     pub fn from_json_schema(doc: &Value) -> Self {
         let mut defs = BTreeMap::new();
@@ -72,7 +103,7 @@ impl Definitions {
                 defs.insert(name.clone(), s);
             }
         }
-        Definitions { defs, by_gvk }
+        SchemaSource { defs, by_gvk }
     }
 
     /// A definition by name.
@@ -97,7 +128,7 @@ impl Definitions {
         self.resolve_named(s).1
     }
 
-    /// [`Definitions::resolve`], also giving the name of the last definition
+    /// [`SchemaSource::resolve`], also giving the name of the last definition
     /// followed (`io.k8s.api.apps.v1.DeploymentSpec`), if any.
     pub fn resolve_named<'a>(&'a self, mut s: &'a Value) -> (Option<&'a str>, &'a Value) {
         let mut name = None;
@@ -134,6 +165,17 @@ impl Definitions {
         }
         seen
     }
+}
+
+/// The OpenAPI definition name of a CRD's kind: the group's labels
+/// reversed, then version and kind (`stable.example.com`, `v1`, `CronTab` →
+/// `com.example.stable.v1.CronTab`).
+pub fn crd_definition_name(group: &str, version: &str, kind: &str) -> String {
+    let mut parts: Vec<&str> = group.split('.').filter(|p| !p.is_empty()).collect();
+    parts.reverse();
+    parts.push(version);
+    parts.push(kind);
+    parts.join(".")
 }
 
 fn str_of(v: &Value) -> String {
@@ -210,7 +252,7 @@ mod tests {
 
     #[test]
     fn builtin_definitions_normalised() {
-        let d = builtin();
+        let d = &SchemaSource::builtin();
         let name = d.name_of("apps", "v1", "Deployment").unwrap_or_default();
         assert_eq!(name, "io.k8s.api.apps.v1.Deployment");
         let dep = d.get(name).cloned().unwrap_or_default();
@@ -227,5 +269,8 @@ mod tests {
         assert_eq!(ps["properties"]["containers"]["x-kubernetes-patch-merge-key"], "name");
         let c = d.closure(["io.k8s.api.core.v1.ConfigMap"]);
         assert!(c.contains("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), "{c:?}");
+        assert_eq!(crd_definition_name("stable.example.com", "v1", "CronTab"), "com.example.stable.v1.CronTab");
+        let crd = SchemaSource::crd("stable.example.com", "v1", "CronTab", &json!({"type": "object"}));
+        assert_eq!(crd.of_kind("stable.example.com", "v1", "CronTab"), Some(&json!({"type": "object"})));
     }
 }
