@@ -54,7 +54,8 @@ pub fn validate_crd_schema(path: &str, schema: &Value, status_enabled: bool) -> 
     completeness(root, root, path, path, &mut structural);
     structural.sort_by_key(|e| e.to_string());
     if structural.is_empty() {
-        defaults(root, path, &mut out);
+        // The root is a resource: its apiVersion, kind and metadata are meta.
+        defaults(root, path, true, &mut out);
     } else {
         out.extend(structural);
     }
@@ -389,12 +390,12 @@ fn compile_one(s: &Map<String, Value>) -> Compiled {
 }
 
 /// Defaults must be pruned and valid against their own schema.
-fn defaults(s: &Map<String, Value>, p: &str, out: &mut Vec<FieldError>) {
+fn defaults(s: &Map<String, Value>, p: &str, resource: bool, out: &mut Vec<FieldError>) {
     if let Some(d) = s.get("default").filter(|d| !d.is_null()) {
         let c = compile_one(s);
         if let Some(root) = c.kind_node("default.check", "v1", "Default").map(|id| c.at(id)) {
             let mut pruned = d.clone();
-            super::pruning::prune_with(root, &mut pruned, flag(s, "x-kubernetes-embedded-resource"), None);
+            super::pruning::prune_with(root, &mut pruned, resource, None);
             if &pruned != d {
                 out.push(FieldError::invalid(format!("{p}.default"), d.clone(), "must not have unknown fields"));
             }
@@ -402,15 +403,14 @@ fn defaults(s: &Map<String, Value>, p: &str, out: &mut Vec<FieldError>) {
         }
     }
     if let Some(items) = obj(s, "items") {
-        defaults(items, &format!("{p}.items"), out);
+        defaults(items, &format!("{p}.items"), flag(items, "x-kubernetes-embedded-resource"), out);
     }
-    let embedded = flag(s, "x-kubernetes-embedded-resource");
     for (k, ps) in props(s) {
         // Defaults in resource meta are refused by the API checks.
-        if embedded && ["apiVersion", "kind", "metadata"].contains(&k.as_str()) {
+        if resource && ["apiVersion", "kind", "metadata"].contains(&k.as_str()) {
             continue;
         }
-        defaults(ps, &format!("{p}.properties[{k}]"), out);
+        defaults(ps, &format!("{p}.properties[{k}]"), flag(ps, "x-kubernetes-embedded-resource"), out);
     }
 }
 
