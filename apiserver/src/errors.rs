@@ -233,9 +233,16 @@ impl Status {
     }
 
     /// 422 `ConfigMap "x" is invalid: <causes>`; `kind` is the Kind, and
-    /// the message qualifies it by group (`Deployment.apps`).
+    /// the message qualifies it by group (`Deployment.apps`). The message
+    /// lists each distinct cause once, as kube's `ErrorList.ToAggregate`
+    /// does; `details.causes` keeps them all.
     pub fn invalid(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> Self {
-        let rendered: Vec<String> = causes.iter().map(Cause::render).collect();
+        let mut rendered: Vec<String> = Vec::with_capacity(causes.len());
+        for r in causes.iter().map(Cause::render) {
+            if !rendered.contains(&r) {
+                rendered.push(r);
+            }
+        }
         let list = match rendered.len() {
             0 => String::new(),
             1 => rendered[0].clone(),
@@ -370,6 +377,8 @@ mod tests {
             "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
         ));
         cases.push((Status::invalid("", "Secret", "s", vec![Cause::too_long("data", 1048576)]), 422, "Secret \"s\" is invalid: data: Too long: may not be more than 1048576 bytes"));
+        let twice = vec![Cause::required("spec.a", ""), Cause::required("spec.a", ""), Cause::required("spec.b", "")];
+        cases.push((Status::invalid("g.io", "K", "k", twice), 422, "K.g.io \"k\" is invalid: [spec.a: Required value, spec.b: Required value]"));
         for (s, code, msg) in cases {
             assert_eq!(s.code, code);
             assert_eq!(s.message, msg);
