@@ -189,10 +189,12 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     crate::pki::write_kubeconfig(&kubeconfig, &server_url, &generated.ca_cert, &generated.admin_cert, &generated.admin_key)?;
     let kubeconfig_abs = std::fs::canonicalize(&kubeconfig).unwrap_or(kubeconfig);
 
-    let schemas = crate::schema::SchemaStore::builtin();
+    // Parsing and compiling the built-in schemas takes a while: not on an
+    // async thread.
+    let schemas = tokio::task::spawn_blocking(crate::schema::SchemaStore::builtin).await?;
     let state = Arc::new(ApiState { registry, storage, advertise_address: host_port.clone(), openapi: crate::openapi::Service::new(schemas.clone()), schemas });
-    // Parse the type schemas and build the OpenAPI documents off the request
-    // path, so the first kubectl apply does not wait for them.
+    // Build the OpenAPI documents off the request path, so the first
+    // kubectl apply does not wait for them.
     let warm = state.clone();
     tokio::task::spawn_blocking(move || warm.openapi.v3_root(&warm.registry));
     let chain = build_handler_chain(state);
