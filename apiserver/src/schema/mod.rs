@@ -120,13 +120,15 @@ impl Schema {
         defaulting::apply(self.root(), obj);
     }
 
-    /// Validates a custom resource against its schema, and its
-    /// `x-kubernetes-list-type` set and map lists for duplicates, with
-    /// kube's field errors (the checks and their order are described in
-    /// `schema/validation.rs`). Built-in kinds validate in their
-    /// strategies, not here: their definitions carry no bounds.
+    /// Validates a custom resource against its schema, the type meta of
+    /// its embedded resources, and its `x-kubernetes-list-type` set and
+    /// map lists for duplicates, with kube's field errors, in kube's order
+    /// (the checks are described in `schema/validation.rs`). Built-in kinds
+    /// validate in their strategies, not here: their definitions carry no
+    /// bounds. The root's ObjectMeta is the registry's to check.
     pub fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let mut errs = validation::validate(self.root(), obj, None);
+        errs.extend(validation::validate_embedded(self.root(), obj, None));
         errs.extend(validation::validate_lists(self.root(), obj, None));
         errs
     }

@@ -93,6 +93,14 @@ fn custom_resource_validation() {
         (json!({"image": "x", "set": ["x", "y", "x"]}), vec![r#"spec.set[2]: Duplicate value: "x""#]),
         (json!({"image": "x", "closed": {"k": 1}}), vec![r#"spec.closed: Invalid value: "k": spec.closed.k in body is a forbidden property"#]),
         (json!({"image": "x", "anything": {"free": ["form"]}}), vec![]),
+        (json!({"image": "x", "template": {"kind": "Pod", "metadata": {"name": "p"}}}), vec!["spec.template.apiVersion: Required value: must not be empty"]),
+        (
+            json!({"image": "x", "template": {"apiVersion": "a/b/c", "kind": "Not_A_Kind"}}),
+            vec![
+                r#"spec.template.apiVersion: Invalid value: "a/b/c": unexpected GroupVersion string: a/b/c"#,
+                r#"spec.template.kind: Invalid value: "Not_A_Kind": may have mixed case, but should otherwise match: a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"#,
+            ],
+        ),
         (json!("x"), vec![r#"spec: Invalid value: "string": spec in body must be of type object: "string""#]),
     ];
     assert!(cases.len() >= 30);

@@ -507,3 +507,82 @@ fn list_map(s: SchemaRef<'_>, items: &[Value], path: &str, out: &mut Vec<FieldEr
         out.push(FieldError::duplicate(field::index(path, i), keys[i].clone()));
     }
 }
+
+/// kube's wording for a name that is not a DNS-1035 label.
+const DNS1035_LABEL_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+
+/// Checks the type meta of every `x-kubernetes-embedded-resource` below
+/// the root (apiextensions `objectmeta.Validate`): `apiVersion` and `kind`
+/// present, strings, not empty, a group/version and a DNS-1035 label
+/// (any case): `spec.template.kind: Required value: must not be empty`.
+/// The embedded `metadata` is not checked here (ObjectMeta's rules live in
+/// the registry).
+pub fn validate_embedded(schema: SchemaRef<'_>, obj: &Value, prefix: Option<&str>) -> Vec<FieldError> {
+    let mut out = Vec::new();
+    embedded_in(schema, obj, prefix.unwrap_or(""), false, &mut out);
+    out
+}
+
+fn embedded_in(s: SchemaRef<'_>, v: &Value, path: &str, check: bool, out: &mut Vec<FieldError>) {
+    match v {
+        Value::Object(m) => {
+            if check && s.embedded_resource() {
+                type_meta(m, path, out);
+            }
+            for (k, x) in m {
+                if let Some(ps) = s.property(k) {
+                    embedded_in(ps, x, &field::child(path, k), true, out);
+                } else if let Some(ap) = s.additional_properties() {
+                    embedded_in(ap, x, &field::index(path, k), true, out);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(is) = s.items() {
+                for (i, x) in items.iter().enumerate() {
+                    embedded_in(is, x, &field::index(path, i), true, out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn type_meta(m: &serde_json::Map<String, Value>, path: &str, out: &mut Vec<FieldError>) {
+    for f in ["apiVersion", "kind"] {
+        if !m.contains_key(f) {
+            out.push(FieldError::required(field::child(path, f), "must not be empty"));
+        }
+    }
+    if let Some(v) = m.get("apiVersion") {
+        let p = field::child(path, "apiVersion");
+        match v.as_str() {
+            None => out.push(FieldError::invalid(p, v.clone(), "must be a string")),
+            Some("") => out.push(FieldError::invalid(p, v.clone(), "must not be empty")),
+            Some(av) if av.matches('/').count() > 1 => out.push(FieldError::invalid(p, v.clone(), format!("unexpected GroupVersion string: {av}"))),
+            Some(_) => {}
+        }
+    }
+    if let Some(v) = m.get("kind") {
+        let p = field::child(path, "kind");
+        match v.as_str() {
+            None => out.push(FieldError::invalid(p, v.clone(), "must be a string")),
+            Some("") => out.push(FieldError::invalid(p, v.clone(), "must not be empty")),
+            Some(k) => {
+                let lower = k.to_ascii_lowercase();
+                let b = lower.as_bytes();
+                let label = b.first().is_some_and(u8::is_ascii_lowercase) && b.last().is_some_and(u8::is_ascii_alphanumeric) && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-');
+                let mut msgs = Vec::new();
+                if lower.len() > 63 {
+                    msgs.push("must be no more than 63 characters".to_string());
+                }
+                if !label {
+                    msgs.push(DNS1035_LABEL_MSG.to_string());
+                }
+                if !msgs.is_empty() {
+                    out.push(FieldError::invalid(p, v.clone(), format!("may have mixed case, but should otherwise match: {}", msgs.join(","))));
+                }
+            }
+        }
+    }
+}
