@@ -79,7 +79,7 @@ fn isbn10(s: &str) -> bool {
         };
         sum += d * (10 - i as u32);
     }
-    sum % 11 == 0
+    sum.is_multiple_of(11)
 }
 
 fn isbn13(s: &str) -> bool {
@@ -88,7 +88,7 @@ fn isbn13(s: &str) -> bool {
         return false;
     }
     let sum: u32 = digits.iter().enumerate().map(|(i, d)| if i % 2 == 0 { *d } else { d * 3 }).sum();
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 fn uri(s: &str) -> bool {

@@ -176,7 +176,7 @@ fn type_check(s: SchemaRef<'_>, v: &Value, path: &str, out: &mut Vec<Raw>) {
     let int_float = kind == "integer" && has("number");
     let stringish = matches!(v, Value::String(_) | Value::Array(_));
     if let Some(f) = format {
-        if !stringish && !(has(kind) || go_format == f || float_int || int_float) {
+        if !(stringish || has(kind) || go_format == f || float_int || int_float) {
             out.push(check(path, Value::String(go_format.into()), Code::Type, format!("{} must be of type {f}: {}", in_body(path), go_quote(go_format))));
             return;
         }
@@ -456,7 +456,7 @@ fn lists_in(s: SchemaRef<'_>, v: &Value, path: &str, out: &mut Vec<FieldError>) 
         Value::Array(items) => {
             match s.list_type() {
                 Some(ListType::Set) => {
-                    for i in duplicates(items.iter().cloned().collect()) {
+                    for i in duplicates(items.to_vec()) {
                         out.push(FieldError::duplicate(field::index(path, i), items[i].clone()));
                     }
                 }
