@@ -8,6 +8,9 @@
 //!   sees the `Pb` prefixes.
 //! - [`raftpb`]: our internal Raft transport (vote, append entries, snapshot
 //!   streaming, request forwarding, read index).
+//! - [`openapiv2`]: the part of gnostic's OpenAPI v2 model (package
+//!   `openapi.v2`) that `/openapi/v2` is served in as protobuf (see
+//!   `proto/openapiv2.proto`).
 
 /// etcd's `etcdserverpb` package: KV, Watch, Lease, Cluster and Maintenance.
 pub mod etcdserverpb {
@@ -136,4 +139,11 @@ pub mod mvccpb {
 #[allow(missing_docs)]
 pub mod raftpb {
     tonic::include_proto!("raftpb");
+}
+
+/// gnostic's `openapi.v2` messages, as far as the apiserver writes them
+/// (see `proto/openapiv2.proto`).
+#[allow(missing_docs)]
+pub mod openapiv2 {
+    include!(concat!(env!("OUT_DIR"), "/openapi.v2.rs"));
 }
