@@ -18,7 +18,10 @@
 //!
 //! A few apimachinery types have their own JSON form: `metav1.Time` is an
 //! RFC 3339 string, `intstr.IntOrString` a number or a string,
-//! `resource.Quantity` its string, and `bytes` base64.
+//! `resource.Quantity` its string, and `bytes` base64. Go never omits a
+//! struct, so it writes a zero time as `null` and a zero IntOrString as `0`;
+//! here both count as empty and `omit` leaves them out, which a Go decoder
+//! reads back as the same zero value.
 
 use std::collections::BTreeMap;
 
@@ -33,9 +36,9 @@ pub trait ToJson {
     /// The JSON of a value that is present.
     fn to_json(&self) -> Value;
 
-    /// Whether Go's `omitempty` leaves the value out. Go never treats a
-    /// struct as empty, so messages are not, except the few whose JSON is a
-    /// scalar.
+    /// Whether `omit` leaves the value out: Go's `omitempty` for scalars,
+    /// lists and maps. Messages are never empty, as Go never omits a
+    /// struct, except `Time` and `IntOrString` at their zero (module doc).
     fn is_empty(&self) -> bool {
         false
     }
