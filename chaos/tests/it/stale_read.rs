@@ -134,3 +134,75 @@ async fn a_cut_off_leader_does_not_serve_a_stale_read_when_old_answers_arrive() 
     let kept = on_new.get("w0", None).await.expect("read W0");
     assert_eq!(kept.kvs().len(), 1, "W0 is committed");
 }
+
+/// The same class for leases: a leader cut off from both followers still
+/// believes it leads, and must not answer a lease's TTL or renew it from its
+/// own lessor once the new leader revoked it (etcd checks its leadership
+/// before LeaseRenew for this reason). Either the answer is the truth (the
+/// lease is gone) or the call fails; a live TTL is stale.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_off_leader_does_not_answer_lease_queries_from_its_own_lessor() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut opts = Options::new(crate::common::raftstore(), dir.path());
+    opts.heartbeat_ms = 30;
+    opts.election_ms = 300;
+    let c = Cluster::start(opts).await.expect("cluster starts");
+    let old = c.leader().await.expect("a leader");
+    let followers: Vec<usize> = (0..3).filter(|&i| i != old).collect();
+    let (_, _, term0) = status(&c, old).await.expect("the leader's status");
+    let mut on_old = connect(&c.endpoint(old), Duration::from_secs(10))
+        .await
+        .expect("connect to the leader");
+    let lease = on_old.lease_grant(600, None).await.expect("grant").id();
+    // Every member has applied the grant before the cut.
+    for i in 0..3 {
+        let mut cl = connect(&c.endpoint(i), Duration::from_secs(5)).await.expect("connect");
+        cl.get("sync", None).await.expect("linearizable read");
+    }
+
+    let mut f = Faults::default();
+    for &o in &followers {
+        f.hold_requests.insert((old, o));
+        f.hold_answers.insert((old, o));
+        f.hold_requests.insert((o, old));
+        f.hold_answers.insert((o, old));
+    }
+    c.proxy.set(f);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let new = loop {
+        let mut found = None;
+        for &o in &followers {
+            if let Some((id, leader, term)) = status(&c, o).await {
+                if leader == id && term > term0 {
+                    found = Some(o);
+                }
+            }
+        }
+        if let Some(o) = found {
+            break o;
+        }
+        assert!(Instant::now() < deadline, "the followers did not elect a new leader");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let mut on_new = connect(&c.endpoint(new), Duration::from_secs(5))
+        .await
+        .expect("connect to the new leader");
+    on_new.lease_revoke(lease).await.expect("the new leader revokes the lease");
+    let (_, _, old_term) = status(&c, old).await.expect("the old leader's status");
+    assert_eq!(old_term, term0, "staging: the old leader must not have heard of the new term yet");
+
+    let ttl = tokio::time::timeout(Duration::from_secs(3), on_old.lease_time_to_live(lease, None)).await;
+    if let Ok(Ok(r)) = ttl {
+        assert_eq!(r.ttl(), -1, "a cut-off leader reported a live TTL for a lease its successor revoked");
+    }
+    let renew = tokio::time::timeout(Duration::from_secs(3), async {
+        let (mut keeper, mut answers) = on_old.lease_keep_alive(lease).await?;
+        keeper.keep_alive().await?;
+        answers.message().await
+    })
+    .await;
+    if let Ok(Ok(Some(r))) = renew {
+        assert!(r.ttl() <= 0, "a cut-off leader renewed a lease its successor revoked (TTL {})", r.ttl());
+    }
+    c.proxy.heal();
+}
