@@ -146,7 +146,7 @@ async fn bootstrap_namespaces(storage: &dyn Storage) -> anyhow::Result<()> {
             "spec": {"finalizers": ["kubernetes"]},
             "status": {"phase": "Active"},
         });
-        match storage.create(&format!("/registry/namespaces/{ns}"), obj).await {
+        match storage.create(&crate::storage::keys::namespace(ns), obj).await {
             Ok(_) | Err(crate::storage::Error::AlreadyExists) => {}
             Err(e) => return Err(anyhow::anyhow!("create namespace {ns}: {e}")),
         }

@@ -24,7 +24,7 @@ pub fn spawn_cleanup(state: Arc<ApiState>, namespace: String) {
             tokio::time::sleep(delay).await;
             delay = (delay * 2).min(Duration::from_secs(5));
         }
-        let key = format!("/registry/namespaces/{namespace}");
+        let key = crate::storage::keys::namespace(&namespace);
         let mut f = |cur: Option<Value>| -> Result<Update, Status> {
             let Some(mut ns) = cur else { return Ok(Update::Unchanged) };
             if let Some(spec) = ns.get_mut("spec").and_then(Value::as_object_mut) {

@@ -73,21 +73,10 @@ impl Resource {
     /// The storage prefix of the resource, or of one namespace of it, ending
     /// with `/`: `/registry/configmaps/`, `/registry/apps/deployments/default/`.
     pub fn prefix(&self, namespace: Option<&str>) -> String {
-        let mut p = String::from("/registry/");
         // A version stored as another group's (events.k8s.io events as core
         // events) lives under that group's prefix.
         let group = self.strategy.storage_version().map_or(self.group, |(g, _)| g);
-        if !group.is_empty() {
-            p.push_str(group);
-            p.push('/');
-        }
-        p.push_str(self.resource);
-        p.push('/');
-        if let Some(ns) = namespace.filter(|n| !n.is_empty() && self.namespaced) {
-            p.push_str(ns);
-            p.push('/');
-        }
-        p
+        crate::storage::keys::prefix(group, self.resource, namespace.filter(|_| self.namespaced))
     }
 
     /// The storage key of one object.

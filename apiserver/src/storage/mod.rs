@@ -11,9 +11,11 @@
 //! this process, the default) and [`remote::RemoteKv`] (etcd endpoints).
 //!
 //! Keys follow kube-apiserver: `/registry/<group>/<resource>/<namespace>/<name>`,
-//! the core group without a group segment (`/registry/configmaps/default/x`).
+//! the core group without a group segment (`/registry/configmaps/default/x`);
+//! [`keys`] builds every one of them.
 
 pub mod embedded;
+pub mod keys;
 pub mod kv;
 pub mod remote;
 pub(crate) mod store;

@@ -382,7 +382,7 @@ impl Storage for KvStorage {
     }
 
     async fn current_revision(&self) -> Result<i64> {
-        Ok(self.kv.range(b"/registry/", &[], 0, 1).await?.revision)
+        Ok(self.kv.range(super::keys::ROOT.as_bytes(), &[], 0, 1).await?.revision)
     }
 }
 

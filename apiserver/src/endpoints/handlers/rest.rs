@@ -207,7 +207,7 @@ pub async fn ensure_namespace(scope: &Scope, namespace: &str) -> Result<(), Stat
     if !scope.resource.namespaced {
         return Ok(());
     }
-    let key = format!("/registry/namespaces/{namespace}");
+    let key = crate::storage::keys::namespace(namespace);
     match scope.state.storage.get(&key).await {
         Ok(ns) => {
             if meta::is_deleting(&ns) || ns["status"]["phase"] == "Terminating" {
