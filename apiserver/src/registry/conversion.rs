@@ -50,6 +50,24 @@ pub fn convert(from: &Resource, to: &Resource, obj: Value) -> Value {
     to.strategy.convert_from_hub(from.strategy.convert_to_hub(obj))
 }
 
+/// An update step on served objects, run on stored ones: the current
+/// object is converted out before the step and its result back in.
+struct ConvertingUpdate<'a> {
+    storage: &'a Converting,
+    inner: &'a mut dyn TryUpdate,
+}
+
+#[async_trait]
+impl TryUpdate for ConvertingUpdate<'_> {
+    async fn try_update(&mut self, current: Option<Value>) -> std::result::Result<Update, crate::errors::Status> {
+        let current = current.map(|o| self.storage.out(o));
+        Ok(match self.inner.try_update(current).await? {
+            Update::Put(o) => Update::Put(self.storage.to_store(o)),
+            other => other,
+        })
+    }
+}
+
 #[async_trait]
 impl Storage for Converting {
     async fn get(&self, key: &str) -> Result<Value> {
@@ -74,15 +92,9 @@ impl Storage for Converting {
         self.inner.create(key, obj).await.map(|o| self.out(o))
     }
 
-    async fn guaranteed_update(&self, key: &str, preconditions: &Preconditions, try_update: &mut TryUpdate<'_>) -> Result<Value> {
-        let mut f = |cur: Option<Value>| {
-            let cur = cur.map(|o| self.out(o));
-            Ok(match try_update(cur)? {
-                Update::Put(o) => Update::Put(self.to_store(o)),
-                other => other,
-            })
-        };
-        self.inner.guaranteed_update(key, preconditions, &mut f).await.map(|o| self.out(o))
+    async fn guaranteed_update(&self, key: &str, preconditions: &Preconditions, try_update: &mut dyn TryUpdate) -> Result<Value> {
+        let mut step = ConvertingUpdate { storage: self, inner: try_update };
+        self.inner.guaranteed_update(key, preconditions, &mut step).await.map(|o| self.out(o))
     }
 
     async fn delete(&self, key: &str, preconditions: &Preconditions) -> Result<Value> {

@@ -138,10 +138,35 @@ pub enum Update {
     Unchanged,
 }
 
-/// The update function of [`Storage::guaranteed_update`]. It gets the
-/// current object (with its resourceVersion) or `None`, and may run more
-/// than once.
-pub type TryUpdate<'a> = dyn FnMut(Option<Value>) -> std::result::Result<Update, Status> + Send + 'a;
+/// The update step of [`Storage::guaranteed_update`] (kube's
+/// `storage.UpdateFunc`): it gets the current object (with its
+/// resourceVersion) or `None` for a missing key, and decides what to write.
+///
+/// It is async so that a step can wait on admission webhooks or conversion,
+/// and it may run more than once: after a lost race it runs again on the
+/// newer object, so it must not keep effects of an earlier run.
+///
+/// Plain closures `FnMut(Option<Value>) -> Result<Update, Status>` are
+/// update steps.
+#[async_trait]
+pub trait TryUpdate: Send {
+    /// Decides the update of `current`.
+    ///
+    /// # Errors
+    /// The Status to give the client; the update stops and
+    /// [`Storage::guaranteed_update`] returns it as [`Error::Aborted`].
+    async fn try_update(&mut self, current: Option<Value>) -> std::result::Result<Update, Status>;
+}
+
+#[async_trait]
+impl<F> TryUpdate for F
+where
+    F: FnMut(Option<Value>) -> std::result::Result<Update, Status> + Send,
+{
+    async fn try_update(&mut self, current: Option<Value>) -> std::result::Result<Update, Status> {
+        self(current)
+    }
+}
 
 /// A filter on objects (label and field selectors).
 pub type Predicate = Arc<dyn Fn(&Value) -> bool + Send + Sync>;
@@ -380,7 +405,7 @@ pub trait Storage: Send + Sync + 'static {
     /// [`Error::AlreadyExists`].
     async fn create(&self, key: &str, obj: Value) -> Result<Value>;
 
-    /// Read, apply `try_update`, then write if `mod_revision` is unchanged;
+    /// Read, await `try_update`, then write if `mod_revision` is unchanged;
     /// retried when another writer won the race. Returns the written object
     /// (for [`Update::Delete`], the deleted object).
     ///
@@ -388,7 +413,7 @@ pub trait Storage: Send + Sync + 'static {
     /// [`Error::NotFound`] if the key is missing and `try_update` asked to
     /// delete; [`Error::PreconditionFailed`]; [`Error::Aborted`] with the
     /// update function's own error.
-    async fn guaranteed_update(&self, key: &str, preconditions: &Preconditions, try_update: &mut TryUpdate<'_>) -> Result<Value>;
+    async fn guaranteed_update(&self, key: &str, preconditions: &Preconditions, try_update: &mut dyn TryUpdate) -> Result<Value>;
 
     /// Deletes the object at `key` if `preconditions` hold; returns its last
     /// state.

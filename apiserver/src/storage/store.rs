@@ -264,7 +264,7 @@ impl Storage for KvStorage {
         decode(&kv, r.revision)
     }
 
-    async fn guaranteed_update(&self, key: &str, preconditions: &Preconditions, try_update: &mut TryUpdate<'_>) -> Result<Value> {
+    async fn guaranteed_update(&self, key: &str, preconditions: &Preconditions, try_update: &mut dyn TryUpdate) -> Result<Value> {
         let mut current = self.get_kv(key).await?;
         for _ in 0..MAX_UPDATE_ATTEMPTS {
             let (cur_obj, cur_rev) = match &current {
@@ -274,7 +274,7 @@ impl Storage for KvStorage {
             if let Some(o) = &cur_obj {
                 preconditions.check(o)?;
             }
-            let update = try_update(cur_obj.clone()).map_err(|s| Error::Aborted(Box::new(s)))?;
+            let update = try_update.try_update(cur_obj.clone()).await.map_err(|s| Error::Aborted(Box::new(s)))?;
             let op = match update {
                 Update::Unchanged => return cur_obj.ok_or(Error::NotFound),
                 Update::Delete => {

@@ -127,7 +127,7 @@ impl Storage for CachedStorage {
         self.inner.create(key, obj).await
     }
 
-    async fn guaranteed_update(&self, key: &str, preconditions: &Preconditions, try_update: &mut TryUpdate<'_>) -> Result<Value> {
+    async fn guaranteed_update(&self, key: &str, preconditions: &Preconditions, try_update: &mut dyn TryUpdate) -> Result<Value> {
         self.inner.guaranteed_update(key, preconditions, try_update).await
     }
 
