@@ -4,6 +4,7 @@
 //! - [`endpoints`]: the filter chain (`filters/`), one handler per verb
 //!   (`handlers/`), content negotiation and responses;
 //! - [`registry`]: served resources and their strategies;
+//! - [`authn`]: who sent a request;
 //! - [`storage`]: the storage interface and its embedded and remote etcd
 //!   backends;
 //! - [`watchcache`]: the per-resource caches that serve list, get and watch;
@@ -17,6 +18,7 @@
 // `Status` is the wire error type (~280 bytes); errors are the cold path.
 #![allow(clippy::result_large_err)]
 
+pub mod authn;
 pub mod controllers;
 pub mod endpoints;
 pub mod errors;

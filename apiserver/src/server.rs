@@ -18,7 +18,7 @@ use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
 use serde_json::json;
 use tokio::net::TcpListener;
 
-use crate::endpoints::filters::authentication::{PeerCertificates, UnverifiedCertificate};
+use crate::authn::x509::{PeerCertificates, UnverifiedCertificate};
 use crate::endpoints::{build_handler_chain, ApiState, Handler};
 use crate::options::Options;
 use crate::registry::Registry;
@@ -154,6 +154,15 @@ async fn bootstrap_namespaces(storage: &dyn Storage) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The authenticators, in kube's shape (see [`crate::authn`]): client
+/// certificates, then anonymous access to the public info paths for
+/// requests without credentials.
+fn authenticator() -> Arc<dyn crate::authn::Authenticator> {
+    use crate::authn::{anonymous::PublicInfo, x509::X509, Union};
+    let credentials = Arc::new(Union::new(vec![Arc::new(X509)]));
+    Arc::new(Union::fail_on_error(vec![credentials, Arc::new(PublicInfo)]))
+}
+
 /// Runs the server until the process is stopped.
 ///
 /// # Errors
@@ -197,7 +206,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     // kubectl apply does not wait for them.
     let warm = state.clone();
     tokio::task::spawn_blocking(move || warm.openapi.v3_root(&warm.registry));
-    let chain = build_handler_chain(state);
+    let chain = build_handler_chain(state, authenticator());
 
     println!("serving on {server_url}");
     println!("to use kubectl: export KUBECONFIG={}", kubeconfig_abs.display());

@@ -47,16 +47,16 @@ pub struct ApiState {
 /// Builds the handler chain. A request passes the stages in this order:
 ///
 /// 1. request info ([`filters::request_info`]);
-/// 2. authentication ([`filters::authentication`]);
+/// 2. authentication ([`filters::authentication`], asking `authenticator`);
 /// 3. authorization ([`filters::authorization`]);
 /// 4. the handler ([`handlers::Router`]).
 ///
 /// Audit, flow control and impersonation slot in between, as in kube's
 /// `DefaultBuildHandlerChain`. Each stage wraps the next, so the chain is
 /// assembled from the handler outwards.
-pub fn build_handler_chain(state: Arc<ApiState>) -> Arc<dyn Handler> {
+pub fn build_handler_chain(state: Arc<ApiState>, authenticator: Arc<dyn crate::authn::Authenticator>) -> Arc<dyn Handler> {
     let handler: Arc<dyn Handler> = Arc::new(handlers::Router::new(state));
     let handler = filters::authorization::WithAuthorization::wrap(handler, vec![Box::new(filters::authorization::AlwaysAllow)]);
-    let handler = filters::authentication::WithAuthentication::wrap(handler, vec![Box::new(filters::authentication::X509Authenticator)]);
+    let handler = filters::authentication::WithAuthentication::wrap(handler, authenticator);
     filters::request_info::WithRequestInfo::wrap(handler)
 }

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::strategy::Strategy;
 use super::Resource;
-use crate::endpoints::filters::authentication::UserInfo;
+use crate::authn::UserInfo;
 
 const CREATE: &[&str] = &["create"];
 

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::printers;
 use super::validation;
-use crate::endpoints::filters::authentication::UserInfo;
+use crate::authn::UserInfo;
 use crate::errors::Cause;
 
 /// A Table column (`metav1.TableColumnDefinition`).

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::super::{responses, BoxFuture, Handler, Request, Response};
-use super::authentication::UserInfo;
+use crate::authn::UserInfo;
 use super::request_info::RequestInfo;
 use crate::errors::Status;
 

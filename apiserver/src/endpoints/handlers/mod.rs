@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::filters::authentication::UserInfo;
+use crate::authn::UserInfo;
 use super::filters::request_info::RequestInfo;
 use super::negotiation::{self, IncludeObject, Output};
 use super::{responses, ApiState, BoxFuture, Handler, Request, Response};
