@@ -104,6 +104,28 @@ impl Cause {
     }
 }
 
+/// What a forbidden request asked for, as [`Status::forbidden_request`]
+/// words it.
+#[derive(Debug, Clone, Copy)]
+pub struct ForbiddenRequest<'a> {
+    /// The user name.
+    pub user: &'a str,
+    /// The verb.
+    pub verb: &'a str,
+    /// API group.
+    pub group: &'a str,
+    /// Resource (plural).
+    pub resource: &'a str,
+    /// Subresource.
+    pub subresource: &'a str,
+    /// Namespace (empty: cluster scope).
+    pub namespace: &'a str,
+    /// Object name.
+    pub name: &'a str,
+    /// For a non-resource request, its path.
+    pub path: Option<&'a str>,
+}
+
 /// `StatusDetails`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Details {
@@ -276,6 +298,60 @@ impl Status {
         Self::failure(403, reason::FORBIDDEN, message, Self::resource_details(group, resource, name))
     }
 
+    /// 403 `<resource> "<name>" is forbidden: <why>` (kube
+    /// `apierrors.NewForbidden`, which admission plugins answer with);
+    /// `forbidden: <why>` without a resource, no name part without a name.
+    pub fn forbidden_because(group: &str, resource: &str, name: &str, why: &str) -> Self {
+        let message = if resource.is_empty() {
+            format!("forbidden: {why}")
+        } else if name.is_empty() {
+            format!("{} is forbidden: {why}", qualified(group, resource))
+        } else {
+            format!("{} {name:?} is forbidden: {why}", qualified(group, resource))
+        };
+        Self::forbidden(group, resource, name, message)
+    }
+
+    /// 403 for a create in a namespace that is being deleted
+    /// (NamespaceLifecycle), with cause `NamespaceTerminating` on
+    /// `metadata.namespace`.
+    pub fn namespace_terminating(group: &str, resource: &str, namespace: &str) -> Self {
+        let msg = format!("unable to create new content in namespace {namespace} because it is being terminated");
+        let mut s = Self::forbidden(group, resource, "", msg.clone());
+        s.details = Some(Details {
+            group: group.into(),
+            kind: resource.into(),
+            causes: vec![Cause { reason: "NamespaceTerminating".into(), message: msg, field: "metadata.namespace".into() }],
+            ..Default::default()
+        });
+        s
+    }
+
+    /// 403 for a request the authorizer did not allow (kube
+    /// `responsewriters.Forbidden`): `configmaps is forbidden: User "u"
+    /// cannot list resource "configmaps" in API group "" in the namespace
+    /// "default"` (or `at the cluster scope`), or `forbidden: User "u" cannot
+    /// get path "/x"`, then `: <reason>` when the authorizer gave one.
+    pub fn forbidden_request(req: &ForbiddenRequest<'_>, reason: &str) -> Self {
+        let mut msg = match req.path {
+            None => {
+                let res = if req.subresource.is_empty() { req.resource.to_string() } else { format!("{}/{}", req.resource, req.subresource) };
+                let mut m = format!("{} is forbidden: User {:?} cannot {} resource {:?} in API group {:?}", qualified(req.group, req.resource), req.user, req.verb, res, req.group);
+                if req.namespace.is_empty() {
+                    m.push_str(" at the cluster scope");
+                } else {
+                    m.push_str(&format!(" in the namespace {:?}", req.namespace));
+                }
+                m
+            }
+            Some(path) => format!("forbidden: User {:?} cannot {} path {path:?}", req.user, req.verb),
+        };
+        if !reason.is_empty() {
+            msg.push_str(&format!(": {reason}"));
+        }
+        Self::forbidden(req.group, req.resource, req.name, msg)
+    }
+
     /// 405 `the server does not allow this method on the requested resource`.
     pub fn method_not_allowed() -> Self {
         let mut s = Self::failure(405, reason::METHOD_NOT_ALLOWED, "the server does not allow this method on the requested resource", None);
@@ -310,6 +386,43 @@ impl Status {
     /// 504 `Timeout`.
     pub fn timeout(message: impl Into<String>) -> Self {
         Self::failure(504, reason::TIMEOUT, message, None)
+    }
+
+    /// 504 for a resourceVersion the server has not reached:
+    /// `Too large resource version: <requested>, current: <current>`, cause
+    /// `ResourceVersionTooLarge`, retry after 1 s (kube's cacher).
+    pub fn too_large_resource_version(requested: i64, current: i64) -> Self {
+        Self::too_large_rv_message(format!("Too large resource version: {requested}, current: {current}"))
+    }
+
+    /// The same 504 when the current revision is not known (the store
+    /// answered "future revision"); `requested` is the request's
+    /// resourceVersion as sent.
+    pub fn too_large_resource_version_unknown(requested: &str) -> Self {
+        Self::too_large_rv_message(format!("Too large resource version: {requested}, current: unknown"))
+    }
+
+    fn too_large_rv_message(message: String) -> Self {
+        let mut s = Self::timeout(message);
+        s.details = Some(Details {
+            causes: vec![Cause { reason: "ResourceVersionTooLarge".into(), message: "Too large resource version".into(), field: String::new() }],
+            retry_after_seconds: Some(1),
+            ..Default::default()
+        });
+        s
+    }
+
+    /// 410 for a continue token whose revision was compacted, with kube's
+    /// message; `inconsistent` is the token that continues at the latest
+    /// revision instead, sent in `metadata.continue`.
+    pub fn continue_expired(inconsistent: Option<String>) -> Self {
+        let mut s = Self::expired(
+            "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+        );
+        if let Some(t) = inconsistent {
+            s.metadata.insert("continue".into(), Value::String(t));
+        }
+        s
     }
 
     /// 500 `Internal error occurred: <msg>`.

@@ -4,7 +4,7 @@
 //! - [`endpoints`]: the filter chain (`filters/`), one handler per verb
 //!   (`handlers/`), content negotiation and responses;
 //! - [`registry`]: served resources and their strategies;
-//! - [`authn`]: who sent a request;
+//! - [`authn`], [`authz`]: who sent a request, and whether they may;
 //! - [`storage`]: the storage interface and its embedded and remote etcd
 //!   backends;
 //! - [`watchcache`]: the per-resource caches that serve list, get and watch;
@@ -19,6 +19,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod authn;
+pub mod authz;
 pub mod controllers;
 pub mod endpoints;
 pub mod errors;

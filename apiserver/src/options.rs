@@ -78,6 +78,11 @@ pub struct Options {
     /// `--etcd-servers` are left to their own compaction.
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     pub etcd_compaction_interval: std::time::Duration,
+    /// Ordered authorizers (kube's `--authorization-mode`, comma-separated):
+    /// `AlwaysAllow` or `AlwaysDeny`; kube's other modes are refused until
+    /// they exist.
+    #[arg(long, value_delimiter = ',', default_value = "AlwaysAllow")]
+    pub authorization_mode: Vec<String>,
 }
 
 impl Options {

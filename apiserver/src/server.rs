@@ -184,6 +184,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let (tls, client_verifier) = tls_config(&cert, &key, &client_ca)?;
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
 
+    let authorizer = crate::authz::from_modes(&opts.authorization_mode).map_err(|e| anyhow::anyhow!("--authorization-mode: {e}"))?;
     let storage = open_storage(&opts).await?;
     bootstrap_namespaces(storage.as_ref()).await?;
     let registry = Registry::builtin();
@@ -206,7 +207,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     // kubectl apply does not wait for them.
     let warm = state.clone();
     tokio::task::spawn_blocking(move || warm.openapi.v3_root(&warm.registry));
-    let chain = build_handler_chain(state, authenticator());
+    let chain = build_handler_chain(state, authenticator(), authorizer);
 
     println!("serving on {server_url}");
     println!("to use kubectl: export KUBECONFIG={}", kubeconfig_abs.display());

@@ -48,15 +48,15 @@ pub struct ApiState {
 ///
 /// 1. request info ([`filters::request_info`]);
 /// 2. authentication ([`filters::authentication`], asking `authenticator`);
-/// 3. authorization ([`filters::authorization`]);
+/// 3. authorization ([`filters::authorization`], asking `authorizer`);
 /// 4. the handler ([`handlers::Router`]).
 ///
 /// Audit, flow control and impersonation slot in between, as in kube's
 /// `DefaultBuildHandlerChain`. Each stage wraps the next, so the chain is
 /// assembled from the handler outwards.
-pub fn build_handler_chain(state: Arc<ApiState>, authenticator: Arc<dyn crate::authn::Authenticator>) -> Arc<dyn Handler> {
+pub fn build_handler_chain(state: Arc<ApiState>, authenticator: Arc<dyn crate::authn::Authenticator>, authorizer: Arc<dyn crate::authz::Authorizer>) -> Arc<dyn Handler> {
     let handler: Arc<dyn Handler> = Arc::new(handlers::Router::new(state));
-    let handler = filters::authorization::WithAuthorization::wrap(handler, vec![Box::new(filters::authorization::AlwaysAllow)]);
+    let handler = filters::authorization::WithAuthorization::wrap(handler, authorizer);
     let handler = filters::authentication::WithAuthentication::wrap(handler, authenticator);
     filters::request_info::WithRequestInfo::wrap(handler)
 }

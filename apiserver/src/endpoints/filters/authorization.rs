@@ -1,88 +1,70 @@
-//! The authorization filter (kube `filters/authorization.go`). For now every
-//! authenticated request is allowed (kube's `AlwaysAllow` mode); RBAC slots
-//! in behind the [`Authorizer`] trait.
+//! The authorization filter (kube `filters/authorization.go`): asks the
+//! [`Authorizer`](crate::authz::Authorizer) about the request's user and
+//! request info, and answers 403 Forbidden unless it is allowed. What is
+//! allowed is [`crate::authz`]'s business.
 
 use std::sync::Arc;
 
 use super::super::{responses, BoxFuture, Handler, Request, Response};
-use crate::authn::UserInfo;
 use super::request_info::RequestInfo;
-use crate::errors::Status;
+use crate::authn::UserInfo;
+use crate::authz::{Attributes, Authorizer, Decision};
+use crate::errors::{ForbiddenRequest, Status};
 
-/// An authorization decision (`authorizer.Decision`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
-    /// Allowed.
-    Allow,
-    /// Denied, with the reason shown to the user.
-    Deny(String),
-    /// No opinion; the next authorizer decides.
-    NoOpinion,
-}
-
-/// Decides whether a user may do what a request asks.
-pub trait Authorizer: Send + Sync {
-    /// The decision for `user` doing `info`.
-    fn authorize(&self, user: &UserInfo, info: &RequestInfo) -> Decision;
-}
-
-/// Allows everything (`--authorization-mode=AlwaysAllow`).
-pub struct AlwaysAllow;
-
-impl Authorizer for AlwaysAllow {
-    fn authorize(&self, _user: &UserInfo, _info: &RequestInfo) -> Decision {
-        Decision::Allow
+/// The authorizer attributes of a request.
+pub fn attributes<'a>(user: &'a UserInfo, info: &'a RequestInfo) -> Attributes<'a> {
+    Attributes {
+        user,
+        verb: &info.verb,
+        resource_request: info.is_resource_request,
+        path: &info.path,
+        namespace: &info.namespace,
+        api_group: &info.api_group,
+        api_version: &info.api_version,
+        resource: &info.resource,
+        subresource: &info.subresource,
+        name: &info.name,
     }
-}
-
-/// kube's Forbidden message for a resource request.
-fn forbidden(user: &UserInfo, info: &RequestInfo, reason: &str) -> Status {
-    let mut msg = if info.is_resource_request {
-        let res = if info.subresource.is_empty() { info.resource.clone() } else { format!("{}/{}", info.resource, info.subresource) };
-        let mut m = format!("{} is forbidden: User {:?} cannot {} resource {:?} in API group {:?}", crate::errors::qualified(&info.api_group, &info.resource), user.name, info.verb, res, info.api_group);
-        if !info.namespace.is_empty() {
-            m.push_str(&format!(" in the namespace {:?}", info.namespace));
-        } else {
-            m.push_str(" at the cluster scope");
-        }
-        m
-    } else {
-        format!("forbidden: User {:?} cannot {} path {:?}", user.name, info.verb, info.path)
-    };
-    if !reason.is_empty() {
-        msg.push_str(&format!(": {reason}"));
-    }
-    Status::forbidden(&info.api_group, &info.resource, &info.name, msg)
 }
 
 /// The filter.
 pub struct WithAuthorization {
     next: Arc<dyn Handler>,
-    authorizers: Vec<Box<dyn Authorizer>>,
+    authorizer: Arc<dyn Authorizer>,
 }
 
 impl WithAuthorization {
-    /// Wraps `next`, asking `authorizers` in order.
-    pub fn wrap(next: Arc<dyn Handler>, authorizers: Vec<Box<dyn Authorizer>>) -> Arc<dyn Handler> {
-        Arc::new(WithAuthorization { next, authorizers })
+    /// Wraps `next`, asking `authorizer`.
+    pub fn wrap(next: Arc<dyn Handler>, authorizer: Arc<dyn Authorizer>) -> Arc<dyn Handler> {
+        Arc::new(WithAuthorization { next, authorizer })
     }
 }
 
 impl Handler for WithAuthorization {
     fn call(&self, req: Request) -> BoxFuture<'_, Response> {
-        let user = req.extensions().get::<UserInfo>().cloned().unwrap_or_default();
-        let info = req.extensions().get::<RequestInfo>().cloned().unwrap_or_default();
-        for a in &self.authorizers {
-            match a.authorize(&user, &info) {
-                Decision::Allow => return self.next.call(req),
-                Decision::Deny(reason) => {
-                    let s = forbidden(&user, &info, &reason);
-                    return Box::pin(async move { responses::status(&s) });
+        Box::pin(async move {
+            let user = req.extensions().get::<UserInfo>().cloned().unwrap_or_default();
+            let info = req.extensions().get::<RequestInfo>().cloned().unwrap_or_default();
+            let attrs = attributes(&user, &info);
+            let reason = match self.authorizer.authorize(&attrs).await {
+                Ok(a) if a.decision == Decision::Allow => return self.next.call(req).await,
+                Ok(a) => a.reason,
+                Err(e) => {
+                    tracing::warn!("authorization of {} {}: {e}", info.verb, info.path);
+                    String::new()
                 }
-                Decision::NoOpinion => {}
-            }
-        }
-        let s = forbidden(&user, &info, "");
-        Box::pin(async move { responses::status(&s) })
+            };
+            let denied = ForbiddenRequest {
+                user: &user.name,
+                verb: &info.verb,
+                group: &info.api_group,
+                resource: &info.resource,
+                subresource: &info.subresource,
+                namespace: &info.namespace,
+                name: &info.name,
+                path: (!info.is_resource_request).then_some(info.path.as_str()),
+            };
+            responses::status(&Status::forbidden_request(&denied, &reason))
+        })
     }
 }

@@ -1,0 +1,41 @@
+//! `--authorization-mode=AlwaysAllow` and `AlwaysDeny` (kube
+//! `authorizerfactory.NewAlwaysAllowAuthorizer` and
+//! `NewAlwaysDenyAuthorizer`).
+
+use async_trait::async_trait;
+
+use super::{Attributes, Authorized, Authorizer, Decision, NonResourceRule, ResourceRule, Result, Rules};
+use crate::authn::UserInfo;
+
+/// Allows every request; its rules are `*` on everything.
+pub struct AlwaysAllow;
+
+#[async_trait]
+impl Authorizer for AlwaysAllow {
+    async fn authorize(&self, _attrs: &Attributes<'_>) -> Result<Authorized> {
+        Ok(Authorized::new(Decision::Allow))
+    }
+
+    async fn rules_for(&self, _user: &UserInfo, _namespace: &str) -> Result<Rules> {
+        let all = || vec!["*".to_string()];
+        Ok(Rules {
+            resource_rules: vec![ResourceRule { verbs: all(), api_groups: all(), resources: all(), resource_names: Vec::new() }],
+            non_resource_rules: vec![NonResourceRule { verbs: all(), non_resource_urls: all() }],
+            incomplete: false,
+        })
+    }
+}
+
+/// Denies every request, with kube's reason.
+pub struct AlwaysDeny;
+
+#[async_trait]
+impl Authorizer for AlwaysDeny {
+    async fn authorize(&self, _attrs: &Attributes<'_>) -> Result<Authorized> {
+        Ok(Authorized { decision: Decision::Deny, reason: "Everything is forbidden.".into() })
+    }
+
+    async fn rules_for(&self, _user: &UserInfo, _namespace: &str) -> Result<Rules> {
+        Ok(Rules::default())
+    }
+}
