@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::printers;
 use super::validation;
+pub use super::validation::NameRule;
 use crate::authn::UserInfo;
 use crate::errors::Cause;
 
@@ -52,20 +53,6 @@ pub const AGE_COLUMN: Column = Column::new(
     "string",
     "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
 );
-
-/// How a name is validated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NameRule {
-    /// RFC 1123 subdomain (most types).
-    Subdomain,
-    /// RFC 1123 label (namespaces).
-    Label,
-    /// RFC 1035 label (services).
-    Dns1035,
-    /// Any path segment: not `.` or `..`, no `/` or `%` (RBAC, whose names
-    /// carry `:` as in `system:masters`).
-    PathSegment,
-}
 
 /// The semantics of one type. Every method has a default that suits a
 /// plain object like a ConfigMap.

@@ -3,8 +3,21 @@
 
 use serde_json::Value;
 
-use super::strategy::NameRule;
 use crate::errors::Cause;
+
+/// How a name is validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameRule {
+    /// RFC 1123 subdomain (most types).
+    Subdomain,
+    /// RFC 1123 label (namespaces).
+    Label,
+    /// RFC 1035 label (services).
+    Dns1035,
+    /// Any path segment: not `.` or `..`, no `/` or `%` (RBAC, whose names
+    /// carry `:` as in `system:masters`).
+    PathSegment,
+}
 
 const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
