@@ -5,6 +5,7 @@
 //!   (`handlers/`), content negotiation and responses;
 //! - [`registry`]: served resources and their strategies;
 //! - [`authn`], [`authz`]: who sent a request, and whether they may;
+//! - [`admission`]: the plugins every write passes before it is stored;
 //! - [`storage`]: the storage interface and its embedded and remote etcd
 //!   backends;
 //! - [`watchcache`]: the per-resource caches that serve list, get and watch;
@@ -18,6 +19,7 @@
 // `Status` is the wire error type (~280 bytes); errors are the cold path.
 #![allow(clippy::result_large_err)]
 
+pub mod admission;
 pub mod authn;
 pub mod authz;
 pub mod controllers;

@@ -78,6 +78,15 @@ pub struct Options {
     /// `--etcd-servers` are left to their own compaction.
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     pub etcd_compaction_interval: std::time::Duration,
+    /// Admission plugins to enable besides the default ones (kube's
+    /// `--enable-admission-plugins`, comma-separated kube plugin names; they
+    /// run in kube's order whatever the order here).
+    #[arg(long, value_delimiter = ',')]
+    pub enable_admission_plugins: Vec<String>,
+    /// Default admission plugins to disable (kube's
+    /// `--disable-admission-plugins`).
+    #[arg(long, value_delimiter = ',')]
+    pub disable_admission_plugins: Vec<String>,
     /// Ordered authorizers (kube's `--authorization-mode`, comma-separated):
     /// `AlwaysAllow` or `AlwaysDeny`; kube's other modes are refused until
     /// they exist.

@@ -185,6 +185,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
 
     let authorizer = crate::authz::from_modes(&opts.authorization_mode).map_err(|e| anyhow::anyhow!("--authorization-mode: {e}"))?;
+    // Checked before the store starts, so a bad flag fails fast.
+    crate::admission::plugins::enabled(&opts.enable_admission_plugins, &opts.disable_admission_plugins)?;
     let storage = open_storage(&opts).await?;
     bootstrap_namespaces(storage.as_ref()).await?;
     let registry = Registry::builtin();

@@ -1,0 +1,228 @@
+//! Admission: plugins that may change (mutating) or refuse (validating) a
+//! write before it is stored (kube-apiserver
+//! `staging/src/k8s.io/apiserver/pkg/admission`).
+//!
+//! The generic store ([`crate::registry::store`]) runs, for every create,
+//! update and delete:
+//!
+//! ```text
+//! decode, prepare (defaults, managedFields)
+//!   → Chain::admit     (mutating plugins, in order; each may change the object)
+//!   → validation       (the resource's strategy)
+//!   → Chain::validate  (validating plugins, in order; none may change it)
+//!   → storage
+//! ```
+//!
+//! A plugin sees [`Attributes`]: the operation, the object and the old one,
+//! the options, the user, dry-run, the resource and subresource, and the
+//! kind. Which plugins run is chosen with kube's flags
+//! `--enable-admission-plugins` and `--disable-admission-plugins` over
+//! kube's plugin names ([`plugins`]); they run in kube's order whatever
+//! order the flags give. An admission plugin is a file in this folder and a
+//! line in [`plugins::build`].
+
+pub mod always;
+pub mod namespace_lifecycle;
+pub mod plugins;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::authn::UserInfo;
+use crate::errors::Status;
+
+/// The operation being admitted (kube's `admission.Operation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Operation {
+    /// A create, or an update that creates.
+    Create,
+    /// An update or patch.
+    Update,
+    /// A delete (one object of a delete or deletecollection).
+    Delete,
+    /// A connect (exec, proxy); not served yet.
+    Connect,
+}
+
+impl Operation {
+    /// The wire name (`CREATE`, `UPDATE`, `DELETE`, `CONNECT`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+            Operation::Connect => "CONNECT",
+        }
+    }
+}
+
+/// A group, version and kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kind<'a> {
+    /// API group (`""` for core).
+    pub group: &'a str,
+    /// Version.
+    pub version: &'a str,
+    /// Kind.
+    pub kind: &'a str,
+}
+
+/// A group, version and resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resource<'a> {
+    /// API group (`""` for core).
+    pub group: &'a str,
+    /// Version.
+    pub version: &'a str,
+    /// Resource (plural).
+    pub resource: &'a str,
+}
+
+/// What is being admitted (kube's `admission.Attributes`).
+#[derive(Debug)]
+pub struct Attributes<'a> {
+    /// The operation.
+    pub operation: Operation,
+    /// The object's name (empty for a create with `generateName`, until
+    /// the store generates it).
+    pub name: &'a str,
+    /// The object's namespace (empty for cluster-scoped resources).
+    pub namespace: &'a str,
+    /// The resource written.
+    pub resource: Resource<'a>,
+    /// The subresource written (`status`, `scale`), or empty.
+    pub subresource: &'a str,
+    /// The kind of [`Attributes::object`].
+    pub kind: Kind<'a>,
+    /// The kind the client sent, before any conversion; equal to `kind`
+    /// until conversion webhooks map one version onto another.
+    pub request_kind: Kind<'a>,
+    /// The new object (create, update), which mutating plugins may change;
+    /// `None` for deletes.
+    pub object: Option<Value>,
+    /// The object before the update or delete.
+    pub old_object: Option<&'a Value>,
+    /// The request's options as `meta.k8s.io/v1` JSON (`CreateOptions`,
+    /// `UpdateOptions`, `DeleteOptions`).
+    pub options: &'a Value,
+    /// Who asked.
+    pub user: &'a UserInfo,
+    /// Whether nothing will be stored (`dryRun=All`): plugins with side
+    /// effects must not have them.
+    pub dry_run: bool,
+}
+
+/// A plugin that may change what is written (kube's
+/// `admission.MutationInterface`).
+#[async_trait]
+pub trait Mutating: Send + Sync {
+    /// kube's name of the plugin (`NamespaceLifecycle`).
+    fn name(&self) -> &'static str;
+
+    /// Whether the plugin looks at `op` at all (kube's `Handles`).
+    fn handles(&self, op: Operation) -> bool;
+
+    /// Admits `attrs`, possibly changing `attrs.object`.
+    ///
+    /// # Errors
+    /// The Status refusing the request (usually 403 Forbidden, 404 for a
+    /// missing namespace).
+    async fn admit(&self, attrs: &mut Attributes<'_>) -> Result<(), Status>;
+}
+
+/// A plugin that may refuse what is written, without changing it (kube's
+/// `admission.ValidationInterface`).
+#[async_trait]
+pub trait Validating: Send + Sync {
+    /// kube's name of the plugin.
+    fn name(&self) -> &'static str;
+
+    /// Whether the plugin looks at `op` at all.
+    fn handles(&self, op: Operation) -> bool;
+
+    /// Validates `attrs`.
+    ///
+    /// # Errors
+    /// The Status refusing the request.
+    async fn validate(&self, attrs: &Attributes<'_>) -> Result<(), Status>;
+}
+
+/// The configured plugins, each phase in kube's order (kube's
+/// `admission.chainAdmissionHandler`).
+#[derive(Default, Clone)]
+pub struct Chain {
+    mutating: Vec<Arc<dyn Mutating>>,
+    validating: Vec<Arc<dyn Validating>>,
+}
+
+impl Chain {
+    /// A chain of these plugins, run in the order given.
+    pub fn new(mutating: Vec<Arc<dyn Mutating>>, validating: Vec<Arc<dyn Validating>>) -> Self {
+        Chain { mutating, validating }
+    }
+
+    /// The names of the plugins, mutating then validating.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.mutating.iter().map(|p| p.name()).chain(self.validating.iter().map(|p| p.name())).collect()
+    }
+
+    /// Whether some plugin of either phase looks at `op`.
+    pub fn handles(&self, op: Operation) -> bool {
+        self.mutates(op) || self.validates(op)
+    }
+
+    /// Whether some mutating plugin looks at `op`.
+    pub fn mutates(&self, op: Operation) -> bool {
+        self.mutating.iter().any(|p| p.handles(op))
+    }
+
+    /// Whether some validating plugin looks at `op`.
+    pub fn validates(&self, op: Operation) -> bool {
+        self.validating.iter().any(|p| p.handles(op))
+    }
+
+    /// Runs the mutating plugins that handle the operation, in order.
+    ///
+    /// # Errors
+    /// The first plugin's refusal; later plugins do not run.
+    pub async fn admit(&self, attrs: &mut Attributes<'_>) -> Result<(), Status> {
+        for p in &self.mutating {
+            if p.handles(attrs.operation) {
+                p.admit(attrs).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the validating plugins that handle the operation, in order.
+    ///
+    /// # Errors
+    /// The first plugin's refusal.
+    pub async fn validate(&self, attrs: &Attributes<'_>) -> Result<(), Status> {
+        for p in &self.validating {
+            if p.handles(attrs.operation) {
+                p.validate(attrs).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why the admission configuration is refused (at start-up).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A name kube-apiserver does not know.
+    #[error("{flag} plugin {name:?} is unknown")]
+    UnknownPlugin {
+        /// The flag that named it.
+        flag: &'static str,
+        /// The name.
+        name: String,
+    },
+    /// A plugin both enabled and disabled.
+    #[error("{0:?} is in both --enable-admission-plugins and --disable-admission-plugins")]
+    EnabledAndDisabled(String),
+}

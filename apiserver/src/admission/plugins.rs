@@ -1,0 +1,157 @@
+//! kube-apiserver's admission plugin names, their order and which are on
+//! by default (kube `pkg/kubeapiserver/options/plugins.go`:
+//! `AllOrderedPlugins`, `DefaultOffAdmissionPlugins`), and the chain built
+//! from `--enable-admission-plugins` / `--disable-admission-plugins`.
+//!
+//! Every kube name is accepted. Plugins this server does not have yet are
+//! skipped (and logged at start-up); the plugins it has run in kube's order.
+
+use std::sync::Arc;
+
+use super::always::{AlwaysAdmit, AlwaysDeny};
+use super::namespace_lifecycle::NamespaceLifecycle;
+use super::{Chain, Error};
+use crate::storage::Storage;
+
+/// Every admission plugin of kube-apiserver, in the order it runs them.
+pub const ORDERED: &[&str] = &[
+    "AlwaysAdmit",
+    "NamespaceAutoProvision",
+    "NamespaceLifecycle",
+    "NamespaceExists",
+    "LimitPodHardAntiAffinityTopology",
+    "LimitRanger",
+    "ServiceAccount",
+    "NodeRestriction",
+    "TaintNodesByCondition",
+    "AlwaysPullImages",
+    "ImagePolicyWebhook",
+    "PodSecurity",
+    "PodNodeSelector",
+    "Priority",
+    "DefaultTolerationSeconds",
+    "PodTolerationRestriction",
+    "EventRateLimit",
+    "ExtendedResourceToleration",
+    "DefaultStorageClass",
+    "StorageObjectInUseProtection",
+    "OwnerReferencesPermissionEnforcement",
+    "PersistentVolumeClaimResize",
+    "RuntimeClass",
+    "CertificateApproval",
+    "CertificateSigning",
+    "ClusterTrustBundleAttest",
+    "CertificateSubjectRestriction",
+    "DefaultIngressClass",
+    "DenyServiceExternalIPs",
+    "PodTopologyLabels",
+    "MutatingAdmissionPolicy",
+    "MutatingAdmissionWebhook",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionWebhook",
+    "ResourceQuota",
+    "AlwaysDeny",
+];
+
+/// The plugins kube-apiserver enables when no flag says otherwise.
+pub const DEFAULT_ON: &[&str] = &[
+    "NamespaceLifecycle",
+    "LimitRanger",
+    "ServiceAccount",
+    "TaintNodesByCondition",
+    "PodSecurity",
+    "Priority",
+    "DefaultTolerationSeconds",
+    "DefaultStorageClass",
+    "StorageObjectInUseProtection",
+    "PersistentVolumeClaimResize",
+    "RuntimeClass",
+    "CertificateApproval",
+    "CertificateSigning",
+    "ClusterTrustBundleAttest",
+    "CertificateSubjectRestriction",
+    "DefaultIngressClass",
+    "MutatingAdmissionWebhook",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionWebhook",
+    "ResourceQuota",
+];
+
+/// The plugins that run: the defaults plus `enable`, minus `disable`, in
+/// [`ORDERED`] order.
+///
+/// # Errors
+/// [`Error::UnknownPlugin`] for a name kube does not have;
+/// [`Error::EnabledAndDisabled`] for a name in both lists.
+pub fn enabled(enable: &[String], disable: &[String]) -> Result<Vec<&'static str>, Error> {
+    let known = |flag: &'static str, names: &[String]| -> Result<Vec<&'static str>, Error> {
+        names
+            .iter()
+            .map(|n| n.trim())
+            .filter(|n| !n.is_empty())
+            .map(|n| ORDERED.iter().find(|k| **k == n).copied().ok_or_else(|| Error::UnknownPlugin { flag, name: n.to_string() }))
+            .collect()
+    };
+    let on = known("enable-admission-plugins", enable)?;
+    let off = known("disable-admission-plugins", disable)?;
+    if let Some(both) = on.iter().find(|n| off.contains(n)) {
+        return Err(Error::EnabledAndDisabled(both.to_string()));
+    }
+    Ok(ORDERED.iter().copied().filter(|n| (DEFAULT_ON.contains(n) || on.contains(n)) && !off.contains(n)).collect())
+}
+
+/// What plugins are built with.
+#[derive(Clone)]
+pub struct Context {
+    /// The store, read by plugins that look objects up (namespaces).
+    pub storage: Arc<dyn Storage>,
+}
+
+/// The chain of the plugins `enable`/`disable` select (see [`enabled`]).
+/// The names of selected plugins this server does not have are returned
+/// with it.
+///
+/// # Errors
+/// As [`enabled`].
+pub fn build(enable: &[String], disable: &[String], ctx: &Context) -> Result<(Chain, Vec<&'static str>), Error> {
+    let mut chain = Chain::default();
+    let mut missing = Vec::new();
+    for name in enabled(enable, disable)? {
+        match name {
+            "AlwaysAdmit" => chain.mutating.push(Arc::new(AlwaysAdmit)),
+            "NamespaceLifecycle" => chain.mutating.push(Arc::new(NamespaceLifecycle::new(ctx.storage.clone()))),
+            "AlwaysDeny" => {
+                chain.mutating.push(Arc::new(AlwaysDeny));
+                chain.validating.push(Arc::new(AlwaysDeny));
+            }
+            other => missing.push(other),
+        }
+    }
+    Ok((chain, missing))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn flags_select_plugins_in_kubes_order() {
+        let on = enabled(&[], &[]).unwrap_or_default();
+        assert_eq!(on.len(), DEFAULT_ON.len());
+        assert_eq!(on.first(), Some(&"NamespaceLifecycle"));
+        let on = enabled(&s(&["AlwaysDeny", "AlwaysAdmit"]), &s(&["NamespaceLifecycle", "ResourceQuota"])).unwrap_or_default();
+        assert_eq!(on.first(), Some(&"AlwaysAdmit"));
+        assert_eq!(on.last(), Some(&"AlwaysDeny"));
+        assert!(!on.contains(&"NamespaceLifecycle") && !on.contains(&"ResourceQuota"));
+        assert_eq!(enabled(&s(&["Foo"]), &[]), Err(Error::UnknownPlugin { flag: "enable-admission-plugins", name: "Foo".into() }));
+        assert_eq!(enabled(&[], &s(&["Bar"])).err().map(|e| e.to_string()), Some("disable-admission-plugins plugin \"Bar\" is unknown".into()));
+        assert_eq!(enabled(&s(&["AlwaysDeny"]), &s(&["AlwaysDeny"])), Err(Error::EnabledAndDisabled("AlwaysDeny".into())));
+        for n in DEFAULT_ON {
+            assert!(ORDERED.contains(n), "{n}");
+        }
+    }
+}
