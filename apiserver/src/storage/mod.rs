@@ -434,3 +434,28 @@ pub trait Storage: Send + Sync + 'static {
     /// [`Error::Unavailable`].
     async fn current_revision(&self) -> Result<i64>;
 }
+
+/// Where the registry gets the storage of each resource it serves (kube's
+/// `RESTOptionsGetter` and storage decorator): the store itself, or the
+/// store behind a watch cache of that resource.
+pub trait StorageProvider: Send + Sync {
+    /// The storage for the objects under `prefix` (a resource's key prefix,
+    /// ending with `/`), ready to serve. Each `open` is matched by one
+    /// [`StorageProvider::close`].
+    fn open(&self, prefix: &str) -> Arc<dyn Storage>;
+
+    /// The resource under `prefix` is no longer served by one of those who
+    /// opened it; what `open` started for it stops with the last one.
+    fn close(&self, prefix: &str);
+}
+
+/// Every resource straight from one store (`--watch-cache=false`).
+pub struct Direct(pub Arc<dyn Storage>);
+
+impl StorageProvider for Direct {
+    fn open(&self, _prefix: &str) -> Arc<dyn Storage> {
+        self.0.clone()
+    }
+
+    fn close(&self, _prefix: &str) {}
+}

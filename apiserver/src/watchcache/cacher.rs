@@ -91,6 +91,8 @@ pub struct Cacher {
     revision: AtomicI64,
     revision_tx: watch::Sender<i64>,
     ready: AtomicBool,
+    /// Set once by [`Cacher::stop`]; the feeder ends and does not rebuild.
+    stopped: watch::Sender<bool>,
 }
 
 impl Cacher {
@@ -109,6 +111,7 @@ impl Cacher {
             revision: AtomicI64::new(0),
             revision_tx,
             ready: AtomicBool::new(false),
+            stopped: watch::channel(false).0,
         });
         let weak = Arc::downgrade(&c);
         tokio::spawn(async move {
@@ -119,11 +122,27 @@ impl Cacher {
                 }
                 c.ready.store(false, Ordering::Release);
                 c.generation.load().ring.close();
+                if c.is_stopped() {
+                    return;
+                }
                 drop(c);
                 tokio::time::sleep(RETRY_DELAY).await;
             }
         });
         c
+    }
+
+    /// Stops the cache for good (its resource is no longer served): the
+    /// store watch ends and every watcher's stream ends after what it was
+    /// sent. Reads that still hold the cache see its last state.
+    pub fn stop(&self) {
+        self.stopped.send_replace(true);
+        self.generation.load().ring.close();
+    }
+
+    /// Whether [`Cacher::stop`] was called.
+    pub fn is_stopped(&self) -> bool {
+        *self.stopped.borrow()
     }
 
     /// The key prefix this cache holds.
@@ -161,6 +180,10 @@ impl Cacher {
 
     /// Lists, then follows the store watch until it fails.
     async fn run_generation(self: &Arc<Self>) -> Result<()> {
+        let mut stop = self.stopped.subscribe();
+        if *stop.borrow_and_update() {
+            return Ok(());
+        }
         metrics().initializations.with_label_values(&[&self.prefix]).inc();
         let list = self.inner.list(&self.prefix, &ListOptions::default()).await?;
         let mut objects = imbl::OrdMap::new();
@@ -193,7 +216,10 @@ impl Cacher {
                         self.set_revision(snap.revision);
                         dirty = false;
                     }
-                    events.recv().await
+                    tokio::select! {
+                        ev = events.recv() => ev,
+                        _ = stop.changed() => return Ok(()),
+                    }
                 }
                 Err(mpsc::error::TryRecvError::Disconnected) => None,
             };

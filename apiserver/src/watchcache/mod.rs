@@ -25,21 +25,24 @@
 //!   exactly that revision, otherwise from the store at that revision.
 //! - Watch from `N` inside the ring's window; older: one 410 Expired error.
 //!
-//! Caches start on first use of a resource and rebuild themselves (relist,
-//! new ring, current watchers closed) when their store watch fails.
+//! Caches start on first use of a resource (or all at boot) and rebuild
+//! themselves (relist, new ring, current watchers closed) when their store
+//! watch fails. Resources added at run time get a cache at once, and a
+//! removed resource's cache stops ([`CacheProvider`]).
 
 pub mod cacher;
 pub mod metrics;
 pub mod ring;
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use crate::storage::{ListOptions, ListResult, Preconditions, Result, Storage, TryUpdate, WatchOptions, WatchStream};
+use crate::storage::{ListOptions, ListResult, Preconditions, Result, Storage, StorageProvider, TryUpdate, WatchOptions, WatchStream};
 use cacher::Cacher;
 
 /// Smallest and largest ring capacity (kube's watch cache bounds).
@@ -50,23 +53,48 @@ pub const CAPACITY_BOUNDS: (usize, usize) = (100, 102_400);
 pub const DEFAULT_CAPACITY: usize = 8192;
 
 /// A [`Storage`] serving reads from per-resource caches (see module docs).
+///
+/// The set of cached prefixes can change while serving: a resource added
+/// at run time gets a cache ([`CachedStorage::add_prefix`]), one removed
+/// loses it ([`CachedStorage::remove_prefix`]). Readers find their cache
+/// through an atomically swapped list, without a lock.
 pub struct CachedStorage {
     inner: Arc<dyn Storage>,
-    /// Resource prefixes (`/registry/<group>/<resource>/`), longest first.
-    prefixes: Vec<String>,
     capacity: usize,
     bookmark_interval: std::time::Duration,
-    caches: Mutex<HashMap<String, Arc<Cacher>>>,
+    /// The cached prefixes (`/registry/<group>/<resource>/`), longest first.
+    slots: ArcSwap<Vec<Arc<Slot>>>,
+    /// How many users opened each prefix; taken by writers of `slots` only.
+    refs: Mutex<HashMap<String, usize>>,
+}
+
+/// One cached prefix and its cache, started on first use.
+struct Slot {
+    prefix: String,
+    cacher: OnceLock<Arc<Cacher>>,
+}
+
+fn sorted(mut slots: Vec<Arc<Slot>>) -> Vec<Arc<Slot>> {
+    slots.sort_by_key(|s| std::cmp::Reverse(s.prefix.len()));
+    slots
 }
 
 impl CachedStorage {
     /// Caches the resources under `prefixes` of `inner`, each with a ring of
     /// `capacity` events (clamped to [`CAPACITY_BOUNDS`]).
     pub fn new(inner: Arc<dyn Storage>, prefixes: impl IntoIterator<Item = String>, capacity: usize) -> Self {
-        let mut prefixes: Vec<String> = prefixes.into_iter().collect();
-        prefixes.sort_by_key(|p| std::cmp::Reverse(p.len()));
-        prefixes.dedup();
-        CachedStorage { inner, prefixes, capacity: capacity.clamp(CAPACITY_BOUNDS.0, CAPACITY_BOUNDS.1), bookmark_interval: cacher::BOOKMARK_INTERVAL, caches: Mutex::new(HashMap::new()) }
+        let mut refs = HashMap::new();
+        for p in prefixes {
+            refs.insert(p, 1);
+        }
+        let slots = sorted(refs.keys().map(|p| Arc::new(Slot { prefix: p.clone(), cacher: OnceLock::new() })).collect());
+        CachedStorage {
+            inner,
+            capacity: capacity.clamp(CAPACITY_BOUNDS.0, CAPACITY_BOUNDS.1),
+            bookmark_interval: cacher::BOOKMARK_INTERVAL,
+            slots: ArcSwap::from_pointee(slots),
+            refs: Mutex::new(refs),
+        }
     }
 
     /// Sets how often idle watchers that allow bookmarks get one (default
@@ -82,8 +110,8 @@ impl CachedStorage {
     /// from a resourceVersion the client got before (from a write or a
     /// GET) with 410 Expired. Needs a Tokio runtime.
     pub fn start_all(&self) {
-        for p in &self.prefixes {
-            self.cacher(p);
+        for slot in self.slots.load().iter() {
+            self.started(slot);
         }
     }
 
@@ -92,12 +120,75 @@ impl CachedStorage {
         &self.inner
     }
 
+    fn started(&self, slot: &Slot) -> Arc<Cacher> {
+        slot.cacher.get_or_init(|| Cacher::start(slot.prefix.clone(), self.inner.clone(), self.capacity, self.bookmark_interval)).clone()
+    }
+
     /// The cache holding `key` (a key or a list prefix), started on first
     /// use; `None` for keys of no cached resource.
     pub fn cacher(&self, key: &str) -> Option<Arc<Cacher>> {
-        let prefix = self.prefixes.iter().find(|p| key.starts_with(p.as_str()))?;
-        let mut caches = self.caches.lock();
-        Some(caches.entry(prefix.clone()).or_insert_with(|| Cacher::start(prefix.clone(), self.inner.clone(), self.capacity, self.bookmark_interval)).clone())
+        let slots = self.slots.load();
+        let slot = slots.iter().find(|s| key.starts_with(s.prefix.as_str()))?;
+        Some(self.started(slot))
+    }
+
+    /// Whether keys under `prefix` are cached.
+    pub fn is_cached(&self, prefix: &str) -> bool {
+        self.slots.load().iter().any(|s| s.prefix == prefix)
+    }
+
+    /// Caches `prefix` from now on and starts its cache (a resource added
+    /// at run time). Adding a prefix that is cached already counts one more
+    /// user of it (two served versions stored once). Needs a Tokio runtime.
+    pub fn add_prefix(&self, prefix: &str) {
+        let mut refs = self.refs.lock();
+        let n = refs.entry(prefix.to_string()).or_insert(0);
+        *n += 1;
+        if *n > 1 {
+            return;
+        }
+        let slot = Arc::new(Slot { prefix: prefix.to_string(), cacher: OnceLock::new() });
+        let mut slots: Vec<Arc<Slot>> = self.slots.load().iter().cloned().collect();
+        slots.push(slot.clone());
+        self.slots.store(Arc::new(sorted(slots)));
+        self.started(&slot);
+    }
+
+    /// Drops one user of `prefix`; when none is left, its keys are no
+    /// longer cached and its cache stops (its watchers' streams end).
+    /// Unknown prefixes are ignored.
+    pub fn remove_prefix(&self, prefix: &str) {
+        let mut refs = self.refs.lock();
+        let Some(n) = refs.get_mut(prefix) else { return };
+        *n -= 1;
+        if *n > 0 {
+            return;
+        }
+        refs.remove(prefix);
+        let current = self.slots.load_full();
+        let (gone, kept): (Vec<Arc<Slot>>, Vec<Arc<Slot>>) = current.iter().cloned().partition(|s| s.prefix == prefix);
+        self.slots.store(Arc::new(kept));
+        for slot in gone {
+            if let Some(c) = slot.cacher.get() {
+                c.stop();
+            }
+        }
+    }
+}
+
+/// Serves every resource that the registry opens from the watch cache, and
+/// stops its cache when the resource is closed (kube's
+/// `StorageWithCacher` decorator).
+pub struct CacheProvider(pub Arc<CachedStorage>);
+
+impl StorageProvider for CacheProvider {
+    fn open(&self, prefix: &str) -> Arc<dyn Storage> {
+        self.0.add_prefix(prefix);
+        self.0.clone()
+    }
+
+    fn close(&self, prefix: &str) {
+        self.0.remove_prefix(prefix);
     }
 }
 
