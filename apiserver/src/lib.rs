@@ -10,6 +10,7 @@
 //!   backends;
 //! - [`watchcache`]: the per-resource caches that serve list, get and watch;
 //! - [`errors`]: every `Status` a client can see;
+//! - [`discovery`]: the discovery documents of the served resources;
 //! - [`schema`]: one compiled schema per kind, built-in or custom, and
 //!   what reads it: validation, pruning, defaulting, CRD schema checks;
 //! - [`openapi`]: the OpenAPI v2/v3 documents and the `fieldValidation`
@@ -23,6 +24,7 @@ pub mod admission;
 pub mod authn;
 pub mod authz;
 pub mod controllers;
+pub mod discovery;
 pub mod endpoints;
 pub mod errors;
 pub mod fieldmanager;
@@ -37,4 +39,5 @@ pub mod selectors;
 pub mod server;
 pub mod storage;
 pub mod strategicpatch;
+pub mod warning;
 pub mod watchcache;

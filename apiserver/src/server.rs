@@ -22,7 +22,7 @@ use crate::authn::x509::{PeerCertificates, UnverifiedCertificate};
 use crate::endpoints::{build_handler_chain, ApiState, Handler};
 use crate::options::Options;
 use crate::registry::Registry;
-use crate::storage::{embedded::EmbeddedKv, kv::Kv, remote::RemoteKv, KvStorage, Storage};
+use crate::storage::{embedded::EmbeddedKv, kv::Kv, remote::RemoteKv, Direct, KvStorage, Storage, StorageProvider};
 
 /// Namespaces that always exist (kube's bootstrap controller).
 const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -127,14 +127,69 @@ async fn open_storage(opts: &Options) -> anyhow::Result<Arc<dyn Storage>> {
     Ok(Arc::new(KvStorage::new(kv)))
 }
 
-/// The watch cache in front of `storage`, one cache per stored resource,
-/// all started at once (see [`crate::watchcache::CachedStorage::start_all`]).
+/// How the API is wired (the flags that shape it).
+pub struct ApiConfig {
+    /// The schema of every kind (compiled with
+    /// [`crate::schema::SchemaStore::builtin`], off the async threads).
+    pub schemas: crate::schema::SchemaStore,
+    /// Serve list, get and watch from the watch cache.
+    pub watch_cache: bool,
+    /// Events each resource's watch cache keeps.
+    pub watch_cache_size: usize,
+    /// `--enable-admission-plugins`.
+    pub enable_admission_plugins: Vec<String>,
+    /// `--disable-admission-plugins`.
+    pub disable_admission_plugins: Vec<String>,
+    /// Who sent a request.
+    pub authenticator: Arc<dyn crate::authn::Authenticator>,
+    /// Whether they may.
+    pub authorizer: Arc<dyn crate::authz::Authorizer>,
+    /// `host:port` shown in `/api` discovery.
+    pub advertise_address: String,
+}
+
+/// The API over one store, wired: the registry of the built-in resources,
+/// the state the handlers share and the handler chain.
+pub struct Api {
+    /// Served resources (add and remove resources here at run time).
+    pub registry: Arc<Registry>,
+    /// The handlers' state.
+    pub state: Arc<ApiState>,
+    /// The filter chain and handlers, ready for requests.
+    pub chain: Arc<dyn Handler>,
+    /// The watch cache, when on.
+    pub cache: Option<Arc<crate::watchcache::CachedStorage>>,
+}
+
+/// Wires the API over `storage`: the admission chain of the flags, the
+/// registry with the built-in resources (each with its watch cache when the
+/// cache is on, started now), discovery, OpenAPI and the handler chain.
 /// Call it inside a Tokio runtime.
-pub fn cached(storage: Arc<dyn Storage>, registry: &Registry, capacity: usize) -> Arc<dyn Storage> {
-    let prefixes: Vec<String> = registry.group_versions().into_iter().flat_map(|(g, v)| registry.of_group_version(g, v)).map(|r| registry.storage_resource(&r).prefix(None)).collect();
-    let cached = crate::watchcache::CachedStorage::new(storage, prefixes, capacity);
-    cached.start_all();
-    Arc::new(cached)
+///
+/// # Errors
+/// Unknown admission plugin names.
+pub fn build_api(storage: Arc<dyn Storage>, cfg: ApiConfig) -> anyhow::Result<Api> {
+    let plugins = crate::admission::plugins::Context { storage: storage.clone() };
+    let (admission, missing) = crate::admission::plugins::build(&cfg.enable_admission_plugins, &cfg.disable_admission_plugins, &plugins)?;
+    if !missing.is_empty() {
+        tracing::debug!("admission plugins not implemented yet, skipped: {}", missing.join(", "));
+    }
+    let cache = cfg.watch_cache.then(|| Arc::new(crate::watchcache::CachedStorage::new(storage.clone(), Vec::new(), cfg.watch_cache_size)));
+    let provider: Arc<dyn StorageProvider> = match &cache {
+        Some(c) => Arc::new(crate::watchcache::CacheProvider(c.clone())),
+        None => Arc::new(Direct(storage.clone())),
+    };
+    let registry = Arc::new(Registry::new(provider, Arc::new(admission), cfg.schemas.clone()));
+    registry.add_all(crate::registry::builtin(cfg.authorizer.clone()))?;
+    let state = Arc::new(ApiState {
+        registry: registry.clone(),
+        storage,
+        discovery: crate::discovery::Service::new(cfg.advertise_address),
+        openapi: crate::openapi::Service::new(cfg.schemas.clone()),
+        schemas: cfg.schemas,
+    });
+    let chain = build_handler_chain(state.clone(), cfg.authenticator, cfg.authorizer);
+    Ok(Api { registry, state, chain, cache })
 }
 
 async fn bootstrap_namespaces(storage: &dyn Storage) -> anyhow::Result<()> {
@@ -189,8 +244,6 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     crate::admission::plugins::enabled(&opts.enable_admission_plugins, &opts.disable_admission_plugins)?;
     let storage = open_storage(&opts).await?;
     bootstrap_namespaces(storage.as_ref()).await?;
-    let registry = Registry::builtin();
-    let storage = if opts.watch_cache { cached(storage, &registry, opts.default_watch_cache_size) } else { storage };
 
     let listener = TcpListener::bind((opts.bind_address.as_str(), opts.secure_port)).await.with_context(|| format!("listen on {}:{}", opts.bind_address, opts.secure_port))?;
     let addr: SocketAddr = listener.local_addr()?;
@@ -204,12 +257,25 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     // Parsing and compiling the built-in schemas takes a while: not on an
     // async thread.
     let schemas = tokio::task::spawn_blocking(crate::schema::SchemaStore::builtin).await?;
-    let state = Arc::new(ApiState { registry, storage, advertise_address: host_port.clone(), openapi: crate::openapi::Service::new(schemas.clone()), schemas });
+    let api = build_api(
+        storage,
+        ApiConfig {
+            schemas,
+            watch_cache: opts.watch_cache,
+            watch_cache_size: opts.default_watch_cache_size,
+            enable_admission_plugins: opts.enable_admission_plugins.clone(),
+            disable_admission_plugins: opts.disable_admission_plugins.clone(),
+            authenticator: authenticator(),
+            authorizer,
+            advertise_address: host_port.clone(),
+        },
+    )?;
     // Build the OpenAPI documents off the request path, so the first
     // kubectl apply does not wait for them.
-    let warm = state.clone();
-    tokio::task::spawn_blocking(move || warm.openapi.v3_root(&warm.registry));
-    let chain = build_handler_chain(state, authenticator(), authorizer);
+    let warm = api.state.clone();
+    tokio::task::spawn_blocking(move || warm.openapi.v3_root(&warm.registry.catalog()));
+    let controllers = crate::controllers::start(api.registry.clone(), &opts.name);
+    let chain = api.chain.clone();
 
     println!("serving on {server_url}");
     println!("to use kubectl: export KUBECONFIG={}", kubeconfig_abs.display());
@@ -225,7 +291,10 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                     continue;
                 }
             },
-            _ = tokio::signal::ctrl_c() => return Ok(()),
+            _ = tokio::signal::ctrl_c() => {
+                controllers.stop().await;
+                return Ok(());
+            }
         };
         let acceptor = acceptor.clone();
         let chain = chain.clone();

@@ -2,7 +2,7 @@
 //! write before it is stored (kube-apiserver
 //! `staging/src/k8s.io/apiserver/pkg/admission`).
 //!
-//! The generic store ([`crate::registry::store`]) runs, for every create,
+//! The registry's generic store (`registry/store.rs`) runs, for every create,
 //! update and delete:
 //!
 //! ```text

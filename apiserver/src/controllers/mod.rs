@@ -1,4 +1,63 @@
-//! Background loops the apiserver runs itself until a controller manager
-//! exists.
+//! Background loops the API server runs itself (kube's
+//! kube-controller-manager loops that the API depends on, and the
+//! apiserver's own post-start hooks).
+//!
+//! A controller is fed by [`informer`]s (a local copy of a resource kept by
+//! a list and a watch through the registry's stores, hence the watch
+//! cache), queues keys in a de-duplicating [`queue::Queue`], and writes
+//! through the registry's stores, like any client: admission, validation and
+//! finalizers apply. Controllers never call HTTP handlers.
+//!
+//! Every node starts every controller at boot. A loop that must run once
+//! per cluster works only while its node holds the loop's Lease
+//! ([`leader`]); when that node dies, another takes the Lease over and the
+//! loop carries on there, from what its informer shows.
+//!
+//! | controller | Lease | what it does |
+//! |---|---|---|
+//! | [`namespace`] | `kube-system/namespace-controller` | empties and finalizes namespaces being deleted |
 
+pub mod informer;
+pub mod leader;
 pub mod namespace;
+pub mod queue;
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use crate::registry::Registry;
+
+/// The running controllers.
+pub struct Controllers {
+    stop: watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Controllers {
+    /// Stops every controller and releases the Leases held.
+    pub async fn stop(self) {
+        self.stop.send_replace(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+/// Starts every controller on this node, whose identity in Leases is
+/// `identity` (its member name). Call it inside a Tokio runtime.
+pub fn start(registry: Arc<Registry>, identity: &str) -> Controllers {
+    let (stop, stopped) = watch::channel(false);
+    let mut tasks = Vec::new();
+    let stores = (registry.store("", "v1", "namespaces"), registry.store("coordination.k8s.io", "v1", "leases"));
+    if let (Some(namespaces), Some(leases)) = stores {
+        let (leading_tx, leading) = watch::channel(false);
+        let election = leader::Election::new(leases, namespace::LEASE, identity);
+        tasks.push(tokio::spawn(election.run(leading_tx, stopped.clone())));
+        let c = namespace::NamespaceController::new(registry.clone(), namespaces, stopped.clone());
+        tasks.push(tokio::spawn(c.run(leading, stopped.clone())));
+    } else {
+        tracing::warn!("namespaces or leases are not served: no namespace controller");
+    }
+    Controllers { stop, tasks }
+}

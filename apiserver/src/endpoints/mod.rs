@@ -33,11 +33,11 @@ pub trait Handler: Send + Sync + 'static {
 /// What the handlers share.
 pub struct ApiState {
     /// Served resources.
-    pub registry: Registry,
-    /// Object storage.
+    pub registry: Arc<Registry>,
+    /// The store (health checks).
     pub storage: Arc<dyn Storage>,
-    /// `host:port` advertised in `/api` discovery.
-    pub advertise_address: String,
+    /// Discovery documents of the registry.
+    pub discovery: crate::discovery::Service,
     /// OpenAPI documents of the registry.
     pub openapi: crate::openapi::Service,
     /// The schema of every kind, built-in and custom.

@@ -21,6 +21,14 @@ pub fn json(code: u16, v: &Value) -> Response {
     r
 }
 
+/// A response of JSON bytes encoded already.
+pub fn json_bytes(code: u16, body: Bytes) -> Response {
+    let mut r = http::Response::new(full(body));
+    *r.status_mut() = http::StatusCode::from_u16(code).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    r
+}
+
 /// A Status response with its code.
 pub fn status(s: &Status) -> Response {
     json(s.code, &s.to_value())

@@ -4,26 +4,28 @@
 //! - [`v2`]: `/openapi/v2`, as JSON or gnostic protobuf;
 //! - [`fields`]: the `fieldValidation` directive and duplicate fields.
 //!
-//! Documents are built on first request and kept: the registry is fixed
-//! at start. When resources can be added at run time (CRDs), [`Service`]
-//! needs invalidating.
+//! Documents are built on first request after each change of the
+//! registry ([`Catalog::generation`]) and kept until the next one.
 
 pub mod fields;
 pub mod v2;
 pub mod v3;
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
+use std::sync::Arc;
 
+use arc_swap::ArcSwapOption;
 use bytes::Bytes;
 use sha2::{Digest, Sha512};
 
-use crate::registry::Registry;
+use crate::registry::Catalog;
 use crate::schema::SchemaStore;
 
 /// Built documents.
 #[derive(Debug)]
 struct Built {
+    /// The registry generation it was built from.
+    generation: u64,
     /// `/openapi/v3`.
     root: Bytes,
     /// `api/v1`, `apis/apps/v1` → (hash, document).
@@ -34,12 +36,14 @@ struct Built {
     v2_protobuf: Bytes,
 }
 
-/// The OpenAPI documents of a registry, built once from the schemas of
-/// `schemas`.
+/// The OpenAPI documents of a registry, built from the schemas of
+/// `schemas`, and rebuilt when the registry changes.
 #[derive(Debug, Default)]
 pub struct Service {
     schemas: SchemaStore,
-    built: OnceLock<Built>,
+    built: ArcSwapOption<Built>,
+    /// One build at a time: a second request waits for the first's.
+    building: parking_lot::Mutex<()>,
 }
 
 /// A served document: its bytes, content type and ETag.
@@ -62,11 +66,19 @@ impl Service {
     /// Documents built from the schemas of `schemas` (the server's shared
     /// store).
     pub fn new(schemas: SchemaStore) -> Self {
-        Service { schemas, built: OnceLock::new() }
+        Service { schemas, built: ArcSwapOption::empty(), building: parking_lot::Mutex::new(()) }
     }
 
-    fn built(&self, registry: &Registry) -> &Built {
-        self.built.get_or_init(|| {
+    fn built(&self, registry: &Catalog) -> Arc<Built> {
+        let current = |b: &Option<Arc<Built>>| b.as_ref().filter(|b| b.generation == registry.generation()).cloned();
+        if let Some(b) = current(&self.built.load_full()) {
+            return b;
+        }
+        let _one = self.building.lock();
+        if let Some(b) = current(&self.built.load_full()) {
+            return b;
+        }
+        let b = Arc::new({
             let schemas = self.schemas.load();
             let defs = schemas.builtin().source();
             let mut gvs = BTreeMap::new();
@@ -84,24 +96,27 @@ impl Service {
             let v2doc = v2::document(defs, &all);
             let v2_protobuf = v2::encode(&v2doc);
             let v2_json = serde_json::to_vec(&v2doc).unwrap_or_default();
-            Built { root: Bytes::from(root), group_versions: gvs, v2_json: Bytes::from(v2_json), v2_protobuf: Bytes::from(v2_protobuf) }
-        })
+            Built { generation: registry.generation(), root: Bytes::from(root), group_versions: gvs, v2_json: Bytes::from(v2_json), v2_protobuf: Bytes::from(v2_protobuf) }
+        });
+        self.built.store(Some(b.clone()));
+        b
     }
 
     /// `/openapi/v3`: the group-version list with hashed URLs.
-    pub fn v3_root(&self, registry: &Registry) -> Document {
+    pub fn v3_root(&self, registry: &Catalog) -> Document {
         let b = self.built(registry);
         Document { body: b.root.clone(), content_type: "application/json", etag: hash(&b.root) }
     }
 
     /// `/openapi/v3/<path>` (`api/v1`, `apis/apps/v1`), if served.
-    pub fn v3_group_version(&self, registry: &Registry, path: &str) -> Option<Document> {
-        let (h, body) = self.built(registry).group_versions.get(path)?;
+    pub fn v3_group_version(&self, registry: &Catalog, path: &str) -> Option<Document> {
+        let b = self.built(registry);
+        let (h, body) = b.group_versions.get(path)?;
         Some(Document { body: body.clone(), content_type: "application/json", etag: h.clone() })
     }
 
     /// `/openapi/v2`, as protobuf when `protobuf`, else JSON.
-    pub fn v2(&self, registry: &Registry, protobuf: bool) -> Document {
+    pub fn v2(&self, registry: &Catalog, protobuf: bool) -> Document {
         let b = self.built(registry);
         if protobuf {
             Document { body: b.v2_protobuf.clone(), content_type: v2::PROTOBUF_CONTENT_TYPE, etag: hash(&b.v2_protobuf) }

@@ -257,8 +257,8 @@ mod tests {
     #[test]
     fn v2_round_trips_through_protobuf() {
         let defs = &crate::schema::SchemaSource::builtin();
-        let reg = crate::registry::Registry::builtin();
-        let gvs: Vec<_> = reg.group_versions().into_iter().map(|(g, v)| (g.to_string(), v.to_string(), reg.of_group_version(g, v))).collect();
+        let reg = crate::registry::tests::builtin_catalog();
+        let gvs: Vec<_> = reg.group_versions().iter().map(|(g, v)| (g.to_string(), v.to_string(), reg.of_group_version(g, v))).collect();
         let doc = document(defs, &gvs);
         let dep = &doc["definitions"]["io.k8s.api.apps.v1.DeploymentSpec"];
         assert_eq!(dep["properties"]["template"]["$ref"], "#/definitions/io.k8s.api.core.v1.PodTemplateSpec");

@@ -176,21 +176,21 @@ fn camel(s: &str) -> String {
 /// The paths of one resource, added to `paths`, and the definitions they
 /// name, added to `roots`.
 fn resource_paths(defs: &SchemaSource, r: &Resource, paths: &mut Map<String, Value>, roots: &mut Vec<String>) {
-    let Some(obj_name) = defs.name_of(r.group, r.version, r.kind) else { return };
+    let Some(obj_name) = defs.name_of(&r.group, &r.version, &r.kind) else { return };
     roots.push(obj_name.to_string());
     let obj = schema_ref(obj_name);
-    let list_name = defs.name_of(r.group, r.version, &format!("{}List", r.kind)).map(str::to_string);
+    let list_name = defs.name_of(&r.group, &r.version, &format!("{}List", r.kind)).map(str::to_string);
     if let Some(l) = &list_name {
         roots.push(l.clone());
     }
     let base = if r.group.is_empty() { format!("/api/{}", r.version) } else { format!("/apis/{}/{}", r.group, r.version) };
     let scope = if r.namespaced { "Namespaced" } else { "" };
-    let gv_id = format!("{}{}", camel(if r.group.is_empty() { "core" } else { r.group }), camel(r.version));
-    let tag = format!("{}_{}", if r.group.is_empty() { "core" } else { r.group.split('.').next().unwrap_or(r.group) }, r.version);
-    let ops = Ops { tag, op_id: format!("{gv_id}{scope}{}", r.kind), kind: r.kind, gvk: gvk(r.group, r.version, r.kind) };
+    let gv_id = format!("{}{}", camel(if r.group.is_empty() { "core" } else { &r.group }), camel(&r.version));
+    let tag = format!("{}_{}", if r.group.is_empty() { "core" } else { r.group.split('.').next().unwrap_or(&r.group) }, r.version);
+    let ops = Ops { tag, op_id: format!("{gv_id}{scope}{}", r.kind), kind: &r.kind, gvk: gvk(&r.group, &r.version, &r.kind) };
     let collection = if r.namespaced { format!("{base}/namespaces/{{namespace}}/{}", r.resource) } else { format!("{base}/{}", r.resource) };
     let item = format!("{collection}/{{name}}");
-    let has = |v: &str| r.verbs.contains(&v);
+    let has = |v: &str| r.verbs.iter().any(|x| x == v);
 
     let mut coll = Map::new();
     if has("list") {
@@ -235,14 +235,14 @@ fn resource_paths(defs: &SchemaSource, r: &Resource, paths: &mut Map<String, Val
         paths.insert(item.clone(), Value::Object(one));
     }
 
-    for sub in r.subresources {
-        let (schema, sub_ops) = match *sub {
+    for sub in &r.subresources {
+        let (schema, sub_ops) = match sub.as_str() {
             "scale" => {
                 roots.push(SCALE.to_string());
-                let o = Ops { tag: ops.tag.clone(), op_id: format!("{}Scale", ops.op_id), kind: r.kind, gvk: gvk("autoscaling", "v1", "Scale") };
+                let o = Ops { tag: ops.tag.clone(), op_id: format!("{}Scale", ops.op_id), kind: &r.kind, gvk: gvk("autoscaling", "v1", "Scale") };
                 (schema_ref(SCALE), o)
             }
-            "status" => (obj.clone(), Ops { tag: ops.tag.clone(), op_id: format!("{}Status", ops.op_id), kind: r.kind, gvk: ops.gvk.clone() }),
+            "status" => (obj.clone(), Ops { tag: ops.tag.clone(), op_id: format!("{}Status", ops.op_id), kind: &r.kind, gvk: ops.gvk.clone() }),
             _ => continue,
         };
         let what = sub.to_string();

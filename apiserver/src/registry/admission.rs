@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use super::printers::{age, created_at, str_cell};
 use super::simple::{def, Simple, CREATED_AT_COLUMN};
 use super::strategy::{Column, AGE_COLUMN, NAME_COLUMN};
-use super::Resource;
+use super::ResourceDef;
 use crate::errors::Cause;
 use crate::meta;
 
@@ -177,7 +177,7 @@ fn crd_defaults(o: &mut Value) {
 }
 
 /// admissionregistration.k8s.io/v1 and apiextensions.k8s.io/v1 resources.
-pub fn resources() -> Vec<Resource> {
+pub fn resources() -> Vec<ResourceDef> {
     vec![
         def("mutatingwebhookconfigurations", "mutatingwebhookconfiguration", "MutatingWebhookConfiguration", false, &[], &["api-extensions"])
             .build(GROUP, "v1", Box::new(Simple::new().with_defaults(|o| webhook_defaults(o, true)).with_validation(webhook_validate).with_table(webhook_columns, webhook_cells))),

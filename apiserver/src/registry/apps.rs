@@ -1,12 +1,15 @@
 //! The `apps` group, version v1.
 
+use std::sync::Arc;
+
 use serde_json::{json, Value};
 
 use super::core::{default_pod_spec, validate_pod_spec};
 use super::printers::{age, or_none};
 use super::strategy::{Column, Strategy, AGE_COLUMN, NAME_COLUMN};
 use super::validation::go_string_map;
-use super::{DefaultStrategy, Resource, STANDARD_VERBS};
+use super::subresources::{scale, status, Subresource};
+use super::{DefaultStrategy, Resource, ResourceDef};
 use crate::errors::Cause;
 use crate::meta;
 use crate::selectors::LabelSelector;
@@ -197,17 +200,17 @@ fn go_label_selector(sel: &Value) -> String {
     format!("v1.LabelSelector{{MatchLabels:{labels}, MatchExpressions:{exprs}}}")
 }
 
-fn apps(resource: &'static str, singular: &'static str, kind: &'static str, short: &'static [&'static str], cats: &'static [&'static str], subs: &'static [&'static str], strategy: Box<dyn Strategy>) -> Resource {
-    Resource { group: "apps", version: "v1", resource, singular, kind, namespaced: true, verbs: STANDARD_VERBS, short_names: short, categories: cats, subresources: subs, strategy }
+fn apps(resource: &str, singular: &str, kind: &str, short: &[&str], cats: &[&str], subs: Vec<Arc<dyn Subresource>>, strategy: Box<dyn Strategy>) -> ResourceDef {
+    ResourceDef::stored(Resource::new("apps", "v1", resource, singular, kind, true, Arc::from(strategy)), subs).short_names(short).categories(cats)
 }
 
 /// apps/v1 resources.
-pub fn resources() -> Vec<Resource> {
+pub fn resources() -> Vec<ResourceDef> {
     vec![
-        apps("deployments", "deployment", "Deployment", &["deploy"], &["all"], &["status", "scale"], Box::new(Deployments)),
-        apps("replicasets", "replicaset", "ReplicaSet", &["rs"], &["all"], &["status", "scale"], Box::new(Workload { replicas: true, selector_immutable: true })),
-        apps("statefulsets", "statefulset", "StatefulSet", &["sts"], &["all"], &["status", "scale"], Box::new(Workload { replicas: true, selector_immutable: false })),
-        apps("daemonsets", "daemonset", "DaemonSet", &["ds"], &["all"], &["status"], Box::new(Workload { replicas: false, selector_immutable: true })),
-        apps("controllerrevisions", "controllerrevision", "ControllerRevision", &[], &[], &[], Box::new(DefaultStrategy)),
+        apps("deployments", "deployment", "Deployment", &["deploy"], &["all"], vec![status(), scale()], Box::new(Deployments)),
+        apps("replicasets", "replicaset", "ReplicaSet", &["rs"], &["all"], vec![status(), scale()], Box::new(Workload { replicas: true, selector_immutable: true })),
+        apps("statefulsets", "statefulset", "StatefulSet", &["sts"], &["all"], vec![status(), scale()], Box::new(Workload { replicas: true, selector_immutable: false })),
+        apps("daemonsets", "daemonset", "DaemonSet", &["ds"], &["all"], vec![status()], Box::new(Workload { replicas: false, selector_immutable: true })),
+        apps("controllerrevisions", "controllerrevision", "ControllerRevision", &[], &[], Vec::new(), Box::new(DefaultStrategy)),
     ]
 }

@@ -3,68 +3,167 @@
 //! `pkg/registry/authentication/selfsubjectreview` and
 //! `pkg/registry/authorization/*`).
 //!
-//! Until RBAC arrives every authenticated user may do everything, so access
-//! reviews answer `allowed: true` and rules reviews list `*` rules.
+//! - SelfSubjectReview: the requesting user;
+//! - SelfSubjectAccessReview, SubjectAccessReview, LocalSubjectAccessReview:
+//!   the authorizer's decision for the spec's resource or non-resource
+//!   attributes, for the requesting user (self) or the spec's user;
+//! - SelfSubjectRulesReview: the authorizer's rules for the requesting user
+//!   in the spec's namespace.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use super::strategy::Strategy;
-use super::Resource;
+use super::rest::{Context, Creater, Gvk, Rest, WriteOptions};
+use super::{DefaultStrategy, Resource, ResourceDef};
 use crate::authn::UserInfo;
-
-const CREATE: &[&str] = &["create"];
+use crate::authz::{Attributes, Authorizer, Decision, Rules};
+use crate::errors::Status;
 
 #[derive(Clone, Copy)]
 enum Review {
     /// `SelfSubjectReview`: who am I.
     SelfSubject,
-    /// `SelfSubjectAccessReview`, `SubjectAccessReview`,
-    /// `LocalSubjectAccessReview`: may they do this.
+    /// `SelfSubjectAccessReview`: may I do this.
+    SelfAccess,
+    /// `SubjectAccessReview`, `LocalSubjectAccessReview`: may they do this.
     Access,
     /// `SelfSubjectRulesReview`: what may I do.
     Rules,
 }
 
-struct Reviews(Review);
+/// One review resource.
+struct Reviews {
+    review: Review,
+    kind: Gvk,
+    authorizer: Arc<dyn Authorizer>,
+}
 
-impl Strategy for Reviews {
-    fn review(&self, obj: &Value, user: &UserInfo) -> Option<Value> {
-        let mut out = json!({
-            "kind": obj["kind"],
-            "apiVersion": obj["apiVersion"],
-            "metadata": {"creationTimestamp": null},
-        });
-        if !obj["spec"].is_null() {
-            out["spec"] = obj["spec"].clone();
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array().map(|a| a.iter().filter_map(Value::as_str).map(String::from).collect()).unwrap_or_default()
+}
+
+/// The user a SubjectAccessReview's spec names.
+fn spec_user(spec: &Value) -> UserInfo {
+    let mut extra = BTreeMap::new();
+    if let Some(m) = spec["extra"].as_object() {
+        for (k, v) in m {
+            extra.insert(k.clone(), strings(v));
         }
-        out["status"] = match self.0 {
-            Review::SelfSubject => json!({"userInfo": {"username": user.name, "groups": user.groups}}),
-            Review::Access => json!({"allowed": true}),
-            Review::Rules => json!({
-                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
-                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
-                "incomplete": false,
-            }),
-        };
-        Some(out)
+    }
+    UserInfo { name: spec["user"].as_str().unwrap_or("").into(), uid: spec["uid"].as_str().unwrap_or("").into(), groups: strings(&spec["groups"]), extra }
+}
+
+/// An access review's `status` for `user` and the spec's attributes.
+async fn access(authorizer: &dyn Authorizer, user: &UserInfo, spec: &Value) -> Value {
+    let ra = &spec["resourceAttributes"];
+    let na = &spec["nonResourceAttributes"];
+    let s = |v: &Value, k: &str| v[k].as_str().unwrap_or("").to_string();
+    let (verb, path, namespace, group, version, resource, subresource, name) = if ra.is_object() || !na.is_object() {
+        (s(ra, "verb"), String::new(), s(ra, "namespace"), s(ra, "group"), s(ra, "version"), s(ra, "resource"), s(ra, "subresource"), s(ra, "name"))
+    } else {
+        (s(na, "verb"), s(na, "path"), String::new(), String::new(), String::new(), String::new(), String::new(), String::new())
+    };
+    let attrs = Attributes {
+        user,
+        verb: &verb,
+        resource_request: ra.is_object() || !na.is_object(),
+        path: &path,
+        namespace: &namespace,
+        api_group: &group,
+        api_version: &version,
+        resource: &resource,
+        subresource: &subresource,
+        name: &name,
+    };
+    let mut status = json!({});
+    match authorizer.authorize(&attrs).await {
+        Ok(a) => {
+            status["allowed"] = json!(a.decision == Decision::Allow);
+            if a.decision == Decision::Deny {
+                status["denied"] = json!(true);
+            }
+            if !a.reason.is_empty() {
+                status["reason"] = json!(a.reason);
+            }
+        }
+        Err(e) => {
+            status["allowed"] = json!(false);
+            status["evaluationError"] = json!(e.to_string());
+        }
+    }
+    status
+}
+
+/// A rules review's `status`.
+fn rules_status(r: Result<Rules, crate::authz::Error>) -> Value {
+    let rules = match r {
+        Ok(r) => r,
+        Err(e) => return json!({"resourceRules": [], "nonResourceRules": [], "incomplete": true, "evaluationError": e.to_string()}),
+    };
+    let resource: Vec<Value> = rules
+        .resource_rules
+        .iter()
+        .map(|r| {
+            let mut v = json!({"verbs": r.verbs, "apiGroups": r.api_groups, "resources": r.resources});
+            if !r.resource_names.is_empty() {
+                v["resourceNames"] = json!(r.resource_names);
+            }
+            v
+        })
+        .collect();
+    let non_resource: Vec<Value> = rules.non_resource_rules.iter().map(|r| json!({"verbs": r.verbs, "nonResourceURLs": r.non_resource_urls})).collect();
+    json!({"resourceRules": resource, "nonResourceRules": non_resource, "incomplete": rules.incomplete})
+}
+
+impl Rest for Reviews {
+    fn kind(&self) -> &Gvk {
+        &self.kind
+    }
+    fn creater(&self) -> Option<&dyn Creater> {
+        Some(self)
     }
 }
 
-fn review(group: &'static str, version: &'static str, resource: &'static str, singular: &'static str, kind: &'static str, namespaced: bool, r: Review) -> Resource {
-    Resource { group, version, resource, singular, kind, namespaced, verbs: CREATE, short_names: &[], categories: &[], subresources: &[], strategy: Box::new(Reviews(r)) }
+#[async_trait]
+impl Creater for Reviews {
+    async fn create(&self, ctx: &Context<'_>, obj: Value, _opts: &WriteOptions) -> Result<Value, Status> {
+        let api_version = if self.kind.group.is_empty() { self.kind.version.clone() } else { format!("{}/{}", self.kind.group, self.kind.version) };
+        let mut out = json!({"kind": self.kind.kind, "apiVersion": api_version, "metadata": {"creationTimestamp": null}});
+        let spec = &obj["spec"];
+        if !spec.is_null() {
+            out["spec"] = spec.clone();
+        }
+        out["status"] = match self.review {
+            Review::SelfSubject => json!({"userInfo": ctx.user.to_json()}),
+            Review::SelfAccess => access(self.authorizer.as_ref(), ctx.user, spec).await,
+            Review::Access => access(self.authorizer.as_ref(), &spec_user(spec), spec).await,
+            Review::Rules => rules_status(self.authorizer.rules_for(ctx.user, spec["namespace"].as_str().unwrap_or("")).await),
+        };
+        Ok(out)
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // a table row of the registry
+fn review(group: &str, version: &str, resource: &str, singular: &str, kind: &str, namespaced: bool, r: Review, authorizer: &Arc<dyn Authorizer>) -> ResourceDef {
+    let rest = Arc::new(Reviews { review: r, kind: Gvk::new(group, version, kind), authorizer: authorizer.clone() });
+    ResourceDef::rest(Resource::new(group, version, resource, singular, kind, namespaced, Arc::new(DefaultStrategy)), rest)
 }
 
 /// authentication.k8s.io v1 and v1beta1 (kubectl 1.27's `auth whoami`
-/// asks v1beta1), then authorization.k8s.io v1.
-pub fn resources() -> Vec<Resource> {
+/// asks v1beta1), then authorization.k8s.io v1, answered by `authorizer`.
+pub fn resources(authorizer: Arc<dyn Authorizer>) -> Vec<ResourceDef> {
     const AUTHN: &str = "authentication.k8s.io";
     const AUTHZ: &str = "authorization.k8s.io";
+    let a = &authorizer;
     vec![
-        review(AUTHN, "v1", "selfsubjectreviews", "selfsubjectreview", "SelfSubjectReview", false, Review::SelfSubject),
-        review(AUTHN, "v1beta1", "selfsubjectreviews", "selfsubjectreview", "SelfSubjectReview", false, Review::SelfSubject),
-        review(AUTHZ, "v1", "localsubjectaccessreviews", "localsubjectaccessreview", "LocalSubjectAccessReview", true, Review::Access),
-        review(AUTHZ, "v1", "selfsubjectaccessreviews", "selfsubjectaccessreview", "SelfSubjectAccessReview", false, Review::Access),
-        review(AUTHZ, "v1", "selfsubjectrulesreviews", "selfsubjectrulesreview", "SelfSubjectRulesReview", false, Review::Rules),
-        review(AUTHZ, "v1", "subjectaccessreviews", "subjectaccessreview", "SubjectAccessReview", false, Review::Access),
+        review(AUTHN, "v1", "selfsubjectreviews", "selfsubjectreview", "SelfSubjectReview", false, Review::SelfSubject, a),
+        review(AUTHN, "v1beta1", "selfsubjectreviews", "selfsubjectreview", "SelfSubjectReview", false, Review::SelfSubject, a),
+        review(AUTHZ, "v1", "localsubjectaccessreviews", "localsubjectaccessreview", "LocalSubjectAccessReview", true, Review::Access, a),
+        review(AUTHZ, "v1", "selfsubjectaccessreviews", "selfsubjectaccessreview", "SelfSubjectAccessReview", false, Review::SelfAccess, a),
+        review(AUTHZ, "v1", "selfsubjectrulesreviews", "selfsubjectrulesreview", "SelfSubjectRulesReview", false, Review::Rules, a),
+        review(AUTHZ, "v1", "subjectaccessreviews", "subjectaccessreview", "SubjectAccessReview", false, Review::Access, a),
     ]
 }

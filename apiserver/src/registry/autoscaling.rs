@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 use super::printers::age;
 use super::simple::def;
 use super::strategy::{Column, Strategy, AGE_COLUMN, NAME_COLUMN};
-use super::Resource;
+use super::ResourceDef;
 use crate::errors::Cause;
 use crate::meta;
 
@@ -323,7 +323,7 @@ impl Strategy for Hpa {
 }
 
 /// autoscaling v2 (preferred, stored) then v1.
-pub fn resources() -> Vec<Resource> {
+pub fn resources() -> Vec<ResourceDef> {
     let hpa = || def("horizontalpodautoscalers", "horizontalpodautoscaler", "HorizontalPodAutoscaler", true, &["hpa"], &["all"]);
     vec![hpa().build(GROUP, "v2", Box::new(Hpa { v1: false })), hpa().build(GROUP, "v1", Box::new(Hpa { v1: true }))]
 }

@@ -8,7 +8,7 @@ use super::core::{default_pod_spec, validate_pod_spec};
 use super::printers::{age, human_duration, label_selector, or_none, since, str_cell};
 use super::simple::{def, Simple};
 use super::strategy::{Column, Strategy, AGE_COLUMN, NAME_COLUMN};
-use super::Resource;
+use super::ResourceDef;
 use crate::errors::Cause;
 use crate::meta;
 
@@ -217,7 +217,7 @@ fn cronjob_cells(o: &Value) -> Vec<Value> {
 }
 
 /// batch/v1 resources.
-pub fn resources() -> Vec<Resource> {
+pub fn resources() -> Vec<ResourceDef> {
     vec![
         def("cronjobs", "cronjob", "CronJob", true, &["cj"], &["all"]).build(GROUP, "v1", Box::new(Simple::new().with_status().with_defaults(cronjob_defaults).with_validation(cronjob_validate).with_table(cronjob_columns, cronjob_cells))),
         def("jobs", "job", "Job", true, &[], &["all"]).build(GROUP, "v1", Box::new(Jobs)),

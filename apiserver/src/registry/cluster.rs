@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use super::printers::{age, or_none, str_cell};
 use super::simple::{def, Simple};
 use super::strategy::{Column, Strategy, AGE_COLUMN, NAME_COLUMN};
-use super::Resource;
+use super::ResourceDef;
 use crate::errors::Cause;
 use crate::meta;
 
@@ -232,7 +232,7 @@ fn apiservice_validate(o: &Value) -> Vec<Cause> {
 }
 
 /// The resources of the smaller groups, group by group.
-pub fn resources() -> Vec<Resource> {
+pub fn resources() -> Vec<ResourceDef> {
     vec![
         def("leases", "lease", "Lease", true, &[], &[]).build("coordination.k8s.io", "v1", Box::new(Simple::new().with_table(lease_columns, lease_cells))),
         def("events", "event", "Event", true, &["ev"], &[]).build("events.k8s.io", "v1", Box::new(EventsV1)),

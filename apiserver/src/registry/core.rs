@@ -4,7 +4,10 @@ use serde_json::{json, Value};
 
 use super::printers::{age, int, or_none, since};
 use super::strategy::{Column, NameRule, Strategy, AGE_COLUMN, NAME_COLUMN};
-use super::{Resource, DefaultStrategy, NO_COLLECTION_VERBS, STANDARD_VERBS};
+use std::sync::Arc;
+
+use super::subresources::{finalize, status, Subresource};
+use super::{DefaultStrategy, Resource, ResourceDef};
 use crate::errors::Cause;
 use crate::meta;
 
@@ -97,6 +100,17 @@ impl Strategy for Namespaces {
     }
     fn selectable_fields(&self) -> &'static [&'static str] {
         &["status.phase"]
+    }
+    fn collection_delete(&self) -> bool {
+        false
+    }
+    fn held_by_finalizers(&self, obj: &Value) -> bool {
+        // kube's namespace store: `spec.finalizers` (the namespace
+        // controller's `kubernetes`) hold it as well.
+        meta::has_finalizers(obj) || obj["spec"]["finalizers"].as_array().is_some_and(|a| !a.is_empty())
+    }
+    fn prepare_for_delete(&self, obj: &mut Value) {
+        obj["status"]["phase"] = Value::String("Terminating".into());
     }
     fn columns(&self) -> Vec<Column> {
         vec![NAME_COLUMN, Column::new("Status", "string", "The status of the namespace"), AGE_COLUMN]
@@ -449,29 +463,28 @@ impl Strategy for WithStatus {
 }
 
 #[allow(clippy::too_many_arguments)] // a table row of the registry
-fn core(resource: &'static str, singular: &'static str, kind: &'static str, namespaced: bool, short: &'static [&'static str], cats: &'static [&'static str], subs: &'static [&'static str], strategy: Box<dyn Strategy>) -> Resource {
-    Resource { group: "", version: "v1", resource, singular, kind, namespaced, verbs: STANDARD_VERBS, short_names: short, categories: cats, subresources: subs, strategy }
+fn core(resource: &str, singular: &str, kind: &str, namespaced: bool, short: &[&str], cats: &[&str], subs: Vec<Arc<dyn Subresource>>, strategy: Box<dyn Strategy>) -> ResourceDef {
+    ResourceDef::stored(Resource::new("", "v1", resource, singular, kind, namespaced, Arc::from(strategy)), subs).short_names(short).categories(cats)
 }
 
 /// core/v1 resources.
-pub fn resources() -> Vec<Resource> {
-    let mut ns = core("namespaces", "namespace", "Namespace", false, &["ns"], &[], &["status", "finalize"], Box::new(Namespaces));
-    ns.verbs = NO_COLLECTION_VERBS;
+pub fn resources() -> Vec<ResourceDef> {
+    let none = Vec::new;
     vec![
-        ns,
-        core("configmaps", "configmap", "ConfigMap", true, &["cm"], &[], &[], Box::new(ConfigMaps)),
-        core("secrets", "secret", "Secret", true, &[], &[], &[], Box::new(Secrets)),
-        core("pods", "pod", "Pod", true, &["po"], &["all"], &["status"], Box::new(Pods)),
-        core("services", "service", "Service", true, &["svc"], &["all"], &["status"], Box::new(Services)),
-        core("serviceaccounts", "serviceaccount", "ServiceAccount", true, &["sa"], &[], &[], Box::new(ServiceAccounts)),
-        core("events", "event", "Event", true, &["ev"], &[], &[], Box::new(Events)),
-        core("endpoints", "endpoints", "Endpoints", true, &["ep"], &[], &[], Box::new(DefaultStrategy)),
-        core("nodes", "node", "Node", false, &["no"], &[], &["status"], Box::new(WithStatus)),
-        core("persistentvolumes", "persistentvolume", "PersistentVolume", false, &["pv"], &[], &["status"], Box::new(WithStatus)),
-        core("persistentvolumeclaims", "persistentvolumeclaim", "PersistentVolumeClaim", true, &["pvc"], &[], &["status"], Box::new(WithStatus)),
-        core("limitranges", "limitrange", "LimitRange", true, &["limits"], &[], &[], Box::new(DefaultStrategy)),
-        core("resourcequotas", "resourcequota", "ResourceQuota", true, &["quota"], &[], &["status"], Box::new(WithStatus)),
-        core("replicationcontrollers", "replicationcontroller", "ReplicationController", true, &["rc"], &["all"], &["status"], Box::new(WithStatus)),
-        core("podtemplates", "podtemplate", "PodTemplate", true, &[], &[], &[], Box::new(DefaultStrategy)),
+        core("namespaces", "namespace", "Namespace", false, &["ns"], &[], vec![status(), finalize()], Box::new(Namespaces)),
+        core("configmaps", "configmap", "ConfigMap", true, &["cm"], &[], none(), Box::new(ConfigMaps)),
+        core("secrets", "secret", "Secret", true, &[], &[], none(), Box::new(Secrets)),
+        core("pods", "pod", "Pod", true, &["po"], &["all"], vec![status()], Box::new(Pods)),
+        core("services", "service", "Service", true, &["svc"], &["all"], vec![status()], Box::new(Services)),
+        core("serviceaccounts", "serviceaccount", "ServiceAccount", true, &["sa"], &[], none(), Box::new(ServiceAccounts)),
+        core("events", "event", "Event", true, &["ev"], &[], none(), Box::new(Events)),
+        core("endpoints", "endpoints", "Endpoints", true, &["ep"], &[], none(), Box::new(DefaultStrategy)),
+        core("nodes", "node", "Node", false, &["no"], &[], vec![status()], Box::new(WithStatus)),
+        core("persistentvolumes", "persistentvolume", "PersistentVolume", false, &["pv"], &[], vec![status()], Box::new(WithStatus)),
+        core("persistentvolumeclaims", "persistentvolumeclaim", "PersistentVolumeClaim", true, &["pvc"], &[], vec![status()], Box::new(WithStatus)),
+        core("limitranges", "limitrange", "LimitRange", true, &["limits"], &[], none(), Box::new(DefaultStrategy)),
+        core("resourcequotas", "resourcequota", "ResourceQuota", true, &["quota"], &[], vec![status()], Box::new(WithStatus)),
+        core("replicationcontrollers", "replicationcontroller", "ReplicationController", true, &["rc"], &["all"], vec![status()], Box::new(WithStatus)),
+        core("podtemplates", "podtemplate", "PodTemplate", true, &[], &[], none(), Box::new(DefaultStrategy)),
     ]
 }

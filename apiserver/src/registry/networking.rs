@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use super::printers::{age, label_selector, or_none, str_cell};
 use super::simple::{def, Simple};
 use super::strategy::{Column, AGE_COLUMN, NAME_COLUMN};
-use super::Resource;
+use super::ResourceDef;
 use crate::meta;
 
 fn name(o: &Value) -> Value {
@@ -103,7 +103,7 @@ fn endpointslice_cells(o: &Value) -> Vec<Value> {
 }
 
 /// networking.k8s.io/v1 and discovery.k8s.io/v1 resources.
-pub fn resources() -> Vec<Resource> {
+pub fn resources() -> Vec<ResourceDef> {
     const NET: &str = "networking.k8s.io";
     vec![
         def("endpointslices", "endpointslice", "EndpointSlice", true, &[], &[]).build("discovery.k8s.io", "v1", Box::new(Simple::new().with_fields(&["addressType"]).with_table(endpointslice_columns, endpointslice_cells))),

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use super::printers::{age, created_at};
 use super::simple::{def, Simple, CREATED_AT_COLUMN};
 use super::strategy::{Column, NameRule, AGE_COLUMN, NAME_COLUMN};
-use super::Resource;
+use super::ResourceDef;
 use crate::errors::Cause;
 use crate::meta;
 
@@ -76,7 +76,7 @@ fn binding_validate(o: &Value) -> Vec<Cause> {
 }
 
 /// rbac.authorization.k8s.io/v1 resources.
-pub fn resources() -> Vec<Resource> {
+pub fn resources() -> Vec<ResourceDef> {
     let role = || Box::new(Simple::new().with_names(NameRule::PathSegment).with_table(role_columns, role_cells));
     let binding = || Box::new(Simple::new().with_names(NameRule::PathSegment).with_defaults(binding_defaults).with_validation(binding_validate).with_table(binding_columns, binding_cells));
     vec![

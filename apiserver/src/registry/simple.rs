@@ -2,10 +2,12 @@
 //! defaults and table columns, which is most of the API groups beyond core
 //! and apps.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use super::strategy::{Column, NameRule, Strategy, AGE_COLUMN, NAME_COLUMN};
-use super::Resource;
+use super::{Resource, ResourceDef};
 use crate::errors::Cause;
 
 /// The `CREATED AT` column of RBAC and CRDs.
@@ -133,23 +135,12 @@ pub struct Def {
 }
 
 impl Def {
-    /// A resource of `group`/`version` with standard verbs; a `status`
-    /// subresource when the strategy has one.
-    pub fn build(self, group: &'static str, version: &'static str, strategy: Box<dyn Strategy>) -> Resource {
-        let subresources: &'static [&'static str] = if strategy.has_status() { &["status"] } else { &[] };
-        Resource {
-            group,
-            version,
-            resource: self.resource,
-            singular: self.singular,
-            kind: self.kind,
-            namespaced: self.namespaced,
-            verbs: super::STANDARD_VERBS,
-            short_names: self.short,
-            categories: self.categories,
-            subresources,
-            strategy,
-        }
+    /// A stored resource of `group`/`version` with the generic store's
+    /// verbs; a `status` subresource when the strategy has one.
+    pub fn build(self, group: &str, version: &str, strategy: Box<dyn Strategy>) -> ResourceDef {
+        let subresources = if strategy.has_status() { vec![super::subresources::status()] } else { Vec::new() };
+        let resource = Resource::new(group, version, self.resource, self.singular, self.kind, self.namespaced, Arc::from(strategy));
+        ResourceDef::stored(resource, subresources).short_names(self.short).categories(self.categories)
     }
 }
 

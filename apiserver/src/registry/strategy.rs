@@ -7,7 +7,6 @@ use serde_json::Value;
 use super::printers;
 use super::validation;
 pub use super::validation::NameRule;
-use crate::authn::UserInfo;
 use crate::errors::Cause;
 
 /// A Table column (`metav1.TableColumnDefinition`).
@@ -127,12 +126,22 @@ pub trait Strategy: Send + Sync {
         validation::field_string(obj, field)
     }
 
-    /// For virtual resources that are never stored (access and identity
-    /// reviews): the response to a create of `obj` by `user`. `None` (the
-    /// default) means the object is stored as usual.
-    fn review(&self, _obj: &Value, _user: &UserInfo) -> Option<Value> {
-        None
+    /// Whether DELETECOLLECTION is served (namespaces have none).
+    fn collection_delete(&self) -> bool {
+        true
     }
+
+    /// Whether a delete of `obj` only marks it (sets `deletionTimestamp`)
+    /// and leaves it for its finalizers to release, and whether an object
+    /// being deleted stays after an update. By default: while
+    /// `metadata.finalizers` is not empty.
+    fn held_by_finalizers(&self, obj: &Value) -> bool {
+        crate::meta::has_finalizers(obj)
+    }
+
+    /// What a delete that leaves the object to its finalizers changes
+    /// besides `deletionTimestamp` (a namespace turns `Terminating`).
+    fn prepare_for_delete(&self, _obj: &mut Value) {}
 
     /// For a served version that is not the storage version: the group and
     /// version its objects are stored as (under that version's key

@@ -6,6 +6,7 @@
 
 mod cluster;
 mod common;
+mod dynamic;
 mod openapi;
 mod kube_client;
 mod listwatch;
@@ -13,6 +14,7 @@ mod python;
 mod review;
 mod resources;
 mod storage;
+mod store;
 mod writes;
 
 use std::time::Duration;

@@ -33,8 +33,12 @@ pub struct RequestInfo {
     pub api_group: String,
     /// API version.
     pub api_version: String,
-    /// Namespace, if any.
+    /// Namespace, if any (for a namespace's own path, its name).
     pub namespace: String,
+    /// Whether the path scoped the resource to the namespace
+    /// (`/namespaces/<ns>/<resource>...`), rather than naming a namespace
+    /// itself (`/namespaces/<ns>`, `/namespaces/<ns>/status`).
+    pub namespace_scoped: bool,
     /// Resource (plural).
     pub resource: String,
     /// Subresource (`status`, `scale`...).
@@ -95,6 +99,7 @@ pub fn resolve(method: &http::Method, path: &str, query: Option<&str>) -> Reques
         info.namespace = parts[1].clone();
         if parts.len() > 2 && !NAMESPACE_SUBRESOURCES.contains(&parts[2].as_str()) {
             parts.drain(0..2);
+            info.namespace_scoped = true;
         }
     }
     if parts.len() >= 3 && !SPECIAL_VERBS_NO_SUBRESOURCES.contains(&info.verb.as_str()) {

@@ -1,5 +1,6 @@
 //! Non-resource paths: legacy discovery (`/api`, `/apis`, `/api/v1`,
-//! `/apis/<g>`, `/apis/<g>/<v>`), `/version` and the health checks.
+//! `/apis/<g>`, `/apis/<g>/<v>`), `/version` and the health checks. The
+//! discovery documents come from [`crate::discovery`].
 //!
 //! `/api` and `/apis` also serve aggregated discovery
 //! (`apidiscovery.k8s.io/v2` `APIGroupDiscoveryList`, KEP-3352, and the
@@ -14,7 +15,6 @@ use serde_json::{json, Value};
 use crate::endpoints::filters::request_info::RequestInfo;
 use crate::endpoints::{responses, ApiState, Request, Response};
 use crate::errors::Status;
-use crate::registry::Resource;
 
 /// The Kubernetes version this server reports (minor 33 makes the kubectl
 /// dispatcher on PATH run `kubectl.1.33`).
@@ -34,53 +34,6 @@ pub fn version_info() -> Value {
         "compiler": "rustc",
         "platform": format!("{}/{}", std::env::consts::OS, if std::env::consts::ARCH == "x86_64" { "amd64" } else { std::env::consts::ARCH }),
     })
-}
-
-fn group_version_entry(group: &str, version: &str) -> Value {
-    json!({"groupVersion": format!("{group}/{version}"), "version": version})
-}
-
-fn api_group(state: &ApiState, group: &str) -> Option<Value> {
-    let versions: Vec<Value> = state.registry.group_versions().into_iter().filter(|(g, _)| *g == group).map(|(g, v)| group_version_entry(g, v)).collect();
-    let preferred = versions.first()?.clone();
-    Some(json!({"name": group, "versions": versions, "preferredVersion": preferred}))
-}
-
-fn resource_entries(r: &Resource) -> Vec<Value> {
-    let mut main = json!({
-        "name": r.resource,
-        "singularName": r.singular,
-        "namespaced": r.namespaced,
-        "kind": r.kind,
-        "verbs": r.verbs,
-    });
-    if !r.short_names.is_empty() {
-        main["shortNames"] = json!(r.short_names);
-    }
-    if !r.categories.is_empty() {
-        main["categories"] = json!(r.categories);
-    }
-    let mut out = vec![main];
-    for sub in r.subresources {
-        let mut e = json!({
-            "name": format!("{}/{sub}", r.resource),
-            "singularName": "",
-            "namespaced": r.namespaced,
-            "kind": r.kind,
-            "verbs": ["get", "patch", "update"],
-        });
-        match *sub {
-            "scale" => {
-                e["group"] = json!("autoscaling");
-                e["version"] = json!("v1");
-                e["kind"] = json!("Scale");
-            }
-            "finalize" => e["verbs"] = json!(["update"]),
-            _ => {}
-        }
-        out.push(e);
-    }
-    out
 }
 
 /// The media type of aggregated discovery v2, echoed as Content-Type.
@@ -123,81 +76,6 @@ pub fn wants_aggregated(accept: Option<&str>) -> Option<&'static str> {
     None
 }
 
-/// One resource in aggregated discovery (`APIResourceDiscovery`).
-fn discovery_resource(r: &Resource) -> Value {
-    let mut e = json!({
-        "resource": r.resource,
-        "responseKind": {"group": r.group, "version": r.version, "kind": r.kind},
-        "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
-        "singularResource": r.singular,
-        "verbs": r.verbs,
-    });
-    if !r.short_names.is_empty() {
-        e["shortNames"] = json!(r.short_names);
-    }
-    if !r.categories.is_empty() {
-        e["categories"] = json!(r.categories);
-    }
-    let subs: Vec<Value> = r
-        .subresources
-        .iter()
-        .map(|sub| {
-            let (kind, verbs) = match *sub {
-                "scale" => (json!({"group": "autoscaling", "version": "v1", "kind": "Scale"}), json!(["get", "patch", "update"])),
-                "finalize" => (json!({"group": r.group, "version": r.version, "kind": r.kind}), json!(["update"])),
-                _ => (json!({"group": r.group, "version": r.version, "kind": r.kind}), json!(["get", "patch", "update"])),
-            };
-            json!({"subresource": sub, "responseKind": kind, "verbs": verbs})
-        })
-        .collect();
-    if !subs.is_empty() {
-        e["subresources"] = json!(subs);
-    }
-    e
-}
-
-/// The `APIGroupDiscoveryList` of the core group (`legacy`) or of every
-/// named group, preferred version first within each group.
-fn aggregated(state: &ApiState, legacy: bool) -> Value {
-    let mut groups: Vec<&str> = Vec::new();
-    for (g, _) in state.registry.group_versions() {
-        if g.is_empty() == legacy && !groups.contains(&g) {
-            groups.push(g);
-        }
-    }
-    let items: Vec<Value> = groups
-        .iter()
-        .map(|g| {
-            let versions: Vec<Value> = state
-                .registry
-                .group_versions()
-                .into_iter()
-                .filter(|(gg, _)| gg == g)
-                .map(|(_, v)| {
-                    let resources: Vec<Value> = state.registry.of_group_version(g, v).iter().map(|r| discovery_resource(r)).collect();
-                    json!({"version": v, "resources": resources, "freshness": "Current"})
-                })
-                .collect();
-            let mut meta = json!({"creationTimestamp": null});
-            if !g.is_empty() {
-                meta["name"] = json!(g);
-            }
-            json!({"metadata": meta, "versions": versions})
-        })
-        .collect();
-    json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items})
-}
-
-fn resource_list(state: &ApiState, group: &str, version: &str) -> Option<Value> {
-    let resources = state.registry.of_group_version(group, version);
-    if resources.is_empty() {
-        return None;
-    }
-    let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
-    let entries: Vec<Value> = resources.iter().flat_map(|r| resource_entries(r)).collect();
-    Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": entries}))
-}
-
 /// Serves a non-resource request.
 pub async fn non_resource(state: &ApiState, req: &Request, info: &RequestInfo) -> Response {
     let path = info.path.trim_end_matches('/');
@@ -206,49 +84,41 @@ pub async fn non_resource(state: &ApiState, req: &Request, info: &RequestInfo) -
     }
     let parts: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let accept = req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok());
+    let catalog = state.registry.catalog();
+    let docs = &state.discovery;
     match parts.as_slice() {
         ["api"] | ["apis"] if wants_aggregated(accept).is_some() => {
             let version = wants_aggregated(accept).unwrap_or("v2");
-            let mut v = aggregated(state, parts.len() == 1 && parts[0] == "api");
-            v["apiVersion"] = json!(format!("apidiscovery.k8s.io/{version}"));
-            let mut r = responses::json(200, &v);
+            let doc = docs.aggregated(&catalog, parts[0] == "api", version);
             let ct = if version == "v2" { AGGREGATED_MEDIA_TYPE } else { AGGREGATED_MEDIA_TYPE_V2BETA1 };
+            let quoted = format!("\"{}\"", doc.etag);
+            let unchanged = req.headers().get(http::header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()).is_some_and(|v| v.split(',').any(|t| t.trim() == quoted));
+            let mut r = if unchanged {
+                let mut r = http::Response::new(responses::full(bytes::Bytes::new()));
+                *r.status_mut() = http::StatusCode::NOT_MODIFIED;
+                r
+            } else {
+                responses::json_bytes(200, doc.body)
+            };
             r.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(ct));
             r.headers_mut().insert(http::header::VARY, http::HeaderValue::from_static("Accept"));
+            if let Ok(v) = http::HeaderValue::from_str(&quoted) {
+                r.headers_mut().insert(http::header::ETAG, v);
+            }
             r
         }
-        ["api"] => {
-            let v = json!({
-                "kind": "APIVersions",
-                "versions": ["v1"],
-                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": state.advertise_address}],
-            });
-            responses::json(200, &v)
-        }
-        ["api", version] => match resource_list(state, "", version) {
-            Some(v) => responses::json(200, &v),
+        ["api"] => responses::json_bytes(200, docs.api(&catalog)),
+        ["api", version] => match docs.resource_list(&catalog, "", version) {
+            Some(b) => responses::json_bytes(200, b),
             None => responses::status(&Status::resource_not_found()),
         },
-        ["apis"] => {
-            let mut groups: Vec<&str> = Vec::new();
-            for (g, _) in state.registry.group_versions() {
-                if !g.is_empty() && !groups.contains(&g) {
-                    groups.push(g);
-                }
-            }
-            let gs: Vec<Value> = groups.iter().filter_map(|g| api_group(state, g)).collect();
-            responses::json(200, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": gs}))
-        }
-        ["apis", group] => match api_group(state, group) {
-            Some(mut g) => {
-                g["kind"] = json!("APIGroup");
-                g["apiVersion"] = json!("v1");
-                responses::json(200, &g)
-            }
+        ["apis"] => responses::json_bytes(200, docs.apis(&catalog)),
+        ["apis", group] => match docs.group(&catalog, group) {
+            Some(b) => responses::json_bytes(200, b),
             None => responses::status(&Status::resource_not_found()),
         },
-        ["apis", group, version] => match resource_list(state, group, version) {
-            Some(v) => responses::json(200, &v),
+        ["apis", group, version] => match docs.resource_list(&catalog, group, version) {
+            Some(b) => responses::json_bytes(200, b),
             None => responses::status(&Status::resource_not_found()),
         },
         ["version"] => responses::json(200, &version_info()),

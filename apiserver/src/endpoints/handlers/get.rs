@@ -1,14 +1,14 @@
-//! GET of one object (kube `handlers/get.go`), including the `status` and
-//! `scale` subresources.
+//! GET of one object (kube `handlers/get.go`), of the resource or of a
+//! subresource (`status`, `scale`).
 //!
 //! resourceVersion (Kubernetes api-concepts, "Semantics for get"): unset is
 //! the latest state (a consistent read from the store); `"0"` is any state
 //! and `N` any state not older than N, both served from the watch cache.
 
-use super::list::too_large;
-use super::{update::to_scale, Scope};
-use crate::endpoints::{responses, Response};
+use super::Scope;
+use crate::endpoints::Response;
 use crate::errors::Status;
+use crate::registry::rest::GetOptions;
 
 /// Parses a get's `resourceVersion` as kube's `APIObjectVersioner`
 /// (Go `strconv.ParseUint`; `"0"` is 0).
@@ -31,17 +31,11 @@ fn parse_get_rv(rv: &str) -> Result<i64, Status> {
 /// 404 if the object does not exist; 500 for an unparsable resourceVersion
 /// (as kube); 504 for a resourceVersion the server has not reached.
 pub async fn handle(scope: Scope) -> Result<Response, Status> {
-    let rv = scope.query.get("resourceVersion").filter(|r| !r.is_empty());
-    let obj = match rv {
-        None => scope.storage.get(&scope.key()).await,
-        Some(r) => scope.storage.get_not_older_than(&scope.key(), parse_get_rv(r)?).await,
+    let min_revision = match scope.query.get("resourceVersion").filter(|r| !r.is_empty()) {
+        None => None,
+        Some(r) => Some(parse_get_rv(r)?),
     };
-    let obj = obj.map_err(|e| match e {
-        crate::storage::Error::TooLargeResourceVersion { requested, current } => too_large(requested, current),
-        e => scope.storage_error(e, &scope.info.name),
-    })?;
-    if scope.info.subresource == "scale" {
-        return Ok(responses::json(200, &to_scale(&obj)));
-    }
+    let getter = scope.rest.getter().ok_or_else(Status::method_not_allowed)?;
+    let obj = getter.get(&scope.context(), &scope.info.name, &GetOptions { min_revision }).await?;
     Ok(scope.respond_object(200, obj))
 }

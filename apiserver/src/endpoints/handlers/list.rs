@@ -14,43 +14,32 @@
 //! With the watch cache in front of the store, all but exact older reads
 //! are served from memory (see [`crate::watchcache`]).
 
-use std::sync::Arc;
-
 use bytes::{BufMut, Bytes, BytesMut};
-use serde_json::Value;
 
 use super::Scope;
 use crate::endpoints::negotiation::{self, Output};
 use crate::endpoints::{responses, Response};
 use crate::errors::{Cause, Status};
+use crate::registry::rest::{ListOptions, Selectors};
 use crate::selectors::{FieldSelector, LabelSelector};
-use crate::storage::{ListOptions, Predicate, RevisionMatch};
+use crate::storage::RevisionMatch;
 
-/// Parses the selectors of a list or watch into one predicate.
+/// Parses the selectors of a list, watch or deletecollection.
 ///
 /// # Errors
-/// 400 for malformed selectors or unsupported field labels.
-pub fn predicate(scope: &Scope) -> Result<Option<Predicate>, Status> {
+/// 400 for malformed selectors.
+pub fn selectors(scope: &Scope) -> Result<Selectors, Status> {
     let labels = LabelSelector::parse(scope.query.get("labelSelector").unwrap_or("")).map_err(Status::bad_request)?;
     let fields = FieldSelector::parse(scope.query.get("fieldSelector").unwrap_or("")).map_err(Status::bad_request)?;
-    let allowed = scope.resource.strategy.selectable_fields();
-    for r in &fields.0 {
-        if !(r.field == "metadata.name" || r.field == "metadata.namespace" || allowed.contains(&r.field.as_str())) {
-            return Err(Status::bad_request(format!("field label not supported: {}", r.field)));
-        }
-    }
-    if labels.is_empty() && fields.is_empty() {
-        return Ok(None);
-    }
-    let res = scope.resource.clone();
-    Ok(Some(Arc::new(move |obj: &Value| {
-        labels.matches_object(obj)
-            && fields.matches(|f| match f {
-                "metadata.name" => crate::meta::name(obj).to_string(),
-                "metadata.namespace" => crate::meta::namespace(obj).to_string(),
-                other => res.strategy.field_value(obj, other),
-            })
-    })))
+    Ok(Selectors { labels, fields })
+}
+
+/// The registry's list options: the request's selectors around `read`.
+///
+/// # Errors
+/// 400 for malformed selectors.
+pub fn list_options(scope: &Scope, read: crate::storage::ListOptions) -> Result<ListOptions, Status> {
+    Ok(ListOptions { selectors: selectors(scope)?, read, resource_version: scope.query.get("resourceVersion").map(String::from) })
 }
 
 /// Parses `resourceVersion` (`""`/`"0"` → 0).
@@ -133,17 +122,6 @@ fn validate(scope: &Scope) -> Result<(), Status> {
     }
 }
 
-/// The 504 for a resourceVersion the server has not reached.
-pub fn too_large(requested: i64, current: i64) -> Status {
-    let mut s = Status::timeout(format!("Too large resource version: {requested}, current: {current}"));
-    s.details = Some(crate::errors::Details {
-        causes: vec![Cause { reason: "ResourceVersionTooLarge".into(), message: "Too large resource version".into(), field: String::new() }],
-        retry_after_seconds: Some(1),
-        ..Default::default()
-    });
-    s
-}
-
 /// Handles `list`.
 ///
 /// # Errors
@@ -169,33 +147,22 @@ pub async fn handle(scope: Scope) -> Result<Response, Status> {
         _ if rv_set => RevisionMatch::NotOlderThan,
         _ => RevisionMatch::Exact,
     };
-    let opts = ListOptions { revision: rv, revision_match, limit, continue_token: cont.clone(), predicate: predicate(&scope)?, allow_encoded: scope.output == Output::Object };
-    let prefix = scope.prefix();
-    let result = scope.storage.list(&prefix, &opts).await.map_err(|e| match e {
-        crate::storage::Error::Compacted { .. } if cont.is_some() => {
-            let mut s = Status::expired(
-                "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
-            );
-            if let Some(t) = cont.as_deref().and_then(|t| crate::storage::inconsistent_continue(t, &prefix).ok()) {
-                s.metadata.insert("continue".into(), Value::String(t));
-            }
-            s
-        }
-        crate::storage::Error::TooLargeResourceVersion { requested, current } => too_large(requested, current),
-        e => scope.storage_error(e, ""),
-    })?;
+    let read = crate::storage::ListOptions { revision: rv, revision_match, limit, continue_token: cont, predicate: None, allow_encoded: scope.output == Output::Object && scope.rest.negotiated() };
+    let opts = list_options(&scope, read)?;
+    let lister = scope.rest.lister().ok_or_else(Status::method_not_allowed)?;
+    let result = lister.list(&scope.context(), &opts).await?;
     let rv_out = result.revision.to_string();
     if !result.encoded.is_empty() || (scope.output == Output::Object && result.items.is_empty()) {
         return Ok(encoded_list(&scope, &result.encoded, &rv_out, result.continue_token.as_deref()));
     }
-    let v = negotiation::transform_list(scope.output, &scope.resource, result.items, &rv_out, result.continue_token.as_deref(), scope.include);
+    let v = negotiation::transform_list(scope.output, scope.resource(), result.items, &rv_out, result.continue_token.as_deref(), scope.include);
     Ok(responses::json(200, &v))
 }
 
 /// A `<Kind>List` written around the cached JSON of its items, without
 /// decoding or re-encoding them.
 fn encoded_list(scope: &Scope, items: &[Bytes], rv: &str, cont: Option<&str>) -> Response {
-    let head = negotiation::list(&scope.resource, Vec::new(), rv, cont);
+    let head = negotiation::list(scope.resource(), Vec::new(), rv, cont);
     let field = |k: &str| serde_json::to_vec(&head[k]).unwrap_or_default();
     let size: usize = items.iter().map(|b| b.len() + 1).sum::<usize>() + 256;
     let mut out = BytesMut::with_capacity(size);

@@ -8,7 +8,6 @@ pub mod get;
 pub mod list;
 pub mod openapi;
 pub mod patch;
-pub mod rest;
 pub mod update;
 pub mod watch;
 
@@ -16,13 +15,14 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::authn::UserInfo;
 use super::filters::request_info::RequestInfo;
 use super::negotiation::{self, IncludeObject, Output};
 use super::{responses, ApiState, BoxFuture, Handler, Request, Response};
+use crate::authn::UserInfo;
 use crate::errors::Status;
-use crate::registry::Resource;
-use crate::storage;
+use crate::registry::rest::{self, Context, Rest, WriteOptions};
+use crate::registry::{Entry, Resource};
+use crate::warning::Warnings;
 
 /// Largest request body accepted (kube's `MaxRequestBodyBytes`, 3 MiB).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -91,12 +91,10 @@ impl Query {
 pub struct Scope {
     /// Shared state.
     pub state: Arc<ApiState>,
-    /// The resource.
-    pub resource: Arc<Resource>,
-    /// The resource's object storage: the shared store, converting to and
-    /// from the storage version when the resource is served in another
-    /// ([`crate::registry::conversion`]).
-    pub storage: Arc<dyn storage::Storage>,
+    /// The served resource.
+    pub entry: Arc<Entry>,
+    /// The REST object of the resource or subresource addressed.
+    pub rest: Arc<dyn Rest>,
     /// Resolved request info.
     pub info: RequestInfo,
     /// The user.
@@ -113,66 +111,40 @@ pub struct Scope {
     pub warnings: Warnings,
 }
 
-/// Warnings collected while handling a request (shared with the router,
-/// which writes them as headers).
-#[derive(Debug, Clone, Default)]
-pub struct Warnings(Arc<parking_lot::Mutex<Vec<String>>>);
-
-impl Warnings {
-    /// Adds a warning, once.
-    pub fn add(&self, text: String) {
-        let mut w = self.0.lock();
-        if !w.contains(&text) {
-            w.push(text);
-        }
-    }
-
-    /// Writes the warnings as `Warning` headers (RFC 7234, code 299, agent
-    /// `-`, the text quoted with `"` and `\` escaped).
-    pub fn write(&self, resp: &mut Response) {
-        for text in self.0.lock().iter() {
-            let escaped = text.replace('\\', "\\\\").replace('"', "\\\"");
-            if let Ok(v) = http::HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
-                resp.headers_mut().append(http::header::WARNING, v);
-            }
+/// Writes `warnings` as `Warning` headers (RFC 7234, code 299, agent `-`,
+/// the text quoted with `"` and `\` escaped).
+fn write_warnings(warnings: &Warnings, resp: &mut Response) {
+    for text in warnings.texts() {
+        let escaped = text.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(v) = http::HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
+            resp.headers_mut().append(http::header::WARNING, v);
         }
     }
 }
 
 impl Scope {
-    /// The storage key of the named object.
-    pub fn key(&self) -> String {
-        self.resource.key(&self.info.namespace, &self.info.name)
+    /// The resource.
+    pub fn resource(&self) -> &Arc<Resource> {
+        &self.entry.resource
     }
 
-    /// The storage prefix for list and watch (the namespace's, or all).
-    pub fn prefix(&self) -> String {
-        self.resource.prefix(Some(&self.info.namespace))
+    /// The registry context of the request.
+    pub fn context(&self) -> Context<'_> {
+        let user_agent = self.req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok());
+        Context { namespace: &self.info.namespace, user: &self.user, user_agent, warnings: &self.warnings }
     }
 
-    /// 404 for the named object.
-    pub fn not_found(&self) -> Status {
-        Status::not_found(self.resource.group, self.resource.resource, &self.info.name)
-    }
-
-    /// Maps a storage error for the object `name`.
-    pub fn storage_error(&self, e: storage::Error, name: &str) -> Status {
-        let r = &self.resource;
-        match e {
-            storage::Error::NotFound => Status::not_found(r.group, r.resource, name),
-            storage::Error::AlreadyExists => Status::already_exists(r.group, r.resource, name),
-            storage::Error::PreconditionFailed(m) => Status::conflict(r.group, r.resource, name, &m),
-            storage::Error::Compacted { compact_revision } => Status::expired(format!("too old resource version: {} ({compact_revision})", self.query.get("resourceVersion").unwrap_or("0"))),
-            storage::Error::FutureRevision => {
-                let mut s = Status::timeout(format!("Too large resource version: {}, current: unknown", self.query.get("resourceVersion").unwrap_or("")));
-                s.details = Some(crate::errors::Details { causes: vec![crate::errors::Cause { reason: "ResourceVersionTooLarge".into(), message: "Too large resource version".into(), field: String::new() }], retry_after_seconds: Some(1), ..Default::default() });
-                s
-            }
-            storage::Error::InvalidContinue(m) => Status::bad_request(format!("invalid continue token: continue key is not valid: {m}")),
-            storage::Error::Aborted(s) => *s,
-            storage::Error::TooLarge(m) => Status::failure(413, crate::errors::reason::REQUEST_ENTITY_TOO_LARGE, format!("Request entity too large: {m}"), None),
-            other => Status::internal(other),
-        }
+    /// The options of a create, update or patch from the query: `dryRun`,
+    /// `fieldManager` (checked by the store) and `fieldValidation`.
+    ///
+    /// # Errors
+    /// 422 Invalid on the options kind for a bad `dryRun` or
+    /// `fieldValidation`.
+    pub fn write_options(&self) -> Result<WriteOptions, Status> {
+        let kind = self.options_kind();
+        let dry_run = self.query.dry_run(kind)?;
+        let field_validation = self.query.field_validation(kind)?;
+        Ok(WriteOptions { kind, dry_run, field_manager: self.query.get("fieldManager").map(String::from), field_validation })
     }
 
     /// Reads the request body as a JSON value.
@@ -215,7 +187,7 @@ impl Scope {
         let directive = self.query.field_validation(self.options_kind())?;
         if directive != crate::openapi::fields::FieldValidation::Ignore {
             let dups = crate::openapi::fields::duplicate_fields(bytes).iter().map(|p| format!("duplicate field {p:?}")).collect();
-            rest::report_field_errors(self, directive, dups)?;
+            crate::registry::store::report_field_errors(self.resource(), directive, &self.warnings, dups)?;
         }
         Ok(v)
     }
@@ -241,9 +213,13 @@ impl Scope {
         read_body(body).await
     }
 
-    /// A single object in the requested form.
+    /// A single object in the requested form (plain JSON for REST objects
+    /// whose responses are not negotiated, such as a Scale).
     pub fn respond_object(&self, code: u16, obj: Value) -> Response {
-        responses::json(code, &negotiation::transform_object(self.output, &self.resource, obj, self.include))
+        if !self.rest.negotiated() {
+            return responses::json(code, &obj);
+        }
+        responses::json(code, &negotiation::transform_object(self.output, self.resource(), obj, self.include))
     }
 }
 
@@ -298,28 +274,27 @@ impl Router {
         if !info.is_resource_request {
             return discovery::non_resource(&self.state, &req, &info).await;
         }
-        let Some(resource) = self.state.registry.get(&info.api_group, &info.api_version, &info.resource) else {
+        let Some(entry) = self.state.registry.entry(&info.api_group, &info.api_version, &info.resource) else {
             return reject(req, Status::resource_not_found()).await;
         };
         // Scope checks: a namespaced resource is addressed within a namespace
-        // (except list/watch across all namespaces), a cluster-scoped one never.
-        if resource.resource != "namespaces" {
-            let cross_namespace = matches!(info.verb.as_str(), "list" | "watch");
-            if resource.namespaced && info.namespace.is_empty() && !cross_namespace {
-                return reject(req, Status::resource_not_found()).await;
-            }
-            if !resource.namespaced && !info.namespace.is_empty() {
-                return reject(req, Status::resource_not_found()).await;
-            }
-        }
-        if !info.subresource.is_empty() && !resource.subresources.contains(&info.subresource.as_str()) {
+        // (except list/watch across all namespaces), a cluster-scoped one
+        // never (a namespace's own path names it, not a scope).
+        let resource = &entry.resource;
+        let cross_namespace = matches!(info.verb.as_str(), "list" | "watch");
+        if resource.namespaced && info.namespace.is_empty() && !cross_namespace {
             return reject(req, Status::resource_not_found()).await;
         }
-        let verb_ok = if info.subresource.is_empty() { resource.verbs.contains(&info.verb.as_str()) } else { matches!(info.verb.as_str(), "get" | "update" | "patch") };
+        if !resource.namespaced && info.namespace_scoped {
+            return reject(req, Status::resource_not_found()).await;
+        }
+        let Some(rest) = entry.rest(&info.subresource).cloned() else {
+            return reject(req, Status::resource_not_found()).await;
+        };
         // POST names no object; PUT and PATCH always do (kube registers no
         // collection route for them, so its router answers 405).
         let on_collection = info.name.is_empty() && matches!(info.verb.as_str(), "update" | "patch");
-        if !verb_ok || (info.verb == "create" && !info.name.is_empty()) || on_collection {
+        if !rest::supports(rest.as_ref(), &info.verb) || (info.verb == "create" && !info.name.is_empty()) || on_collection {
             return reject(req, Status::method_not_allowed()).await;
         }
         let query = Query::parse(req.uri().query());
@@ -335,9 +310,8 @@ impl Router {
         }
         let include = IncludeObject::parse(query.get("includeObject"));
         let user = req.extensions().get::<UserInfo>().cloned().unwrap_or_default();
-        let storage = self.state.registry.storage_for(&resource, self.state.storage.clone());
         let warnings = Warnings::default();
-        let scope = Scope { state: self.state.clone(), storage, resource, info, user, query, output, include, req, warnings: warnings.clone() };
+        let scope = Scope { state: self.state.clone(), entry, rest, info, user, query, output, include, req, warnings: warnings.clone() };
         let r = match scope.info.verb.as_str() {
             "get" => get::handle(scope).await,
             "list" => list::handle(scope).await,
@@ -350,7 +324,7 @@ impl Router {
             _ => Err(Status::method_not_allowed()),
         };
         let mut resp = responses::from_result(r);
-        warnings.write(&mut resp);
+        write_warnings(&warnings, &mut resp);
         resp
     }
 }

@@ -18,7 +18,8 @@ fn respond(doc: Document, immutable: bool) -> Response {
 
 /// Serves `/openapi/...`; `rest` is the path after `openapi`.
 pub fn serve(state: &ApiState, req: &Request, rest: &[&str]) -> Response {
-    let reg = &state.registry;
+    let catalog = state.registry.catalog();
+    let reg = catalog.as_ref();
     match rest {
         ["v2"] => {
             let accept = req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");

@@ -3,12 +3,13 @@
 //! inside a guaranteed update, so a lost race re-applies the patch. A patch
 //! carrying a stale `metadata.resourceVersion` gets 409 Conflict.
 
+use async_trait::async_trait;
 use serde_json::Value;
 
-use super::update::{apply_update, from_scale, to_scale};
 use super::Scope;
-use crate::endpoints::{responses, Response};
+use crate::endpoints::Response;
 use crate::errors::{Cause, Status};
+use crate::registry::rest::UpdatedObjectInfo;
 use crate::strategicpatch::PatchMeta;
 
 /// The patch types kube accepts.
@@ -74,17 +75,31 @@ pub async fn handle(mut scope: Scope) -> Result<Response, Status> {
         }
     };
     let patch: Value = scope.decode_json(&bytes)?;
-    if scope.info.subresource == "scale" {
-        let (obj, _) = apply_update(&scope, None, &|old| {
-            let patched = apply_patch(t, &to_scale(old), &patch, PatchMeta::of(scope.state.schemas.of_kind("autoscaling", "v1", "Scale").as_ref()))?;
-            from_scale(&patched, old)
-        })
-        .await?;
-        return Ok(responses::json(200, &to_scale(&obj)));
-    }
-    let r = &scope.resource;
-    let schema = scope.state.schemas.of_kind(r.group, r.version, r.kind);
-    let meta = PatchMeta::of(schema.as_ref());
-    let (obj, _) = apply_update(&scope, None, &|old| apply_patch(t, old, &patch, meta)).await?;
+    let opts = scope.write_options()?;
+    let kind = scope.rest.kind();
+    let info = Patch { kind: t, patch, schema: scope.state.schemas.of_kind(&kind.group, &kind.version, &kind.kind) };
+    let updater = scope.rest.updater().ok_or_else(Status::method_not_allowed)?;
+    let (obj, _) = updater.update(&scope.context(), &scope.info.name, &info, &opts).await?;
     Ok(scope.respond_object(200, obj))
+}
+
+/// A patch as an update: the current object with the patch applied, on
+/// every try of the guaranteed update.
+struct Patch {
+    kind: PatchType,
+    patch: Value,
+    /// The schema of the patched kind (list merge keys and strategies).
+    schema: Option<crate::schema::Schema>,
+}
+
+#[async_trait]
+impl UpdatedObjectInfo for Patch {
+    async fn updated_object(&self, current: Option<&Value>) -> Result<Value, Status> {
+        let Some(current) = current else { return Err(Status::internal("a patch without its object")) };
+        apply_patch(self.kind, current, &self.patch, PatchMeta::of(self.schema.as_ref()))
+    }
+
+    fn may_create(&self) -> bool {
+        false
+    }
 }

@@ -31,12 +31,13 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::list::{int_params, invalid_options, parse_rv, predicate, too_large};
+use super::list::{int_params, invalid_options, parse_rv, selectors};
 use super::Scope;
 use crate::endpoints::negotiation::{self, Output};
 use crate::endpoints::Response;
 use crate::errors::{Cause, Status};
-use crate::storage::{EventType, RevisionMatch, WatchEvent, WatchOptions};
+use crate::registry::rest::{EventType, WatchEvent, WatchOptions, WatchStream, INITIAL_EVENTS_END};
+use crate::storage::RevisionMatch;
 use crate::watchcache::cacher::BOOKMARK_INTERVAL;
 
 type FrameResult = Result<Frame<Bytes>, std::io::Error>;
@@ -99,7 +100,7 @@ pub async fn handle(scope: Scope) -> Result<Response, Status> {
     let q = &scope.query;
     let rv = parse_rv(q.get("resourceVersion"))?;
     let rv_set = q.get("resourceVersion").is_some_and(|r| !r.is_empty());
-    let pred = predicate(&scope)?;
+    let selectors = selectors(&scope)?;
     let send_initial = q.get("sendInitialEvents").map(|_| q.flag("sendInitialEvents"));
     let bookmarks = q.flag("allowWatchBookmarks");
     // As kube's handler: 0 or unset picks a random 30-60 minutes; a
@@ -109,29 +110,22 @@ pub async fn handle(scope: Scope) -> Result<Response, Status> {
         Some(t) if t < 0 => Duration::ZERO,
         _ => Duration::from_secs(rand::random_range(1800..3600)),
     };
-    let single = !scope.info.name.is_empty();
-    let (key, recursive) = if single { (scope.key(), false) } else { (scope.prefix(), true) };
-    let opts = WatchOptions {
+    let read = crate::storage::WatchOptions {
         revision: rv,
-        recursive,
+        recursive: false,
         revision_match: if rv_set { RevisionMatch::NotOlderThan } else { RevisionMatch::Exact },
         initial_events: send_initial,
         initial_events_end: send_initial == Some(true),
         bookmarks,
-        predicate: pred,
+        predicate: None,
     };
+    let opts = WatchOptions { selectors, read, resource_version: q.get("resourceVersion").map(String::from) };
     let requested = q.get("resourceVersion").unwrap_or("").to_string();
+    let watcher = scope.rest.watcher().ok_or_else(Status::method_not_allowed)?;
+    let events = watcher.watch(&scope.context(), &scope.info.name, &opts).await?;
     let (tx, rx) = mpsc::channel::<FrameResult>(64);
-    match scope.storage.watch(&key, &opts).await {
-        Ok(events) => {
-            let w = Writer { tx, resource: scope.resource.clone(), output: scope.output, include: scope.include, bookmarks, requested };
-            tokio::spawn(w.run(events, timeout));
-        }
-        Err(crate::storage::Error::TooLargeResourceVersion { requested, current }) => {
-            let _ = tx.try_send(frame("ERROR", &too_large(requested, current).to_value()));
-        }
-        Err(e) => return Err(scope.storage_error(e, &scope.info.name)),
-    }
+    let w = Writer { tx, resource: scope.resource().clone(), output: scope.output, include: scope.include, bookmarks, requested };
+    tokio::spawn(w.run(events, timeout));
     let body = StreamBody::new(ReceiverStream::new(rx)).boxed();
     let mut resp = http::Response::new(body);
     resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
@@ -149,7 +143,7 @@ struct Writer {
 }
 
 impl Writer {
-    async fn run(self, mut events: crate::storage::WatchStream, timeout: Duration) {
+    async fn run(self, mut events: WatchStream, timeout: Duration) {
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
         let mut first = true;
@@ -169,7 +163,7 @@ impl Writer {
                     return;
                 }
                 Err(crate::storage::Error::TooLargeResourceVersion { requested, current }) => {
-                    let _ = self.tx.send(frame("ERROR", &too_large(requested, current).to_value())).await;
+                    let _ = self.tx.send(frame("ERROR", &Status::too_large_resource_version(requested, current).to_value())).await;
                     return;
                 }
                 Err(e) => {
@@ -179,7 +173,7 @@ impl Writer {
                 }
             };
             if ev.kind == EventType::Bookmark {
-                let end = ev.object["metadata"]["annotations"][crate::storage::INITIAL_EVENTS_END] == "true";
+                let end = ev.object["metadata"]["annotations"][INITIAL_EVENTS_END] == "true";
                 // Bookmarks from the store come with its progress; clients
                 // get them only when asked, and at most every interval.
                 if !end && (!self.bookmarks || last_bookmark.is_some_and(|t| t.elapsed() < BOOKMARK_INTERVAL)) {

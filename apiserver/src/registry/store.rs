@@ -1,0 +1,756 @@
+//! The generic store: the one write path of every stored resource (kube
+//! `k8s.io/apiserver/pkg/registry/generic/registry/store.go`, with
+//! `rest.BeforeCreate` and `rest.BeforeUpdate`).
+//!
+//! A create runs:
+//!
+//! ```text
+//! fieldManager check → apiVersion/kind → unknown fields (fieldValidation)
+//!   → namespace → system metadata (name from generateName, uid,
+//!   creationTimestamp, generation) → defaults → managedFields
+//!   → strategy prepare → mutating admission → validation
+//!   → validating admission → dry run? existence check : store
+//! ```
+//!
+//! An update runs the same checks inside a guaranteed update, on the new
+//! object that an [`UpdatedObjectInfo`] makes of the current one (the PUT
+//! body, or a patch applied to it), so a lost race runs them again; a stale
+//! `metadata.resourceVersion` is 409 Conflict. Only `status` changes through
+//! the status subresource. An object being deleted whose last finalizer goes
+//! is deleted by that update.
+//!
+//! A delete asks mutating admission, then, inside a guaranteed update,
+//! validating admission on the current object; an object that the strategy
+//! says is held (finalizers) gets `deletionTimestamp` and stays (202),
+//! anything else is removed (200). Dry runs do everything but the write.
+//!
+//! Handlers never see any of this: they decode, call a REST trait and
+//! encode. A subresource is a small REST object over this store
+//! ([`super::subresources`]).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::rest::{Context, CollectionDeleter, Creater, DeleteOptions, Deleter, FieldValidation, GetOptions, Getter, Gvk, ListOptions, Lister, Rest, Selectors, UpdatedObjectInfo, Updater, WatchOptions, Watcher, WriteOptions};
+use super::{validation, Resource, Strategy};
+use crate::admission::{self, Attributes, Chain, Operation};
+use crate::errors::{Cause, Status};
+use crate::meta;
+use crate::storage::{self, ListResult, Preconditions, Storage, TryUpdate, Update, WatchStream};
+use crate::warning::Warnings;
+
+/// Which part of an object an update writes, set by the REST object that
+/// calls [`Store::update_part`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Part {
+    /// The subresource written (`""`, `status`, `scale`, `finalize`), as
+    /// recorded in managedFields and shown to admission.
+    pub subresource: &'static str,
+    /// Only `status` changes (the status subresource); otherwise `status`
+    /// is kept from the current object for types with a status
+    /// subresource.
+    pub status_only: bool,
+}
+
+impl Part {
+    /// The main resource.
+    pub const MAIN: Part = Part { subresource: "", status_only: false };
+    /// The status subresource.
+    pub const STATUS: Part = Part { subresource: "status", status_only: true };
+}
+
+/// The generic store of one resource.
+pub struct Store {
+    resource: Arc<Resource>,
+    storage: Arc<dyn Storage>,
+    admission: Arc<Chain>,
+    schemas: crate::schema::SchemaStore,
+    kind: Gvk,
+}
+
+fn not_an_object() -> Status {
+    Status::bad_request("the body of the request must be a JSON object")
+}
+
+impl Store {
+    /// The store of `resource` over `storage` (already converting to and
+    /// from the storage version if it is another), admitting writes through
+    /// `admission`, with the kind's schema from `schemas` (pruning,
+    /// managedFields).
+    pub fn new(resource: Arc<Resource>, storage: Arc<dyn Storage>, admission: Arc<Chain>, schemas: crate::schema::SchemaStore) -> Self {
+        let kind = Gvk::new(&resource.group, &resource.version, &resource.kind);
+        Store { resource, storage, admission, schemas, kind }
+    }
+
+    /// The verbs a store of a resource with `strategy` serves, in discovery
+    /// order.
+    pub fn verbs(strategy: &dyn Strategy) -> Vec<String> {
+        let mut v = vec!["create", "delete"];
+        if strategy.collection_delete() {
+            v.push("deletecollection");
+        }
+        v.extend(["get", "list", "patch", "update", "watch"]);
+        v.into_iter().map(String::from).collect()
+    }
+
+    /// The resource.
+    pub fn resource(&self) -> &Arc<Resource> {
+        &self.resource
+    }
+
+    /// The storage behind the store.
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+
+    /// A storage error as the Status a client sees for the object `name`
+    /// (kube's `storeerr.Interpret*`); `resource_version` is the request's,
+    /// if it sent one, quoted in 410 and 504 messages.
+    pub fn interpret(&self, e: storage::Error, name: &str, resource_version: Option<&str>) -> Status {
+        let r = &self.resource;
+        match e {
+            storage::Error::NotFound => Status::not_found(&r.group, &r.resource, name),
+            storage::Error::AlreadyExists => Status::already_exists(&r.group, &r.resource, name),
+            storage::Error::PreconditionFailed(m) => Status::conflict(&r.group, &r.resource, name, &m),
+            storage::Error::Compacted { compact_revision } => Status::expired(format!("too old resource version: {} ({compact_revision})", resource_version.unwrap_or("0"))),
+            storage::Error::FutureRevision => Status::too_large_resource_version_unknown(resource_version.unwrap_or("")),
+            storage::Error::TooLargeResourceVersion { requested, current } => Status::too_large_resource_version(requested, current),
+            storage::Error::InvalidContinue(m) => Status::bad_request(format!("invalid continue token: continue key is not valid: {m}")),
+            storage::Error::Aborted(s) => *s,
+            storage::Error::TooLarge(m) => Status::failure(413, crate::errors::reason::REQUEST_ENTITY_TOO_LARGE, format!("Request entity too large: {m}"), None),
+            other => Status::internal(other),
+        }
+    }
+
+    /// The selectors as a storage predicate (kube's `SelectionPredicate`);
+    /// `None` when they select everything.
+    ///
+    /// # Errors
+    /// 400 `field label not supported: <f>` for a field the strategy does
+    /// not offer.
+    pub fn predicate(&self, sel: &Selectors) -> Result<Option<storage::Predicate>, Status> {
+        let allowed = self.resource.strategy.selectable_fields();
+        for r in &sel.fields.0 {
+            if !(r.field == "metadata.name" || r.field == "metadata.namespace" || allowed.contains(&r.field.as_str())) {
+                return Err(Status::bad_request(format!("field label not supported: {}", r.field)));
+            }
+        }
+        if sel.labels.is_empty() && sel.fields.is_empty() {
+            return Ok(None);
+        }
+        let (labels, fields, res) = (sel.labels.clone(), sel.fields.clone(), self.resource.clone());
+        Ok(Some(Arc::new(move |obj: &Value| {
+            labels.matches_object(obj)
+                && fields.matches(|f| match f {
+                    "metadata.name" => meta::name(obj).to_string(),
+                    "metadata.namespace" => meta::namespace(obj).to_string(),
+                    other => res.strategy.field_value(obj, other),
+                })
+        })))
+    }
+
+    // ---- the checks of every write (kube's BeforeCreate / BeforeUpdate) ----
+
+    /// Fills in or checks `apiVersion` and `kind` against the resource.
+    fn check_type_meta(&self, obj: &mut Value) -> Result<(), Status> {
+        let r = &self.resource;
+        let want_av = r.api_version();
+        let o = obj.as_object_mut().ok_or_else(not_an_object)?;
+        match o.get("apiVersion").and_then(Value::as_str) {
+            None | Some("") => {
+                o.insert("apiVersion".into(), Value::String(want_av.clone()));
+            }
+            Some(av) if av != want_av => {
+                return Err(Status::bad_request(format!("the API version in the data ({av}) does not match the expected API version ({want_av})")));
+            }
+            _ => {}
+        }
+        match o.get("kind").and_then(Value::as_str) {
+            None | Some("") => {
+                o.insert("kind".into(), Value::String(r.kind.clone()));
+            }
+            Some(k) if k != r.kind => {
+                return Err(Status::bad_request(format!("{} in version {:?} cannot be handled as a {}: the kind in the data does not match", k, r.version, r.kind)));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Sets or checks `metadata.namespace` against the request's.
+    fn check_namespace(&self, ctx: &Context<'_>, obj: &mut Value) -> Result<(), Status> {
+        let m = meta::meta_mut(obj).ok_or_else(not_an_object)?;
+        if self.resource.namespaced {
+            match m.get("namespace").and_then(Value::as_str) {
+                None | Some("") => {
+                    m.insert("namespace".into(), Value::String(ctx.namespace.to_string()));
+                }
+                Some(ns) if ns != ctx.namespace => {
+                    return Err(Status::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
+                }
+                _ => {}
+            }
+        } else {
+            m.remove("namespace");
+        }
+        Ok(())
+    }
+
+    /// Checks value types and drops the fields the type's schema does not
+    /// declare, as kube's decoder does, and applies `fieldValidation` to the
+    /// dropped ones. Empty or null map fields are dropped, as Go's
+    /// `omitempty` encodes them. Types without a schema keep every field.
+    ///
+    /// # Errors
+    /// 400 for a value of the wrong JSON type (always); 400 strict decoding
+    /// error.
+    fn prune_unknown_fields(&self, directive: FieldValidation, warnings: &Warnings, obj: &mut Value) -> Result<(), Status> {
+        let r = &self.resource;
+        let Some(schema) = self.schema() else { return Ok(()) };
+        if let Some(e) = schema.type_error(obj) {
+            return Err(Status::bad_request(format!("{} in version {:?} cannot be handled as a {}: {e}", r.kind, r.version, r.kind)));
+        }
+        let unknown: Vec<String> = schema.prune(obj).iter().map(|p| format!("unknown field {p:?}")).collect();
+        schema.drop_empty_maps(obj);
+        report_field_errors(r, directive, warnings, unknown)
+    }
+
+    /// The schema of the resource's kind, if it has one.
+    fn schema(&self) -> Option<crate::schema::Schema> {
+        let r = &self.resource;
+        self.schemas.of_kind(&r.group, &r.version, &r.kind)
+    }
+
+    /// The resource's validation: object meta, then the strategy's.
+    fn validate(&self, obj: &Value, old: Option<&Value>) -> Result<(), Status> {
+        let r = &self.resource;
+        let mut causes = validation::object_meta(obj, r.strategy.name_rule(), r.namespaced);
+        causes.extend(match old {
+            Some(old) => r.strategy.validate_update(obj, old),
+            None => r.strategy.validate(obj),
+        });
+        if causes.is_empty() {
+            Ok(())
+        } else {
+            Err(Status::invalid(&r.group, &r.kind, meta::name(obj), causes))
+        }
+    }
+
+    /// Records the request's manager in `metadata.managedFields` (operation
+    /// `Update`; see [`crate::fieldmanager`]).
+    fn track_managed_fields(&self, ctx: &Context<'_>, opts: &WriteOptions, part: Part, old: Option<&Value>, new: &mut Value) {
+        use crate::fieldmanager::{self, Scope};
+        let r = &self.resource;
+        let schema = self.schema();
+        let manager = fieldmanager::manager_name(opts.field_manager.as_deref(), ctx.user_agent);
+        let scope = if part.status_only {
+            Scope::StatusOnly
+        } else if r.strategy.has_status() {
+            Scope::NoStatus
+        } else {
+            Scope::All
+        };
+        let api_version = r.api_version();
+        let now = meta::now();
+        fieldmanager::update(schema.as_ref(), old, new, &fieldmanager::Request { manager: &manager, api_version: &api_version, subresource: part.subresource, scope, now: &now });
+    }
+
+    /// Prepares a new object: type and namespace, generated name, uid,
+    /// creation timestamp, generation, defaults, managedFields, strategy.
+    fn prepare_create(&self, ctx: &Context<'_>, obj: &mut Value, opts: &WriteOptions, part: Part) -> Result<(), Status> {
+        validate_field_manager(opts)?;
+        self.check_type_meta(obj)?;
+        self.prune_unknown_fields(opts.field_validation, ctx.warnings, obj)?;
+        self.check_namespace(ctx, obj)?;
+        let strategy = &self.resource.strategy;
+        {
+            let m = meta::meta_mut(obj).ok_or_else(not_an_object)?;
+            if m.get("resourceVersion").and_then(Value::as_str).is_some_and(|s| !s.is_empty()) {
+                return Err(Status::internal("resourceVersion should not be set on objects to be created"));
+            }
+            let name_empty = m.get("name").and_then(Value::as_str).is_none_or(str::is_empty);
+            if name_empty {
+                if let Some(g) = m.get("generateName").and_then(Value::as_str).filter(|g| !g.is_empty()) {
+                    let n = meta::generate_name(g);
+                    m.insert("name".into(), Value::String(n));
+                }
+            }
+            m.insert("uid".into(), Value::String(meta::new_uid()));
+            m.insert("creationTimestamp".into(), Value::String(meta::now()));
+            m.remove("deletionTimestamp");
+            m.remove("deletionGracePeriodSeconds");
+            m.remove("selfLink");
+            if strategy.has_generation() {
+                m.insert("generation".into(), Value::from(1));
+            } else {
+                m.remove("generation");
+            }
+        }
+        strategy.default(obj);
+        // Fields are tracked after defaulting and before the strategy, as kube's
+        // create handler does: defaults count as the request's, fields the
+        // server generates (a Job's selector) do not.
+        self.track_managed_fields(ctx, opts, part, None, obj);
+        strategy.prepare_for_create(obj);
+        Ok(())
+    }
+
+    /// A new object through prepare, admission and validation: what is
+    /// created.
+    async fn admit_new(&self, ctx: &Context<'_>, mut obj: Value, opts: &WriteOptions, part: Part) -> Result<Value, Status> {
+        self.prepare_create(ctx, &mut obj, opts, part)?;
+        let options = self.options_json(Operation::Create, opts);
+        let obj = self.admit(ctx, Operation::Create, part, obj, None, &options, opts.dry_run).await?;
+        self.validate(&obj, None)?;
+        self.admit_validate(ctx, Operation::Create, part, Some(&obj), None, &options, opts.dry_run).await?;
+        Ok(obj)
+    }
+
+    /// Prepares an update of `old` to `new`: type, namespace and name
+    /// checks, the resourceVersion precondition, immutable system fields,
+    /// defaults, managedFields, strategy, generation bump, admission and
+    /// validation. Returns what to write; an object being deleted whose last
+    /// finalizer went away is deleted.
+    async fn admit_update(&self, ctx: &Context<'_>, mut new: Value, old: &Value, opts: &WriteOptions, part: Part) -> Result<Update, Status> {
+        let r = &self.resource;
+        validate_field_manager(opts)?;
+        self.check_type_meta(&mut new)?;
+        self.prune_unknown_fields(opts.field_validation, ctx.warnings, &mut new)?;
+        self.check_namespace(ctx, &mut new)?;
+        let name = meta::name(old).to_string();
+        let new_name = meta::name(&new).to_string();
+        if new_name.is_empty() {
+            if let Some(m) = meta::meta_mut(&mut new) {
+                m.insert("name".into(), Value::String(name.clone()));
+            }
+        } else if new_name != name {
+            return Err(Status::bad_request(format!("the name of the object ({new_name}) does not match the name on the URL ({name})")));
+        }
+        let new_rv = meta::resource_version(&new).to_string();
+        let old_rv = meta::resource_version(old).to_string();
+        if !new_rv.is_empty() && new_rv != old_rv {
+            return Err(Status::optimistic_lock(&r.group, &r.resource, &name));
+        }
+        let new_uid = meta::meta_str(&new, "uid").to_string();
+        if !new_uid.is_empty() && new_uid != meta::meta_str(old, "uid") {
+            return Err(Status::invalid(&r.group, &r.kind, &name, vec![Cause::invalid("metadata.uid", &Value::String(new_uid), "field is immutable")]));
+        }
+
+        if part.status_only {
+            // Only status changes through /status (kube's status strategies).
+            let mut merged = old.clone();
+            match new.get("status") {
+                Some(s) => merged["status"] = s.clone(),
+                None => {
+                    if let Some(o) = merged.as_object_mut() {
+                        o.remove("status");
+                    }
+                }
+            }
+            new = merged;
+            self.track_managed_fields(ctx, opts, part, Some(old), &mut new);
+        } else {
+            carry_system_meta(&mut new, old)?;
+            r.strategy.default(&mut new);
+            self.track_managed_fields(ctx, opts, part, Some(old), &mut new);
+            r.strategy.prepare_for_update(&mut new, old);
+            if r.strategy.has_generation() {
+                let gen = old["metadata"]["generation"].as_i64().unwrap_or(1);
+                let changed = new.get("spec") != old.get("spec");
+                if let Some(m) = meta::meta_mut(&mut new) {
+                    m.insert("generation".into(), Value::from(if changed { gen + 1 } else { gen }));
+                }
+            }
+        }
+        if let Some(m) = meta::meta_mut(&mut new) {
+            m.insert("resourceVersion".into(), Value::String(old_rv));
+        }
+        let options = self.options_json(Operation::Update, opts);
+        let new = self.admit(ctx, Operation::Update, part, new, Some(old), &options, opts.dry_run).await?;
+        self.validate(&new, Some(old))?;
+        self.admit_validate(ctx, Operation::Update, part, Some(&new), Some(old), &options, opts.dry_run).await?;
+        if without_rv(&new) == without_rv(old) {
+            return Ok(Update::Unchanged);
+        }
+        if meta::is_deleting(&new) && !r.strategy.held_by_finalizers(&new) {
+            return Ok(Update::Delete);
+        }
+        Ok(Update::Put(new))
+    }
+
+    // ---- admission ----
+
+    /// The options for admission, only when a plugin will look.
+    fn options_json(&self, op: Operation, opts: &WriteOptions) -> Value {
+        if self.admission.handles(op) {
+            opts.to_json()
+        } else {
+            Value::Null
+        }
+    }
+
+    /// The admission attributes of a write of this resource.
+    #[allow(clippy::too_many_arguments)] // kube's attributes record
+    fn attributes<'a>(&'a self, ctx: &'a Context<'_>, op: Operation, part: Part, name: &'a str, namespace: &'a str, object: Option<Value>, old: Option<&'a Value>, options: &'a Value, dry_run: bool) -> Attributes<'a> {
+        let r = &self.resource;
+        let kind = admission::Kind { group: &r.group, version: &r.version, kind: &r.kind };
+        Attributes {
+            operation: op,
+            name,
+            namespace,
+            resource: admission::Resource { group: &r.group, version: &r.version, resource: &r.resource },
+            subresource: part.subresource,
+            kind,
+            request_kind: kind,
+            object,
+            old_object: old,
+            options,
+            user: ctx.user,
+            dry_run,
+        }
+    }
+
+    /// Mutating admission of `obj`; returns it as the plugins left it.
+    #[allow(clippy::too_many_arguments)] // the attributes' parts
+    async fn admit(&self, ctx: &Context<'_>, op: Operation, part: Part, obj: Value, old: Option<&Value>, options: &Value, dry_run: bool) -> Result<Value, Status> {
+        if !self.admission.mutates(op) {
+            return Ok(obj);
+        }
+        let name = meta::name(&obj).to_string();
+        let namespace = if self.resource.namespaced { meta::namespace(&obj).to_string() } else { String::new() };
+        let mut attrs = self.attributes(ctx, op, part, &name, &namespace, Some(obj), old, options, dry_run);
+        self.admission.admit(&mut attrs).await?;
+        attrs.object.take().ok_or_else(|| Status::internal("an admission plugin dropped the object"))
+    }
+
+    /// Validating admission.
+    #[allow(clippy::too_many_arguments)] // the attributes' parts
+    async fn admit_validate(&self, ctx: &Context<'_>, op: Operation, part: Part, obj: Option<&Value>, old: Option<&Value>, options: &Value, dry_run: bool) -> Result<(), Status> {
+        if !self.admission.validates(op) {
+            return Ok(());
+        }
+        let about = obj.or(old).unwrap_or(&Value::Null);
+        let name = meta::name(about).to_string();
+        let namespace = if self.resource.namespaced { meta::namespace(about).to_string() } else { String::new() };
+        let attrs = self.attributes(ctx, op, part, &name, &namespace, obj.cloned(), old, options, dry_run);
+        self.admission.validate(&attrs).await
+    }
+
+    // ---- writes ----
+
+    /// Updates `name` with what `info` makes of the current object, writing
+    /// `part` of it: (object, created). A missing object is created when
+    /// `part` is the main resource, the strategy creates on update and
+    /// `info` may create.
+    ///
+    /// # Errors
+    /// 404; 409 Conflict; 400 and 422 as for create; `info`'s own errors.
+    pub async fn update_part(&self, ctx: &Context<'_>, name: &str, info: &dyn UpdatedObjectInfo, opts: &WriteOptions, part: Part) -> Result<(Value, bool), Status> {
+        let may_create = part == Part::MAIN && self.resource.strategy.allow_create_on_update() && info.may_create();
+        let mut step = UpdateStep { store: self, ctx, name, info, opts, part, may_create, dry_result: None, created: false };
+        let r = self.storage.guaranteed_update(&self.resource.key(ctx.namespace, name), &Preconditions::default(), &mut step).await;
+        let created = step.created;
+        if let Some(obj) = step.dry_result {
+            return Ok((obj, created));
+        }
+        let obj = r.map_err(|e| self.interpret(e, name, None))?;
+        Ok((obj, created))
+    }
+
+    /// Deletes the object `name` in `namespace`: (object, removed now?).
+    async fn delete_in(&self, ctx: &Context<'_>, namespace: &str, name: &str, opts: &DeleteOptions) -> Result<(Value, bool), Status> {
+        if self.admission.mutates(Operation::Delete) {
+            let scope = if self.resource.namespaced { namespace } else { "" };
+            let mut attrs = self.attributes(ctx, Operation::Delete, Part::MAIN, name, scope, None, None, &opts.raw, opts.dry_run);
+            self.admission.admit(&mut attrs).await?;
+        }
+        let mut step = DeleteStep { store: self, ctx, opts, removed: false, dry_result: None };
+        let r = self.storage.guaranteed_update(&self.resource.key(namespace, name), &opts.preconditions, &mut step).await;
+        let removed = step.removed;
+        let obj = match step.dry_result {
+            Some(o) => o,
+            None => r.map_err(|e| self.interpret(e, name, None))?,
+        };
+        Ok((obj, removed))
+    }
+}
+
+/// Applies `fieldValidation` to field errors (`unknown field "x"`,
+/// `duplicate field "y"`) of a body for `resource`: Strict fails with all of
+/// them, Warn adds one warning each, Ignore drops them.
+///
+/// # Errors
+/// 400 strict decoding error.
+pub fn report_field_errors(resource: &Resource, directive: FieldValidation, warnings: &Warnings, errors: Vec<String>) -> Result<(), Status> {
+    if errors.is_empty() {
+        return Ok(());
+    }
+    match directive {
+        FieldValidation::Strict => Err(Status::strict_decoding(&resource.kind, &resource.version, &errors)),
+        FieldValidation::Warn => {
+            errors.into_iter().for_each(|e| warnings.add(e));
+            Ok(())
+        }
+        FieldValidation::Ignore => Ok(()),
+    }
+}
+
+/// Checks the `fieldManager` option as kube does (`ValidateFieldManager`):
+/// at most 128 bytes, printable characters only.
+///
+/// # Errors
+/// 422 Invalid on the options kind (`CreateOptions`...) of `meta.k8s.io`.
+fn validate_field_manager(opts: &WriteOptions) -> Result<(), Status> {
+    let Some(m) = opts.field_manager.as_deref() else { return Ok(()) };
+    let cause = if m.len() > 128 {
+        Cause::too_long("fieldManager", 128)
+    } else if m.chars().any(char::is_control) {
+        Cause::invalid("fieldManager", &Value::String(m.to_string()), "must only contain printable characters")
+    } else {
+        return Ok(());
+    };
+    Err(Status::invalid("meta.k8s.io", opts.kind, "", vec![cause]))
+}
+
+/// Copies the system fields a client cannot change from `old` to `new`.
+fn carry_system_meta(new: &mut Value, old: &Value) -> Result<(), Status> {
+    let old_meta = old["metadata"].as_object().cloned().unwrap_or_default();
+    let m = meta::meta_mut(new).ok_or_else(not_an_object)?;
+    for f in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+        match old_meta.get(f) {
+            Some(v) => {
+                m.insert(f.into(), v.clone());
+            }
+            None => {
+                m.remove(f);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn without_rv(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("resourceVersion");
+    }
+    v
+}
+
+/// The try-update step of an update.
+struct UpdateStep<'a> {
+    store: &'a Store,
+    ctx: &'a Context<'a>,
+    name: &'a str,
+    info: &'a dyn UpdatedObjectInfo,
+    opts: &'a WriteOptions,
+    part: Part,
+    may_create: bool,
+    dry_result: Option<Value>,
+    created: bool,
+}
+
+#[async_trait]
+impl TryUpdate for UpdateStep<'_> {
+    async fn try_update(&mut self, current: Option<Value>) -> Result<Update, Status> {
+        let store = self.store;
+        self.created = false;
+        self.dry_result = None;
+        let Some(old) = current else {
+            if !self.may_create {
+                return Err(Status::not_found(&store.resource.group, &store.resource.resource, self.name));
+            }
+            let mut obj = self.info.updated_object(None).await?;
+            if let Some(m) = meta::meta_mut(&mut obj) {
+                m.remove("resourceVersion");
+            }
+            let obj = store.admit_new(self.ctx, obj, self.opts, self.part).await?;
+            self.created = true;
+            if self.opts.dry_run {
+                self.dry_result = Some(obj);
+                return Ok(Update::Unchanged);
+            }
+            return Ok(Update::Put(obj));
+        };
+        let new = self.info.updated_object(Some(&old)).await?;
+        let u = store.admit_update(self.ctx, new, &old, self.opts, self.part).await?;
+        if self.opts.dry_run {
+            self.dry_result = Some(match &u {
+                Update::Put(o) => o.clone(),
+                _ => old,
+            });
+            return Ok(Update::Unchanged);
+        }
+        Ok(u)
+    }
+}
+
+/// The try-update step of a delete: graceful (finalizers) or immediate.
+struct DeleteStep<'a> {
+    store: &'a Store,
+    ctx: &'a Context<'a>,
+    opts: &'a DeleteOptions,
+    removed: bool,
+    dry_result: Option<Value>,
+}
+
+#[async_trait]
+impl TryUpdate for DeleteStep<'_> {
+    async fn try_update(&mut self, current: Option<Value>) -> Result<Update, Status> {
+        let store = self.store;
+        self.removed = false;
+        self.dry_result = None;
+        let Some(mut obj) = current else { return Ok(Update::Unchanged) };
+        store.admit_validate(self.ctx, Operation::Delete, Part::MAIN, None, Some(&obj), &self.opts.raw, self.opts.dry_run).await?;
+        let strategy = &store.resource.strategy;
+        if strategy.held_by_finalizers(&obj) {
+            if meta::is_deleting(&obj) {
+                return Ok(Update::Unchanged);
+            }
+            if let Some(m) = meta::meta_mut(&mut obj) {
+                m.insert("deletionTimestamp".into(), Value::String(meta::now()));
+                m.insert("deletionGracePeriodSeconds".into(), Value::from(0));
+            }
+            strategy.prepare_for_delete(&mut obj);
+            if self.opts.dry_run {
+                self.dry_result = Some(obj);
+                return Ok(Update::Unchanged);
+            }
+            return Ok(Update::Put(obj));
+        }
+        self.removed = true;
+        if self.opts.dry_run {
+            self.dry_result = Some(obj);
+            return Ok(Update::Unchanged);
+        }
+        Ok(Update::Delete)
+    }
+}
+
+impl Rest for Store {
+    fn kind(&self) -> &Gvk {
+        &self.kind
+    }
+    fn getter(&self) -> Option<&dyn Getter> {
+        Some(self)
+    }
+    fn lister(&self) -> Option<&dyn Lister> {
+        Some(self)
+    }
+    fn watcher(&self) -> Option<&dyn Watcher> {
+        Some(self)
+    }
+    fn creater(&self) -> Option<&dyn Creater> {
+        Some(self)
+    }
+    fn updater(&self) -> Option<&dyn Updater> {
+        Some(self)
+    }
+    fn deleter(&self) -> Option<&dyn Deleter> {
+        Some(self)
+    }
+    fn collection_deleter(&self) -> Option<&dyn CollectionDeleter> {
+        self.resource.strategy.collection_delete().then_some(self as &dyn CollectionDeleter)
+    }
+}
+
+#[async_trait]
+impl Getter for Store {
+    async fn get(&self, ctx: &Context<'_>, name: &str, opts: &GetOptions) -> Result<Value, Status> {
+        let key = self.resource.key(ctx.namespace, name);
+        let obj = match opts.min_revision {
+            None => self.storage.get(&key).await,
+            Some(rev) => self.storage.get_not_older_than(&key, rev).await,
+        };
+        obj.map_err(|e| self.interpret(e, name, None))
+    }
+}
+
+#[async_trait]
+impl Lister for Store {
+    async fn list(&self, ctx: &Context<'_>, opts: &ListOptions) -> Result<ListResult, Status> {
+        let mut read = opts.read.clone();
+        read.predicate = self.predicate(&opts.selectors)?;
+        let prefix = self.resource.prefix(Some(ctx.namespace));
+        self.storage.list(&prefix, &read).await.map_err(|e| match e {
+            storage::Error::Compacted { .. } if read.continue_token.is_some() => {
+                let token = read.continue_token.as_deref().and_then(|t| storage::inconsistent_continue(t, &prefix).ok());
+                Status::continue_expired(token)
+            }
+            e => self.interpret(e, "", opts.resource_version.as_deref()),
+        })
+    }
+}
+
+#[async_trait]
+impl Watcher for Store {
+    async fn watch(&self, ctx: &Context<'_>, name: &str, opts: &WatchOptions) -> Result<WatchStream, Status> {
+        let mut read = opts.read.clone();
+        read.predicate = self.predicate(&opts.selectors)?;
+        read.recursive = name.is_empty();
+        let key = if name.is_empty() { self.resource.prefix(Some(ctx.namespace)) } else { self.resource.key(ctx.namespace, name) };
+        match self.storage.watch(&key, &read).await {
+            Ok(events) => Ok(events),
+            // kube reports a start it cannot reach in the stream (HTTP 200,
+            // then an ERROR event), not as the response.
+            Err(e @ storage::Error::TooLargeResourceVersion { .. }) => {
+                let (tx, rx) = tokio::sync::mpsc::channel(1);
+                let _ = tx.try_send(Err(e));
+                Ok(rx)
+            }
+            Err(e) => Err(self.interpret(e, name, opts.resource_version.as_deref())),
+        }
+    }
+}
+
+#[async_trait]
+impl Creater for Store {
+    async fn create(&self, ctx: &Context<'_>, obj: Value, opts: &WriteOptions) -> Result<Value, Status> {
+        let obj = self.admit_new(ctx, obj, opts, Part::MAIN).await?;
+        let name = meta::name(&obj).to_string();
+        let key = self.resource.key(meta::namespace(&obj), &name);
+        if opts.dry_run {
+            // kube checks existence for dry runs too.
+            return match self.storage.get(&key).await {
+                Ok(_) => Err(Status::already_exists(&self.resource.group, &self.resource.resource, &name)),
+                Err(storage::Error::NotFound) => Ok(obj),
+                Err(e) => Err(self.interpret(e, &name, None)),
+            };
+        }
+        self.storage.create(&key, obj).await.map_err(|e| self.interpret(e, &name, None))
+    }
+}
+
+#[async_trait]
+impl Updater for Store {
+    async fn update(&self, ctx: &Context<'_>, name: &str, info: &dyn UpdatedObjectInfo, opts: &WriteOptions) -> Result<(Value, bool), Status> {
+        self.update_part(ctx, name, info, opts, Part::MAIN).await
+    }
+}
+
+#[async_trait]
+impl Deleter for Store {
+    async fn delete(&self, ctx: &Context<'_>, name: &str, opts: &DeleteOptions) -> Result<(Value, bool), Status> {
+        self.delete_in(ctx, ctx.namespace, name, opts).await
+    }
+}
+
+#[async_trait]
+impl CollectionDeleter for Store {
+    async fn delete_collection(&self, ctx: &Context<'_>, opts: &DeleteOptions, list: &ListOptions) -> Result<(Vec<Value>, i64), Status> {
+        let listed = Lister::list(self, ctx, list).await?;
+        let mut deleted = Vec::new();
+        for item in listed.items {
+            let name = meta::name(&item).to_string();
+            let namespace = meta::namespace(&item).to_string();
+            match self.delete_in(ctx, &namespace, &name, opts).await {
+                Ok((obj, removed)) => deleted.push(if removed { item } else { obj }),
+                Err(s) if s.is_not_found() => {}
+                Err(s) => return Err(s),
+            }
+        }
+        Ok((deleted, listed.revision))
+    }
+}

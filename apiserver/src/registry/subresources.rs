@@ -1,0 +1,229 @@
+//! Subresources: REST objects over their resource's store (kube's
+//! `StatusREST`, `ScaleREST` and the namespace `FinalizeREST`).
+//!
+//! A resource lists the subresources it has ([`super::ResourceDef`]); the
+//! registry builds each one's REST object over the resource's
+//! [`Store`] when the resource is added. A new subresource (a service
+//! account's `token`, a pod's `eviction`) is one more [`Subresource`] here
+//! and touches neither the store nor the handlers.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+use super::rest::{Context, GetOptions, Getter, Gvk, Rest, UpdatedObjectInfo, Updater, WriteOptions};
+use super::store::{Part, Store};
+use crate::errors::{Cause, Status};
+use crate::meta;
+use crate::selectors::LabelSelector;
+
+/// A subresource of a stored resource: its name and how to build its REST
+/// object over the resource's store.
+pub trait Subresource: Send + Sync {
+    /// The name in the URL (`status`).
+    fn name(&self) -> &str;
+
+    /// The REST object over `store`.
+    fn rest(&self, store: &Arc<Store>) -> Arc<dyn Rest>;
+}
+
+/// `status`: GET the object; PUT and PATCH change only its `status`.
+pub fn status() -> Arc<dyn Subresource> {
+    Arc::new(StatusSubresource)
+}
+
+/// `scale` (`autoscaling/v1` Scale of `spec.replicas`).
+pub fn scale() -> Arc<dyn Subresource> {
+    Arc::new(ScaleSubresource)
+}
+
+/// `finalize` (a namespace's): PUT only.
+pub fn finalize() -> Arc<dyn Subresource> {
+    Arc::new(FinalizeSubresource)
+}
+
+struct StatusSubresource;
+
+impl Subresource for StatusSubresource {
+    fn name(&self) -> &str {
+        "status"
+    }
+    fn rest(&self, store: &Arc<Store>) -> Arc<dyn Rest> {
+        Arc::new(StatusRest { store: store.clone() })
+    }
+}
+
+/// The status subresource's REST object.
+struct StatusRest {
+    store: Arc<Store>,
+}
+
+impl Rest for StatusRest {
+    fn kind(&self) -> &Gvk {
+        Rest::kind(self.store.as_ref())
+    }
+    fn getter(&self) -> Option<&dyn Getter> {
+        Some(self)
+    }
+    fn updater(&self) -> Option<&dyn Updater> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Getter for StatusRest {
+    async fn get(&self, ctx: &Context<'_>, name: &str, opts: &GetOptions) -> Result<Value, Status> {
+        Getter::get(self.store.as_ref(), ctx, name, opts).await
+    }
+}
+
+#[async_trait]
+impl Updater for StatusRest {
+    async fn update(&self, ctx: &Context<'_>, name: &str, info: &dyn UpdatedObjectInfo, opts: &WriteOptions) -> Result<(Value, bool), Status> {
+        self.store.update_part(ctx, name, info, opts, Part::STATUS).await
+    }
+}
+
+struct FinalizeSubresource;
+
+impl Subresource for FinalizeSubresource {
+    fn name(&self) -> &str {
+        "finalize"
+    }
+    fn rest(&self, store: &Arc<Store>) -> Arc<dyn Rest> {
+        Arc::new(FinalizeRest { store: store.clone() })
+    }
+}
+
+/// The finalize subresource's REST object: an update of the namespace.
+struct FinalizeRest {
+    store: Arc<Store>,
+}
+
+impl Rest for FinalizeRest {
+    fn kind(&self) -> &Gvk {
+        Rest::kind(self.store.as_ref())
+    }
+    fn updater(&self) -> Option<&dyn Updater> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Updater for FinalizeRest {
+    async fn update(&self, ctx: &Context<'_>, name: &str, info: &dyn UpdatedObjectInfo, opts: &WriteOptions) -> Result<(Value, bool), Status> {
+        self.store.update_part(ctx, name, info, opts, Part { subresource: "finalize", status_only: false }).await
+    }
+}
+
+struct ScaleSubresource;
+
+impl Subresource for ScaleSubresource {
+    fn name(&self) -> &str {
+        "scale"
+    }
+    fn rest(&self, store: &Arc<Store>) -> Arc<dyn Rest> {
+        Arc::new(ScaleRest { store: store.clone(), kind: Gvk::new("autoscaling", "v1", "Scale") })
+    }
+}
+
+/// The scale subresource's REST object: reads and writes a Scale, stored
+/// as its object's `spec.replicas`.
+struct ScaleRest {
+    store: Arc<Store>,
+    kind: Gvk,
+}
+
+/// An object as an `autoscaling/v1` Scale.
+pub fn to_scale(obj: &Value) -> Value {
+    let m = &obj["metadata"];
+    let sel = LabelSelector::from_object(&obj["spec"]["selector"]);
+    let selector: Vec<String> = sel
+        .0
+        .iter()
+        .filter_map(|r| match r {
+            crate::selectors::LabelRequirement::Equals(k, v, true) => Some(format!("{k}={v}")),
+            _ => None,
+        })
+        .collect();
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": m["name"], "namespace": m["namespace"], "uid": m["uid"],
+            "resourceVersion": m["resourceVersion"], "creationTimestamp": m["creationTimestamp"],
+        },
+        "spec": {"replicas": obj["spec"]["replicas"].as_i64().unwrap_or(0)},
+        "status": {"replicas": obj["status"]["replicas"].as_i64().unwrap_or(0), "selector": selector.join(",")},
+    })
+}
+
+/// Applies a Scale to its object: its replicas, under its resourceVersion.
+///
+/// # Errors
+/// 400 for a Scale without `spec.replicas`; 422 Invalid on the Scale for
+/// negative replicas.
+pub fn from_scale(scale: &Value, old: &Value) -> Result<Value, Status> {
+    let replicas = scale["spec"]["replicas"].as_i64().ok_or_else(|| Status::bad_request("spec.replicas: Required value"))?;
+    if replicas < 0 {
+        // kube's `ValidateScale`, reported on the Scale, not its object.
+        let cause = Cause::invalid("spec.replicas", &Value::from(replicas), "must be greater than or equal to 0");
+        return Err(Status::invalid("autoscaling", "Scale", meta::name(old), vec![cause]));
+    }
+    let mut new = old.clone();
+    new["spec"]["replicas"] = Value::from(replicas);
+    let rv = meta::resource_version(scale);
+    if !rv.is_empty() {
+        new["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+    }
+    Ok(new)
+}
+
+/// A Scale update as an update of its object.
+struct ScaleUpdate<'a> {
+    inner: &'a dyn UpdatedObjectInfo,
+}
+
+#[async_trait]
+impl UpdatedObjectInfo for ScaleUpdate<'_> {
+    async fn updated_object(&self, current: Option<&Value>) -> Result<Value, Status> {
+        let Some(old) = current else { return Err(Status::internal("a scale update without its object")) };
+        let scale = self.inner.updated_object(Some(&to_scale(old))).await?;
+        from_scale(&scale, old)
+    }
+
+    fn may_create(&self) -> bool {
+        false
+    }
+}
+
+impl Rest for ScaleRest {
+    fn kind(&self) -> &Gvk {
+        &self.kind
+    }
+    fn negotiated(&self) -> bool {
+        false
+    }
+    fn getter(&self) -> Option<&dyn Getter> {
+        Some(self)
+    }
+    fn updater(&self) -> Option<&dyn Updater> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Getter for ScaleRest {
+    async fn get(&self, ctx: &Context<'_>, name: &str, opts: &GetOptions) -> Result<Value, Status> {
+        Getter::get(self.store.as_ref(), ctx, name, opts).await.map(|o| to_scale(&o))
+    }
+}
+
+#[async_trait]
+impl Updater for ScaleRest {
+    async fn update(&self, ctx: &Context<'_>, name: &str, info: &dyn UpdatedObjectInfo, opts: &WriteOptions) -> Result<(Value, bool), Status> {
+        let (obj, created) = self.store.update_part(ctx, name, &ScaleUpdate { inner: info }, opts, Part { subresource: "scale", status_only: false }).await?;
+        Ok((to_scale(&obj), created))
+    }
+}
