@@ -9,6 +9,7 @@ mod common;
 mod dynamic;
 mod openapi;
 mod kube_client;
+mod layers;
 mod listwatch;
 mod python;
 mod review;
