@@ -46,6 +46,20 @@ pub fn object(group: &str, resource: &str, namespace: Option<&str>, name: &str) 
     k
 }
 
+/// The key of the object `name` (in `namespace`, if not empty) under a
+/// resource's `prefix` (as [`prefix`] returns it): what the watch cache files
+/// an object under.
+pub fn under(prefix: &str, namespace: &str, name: &str) -> String {
+    let mut k = String::with_capacity(prefix.len() + namespace.len() + name.len() + 1);
+    k.push_str(prefix);
+    if !namespace.is_empty() {
+        k.push_str(namespace);
+        k.push('/');
+    }
+    k.push_str(name);
+    k
+}
+
 /// The key of a namespace object (`/registry/namespaces/<name>`), which
 /// admission and the namespace controller read directly.
 pub fn namespace(name: &str) -> String {
@@ -67,6 +81,8 @@ mod tests {
             (object("", "nodes", None, "n1"), "/registry/nodes/n1"),
             (object("rbac.authorization.k8s.io", "clusterroles", None, "system:x"), "/registry/rbac.authorization.k8s.io/clusterroles/system:x"),
             (namespace("default"), "/registry/namespaces/default"),
+            (under("/registry/apps/deployments/", "ns", "web"), "/registry/apps/deployments/ns/web"),
+            (under("/registry/nodes/", "", "n1"), "/registry/nodes/n1"),
         ];
         for (got, want) in cases {
             assert_eq!(got, want);

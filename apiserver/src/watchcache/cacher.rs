@@ -252,13 +252,7 @@ impl Cacher {
 
     /// The storage key of a cached object (prefix + namespace/name).
     fn key_of(&self, obj: &Value) -> String {
-        let ns = crate::meta::namespace(obj);
-        let name = crate::meta::name(obj);
-        if ns.is_empty() {
-            format!("{}{name}", self.prefix)
-        } else {
-            format!("{}{ns}/{name}", self.prefix)
-        }
+        crate::storage::keys::under(&self.prefix, crate::meta::namespace(obj), crate::meta::name(obj))
     }
 
     /// Waits until the cache is ready and at revision `>= rev`, at most
