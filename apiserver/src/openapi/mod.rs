@@ -24,8 +24,8 @@ use crate::schema::SchemaStore;
 /// Built documents.
 #[derive(Debug)]
 struct Built {
-    /// The registry generation it was built from.
-    generation: u64,
+    /// The registry and schema generations it was built from.
+    generation: (u64, u64),
     /// `/openapi/v3`.
     root: Bytes,
     /// `api/v1`, `apis/apps/v1` → (hash, document).
@@ -70,7 +70,8 @@ impl Service {
     }
 
     fn built(&self, registry: &Catalog) -> Arc<Built> {
-        let current = |b: &Option<Arc<Built>>| b.as_ref().filter(|b| b.generation == registry.generation()).cloned();
+        let generation = (registry.generation(), self.schemas.load().generation());
+        let current = |b: &Option<Arc<Built>>| b.as_ref().filter(|b| b.generation == generation).cloned();
         if let Some(b) = current(&self.built.load_full()) {
             return b;
         }
@@ -80,7 +81,8 @@ impl Service {
         }
         let b = Arc::new({
             let schemas = self.schemas.load();
-            let defs = schemas.builtin().source();
+            let source = schemas.source();
+            let defs: &crate::schema::SchemaSource = &source;
             let mut gvs = BTreeMap::new();
             let mut all = Vec::new();
             for (g, v) in registry.group_versions() {
@@ -96,7 +98,7 @@ impl Service {
             let v2doc = v2::document(defs, &all);
             let v2_protobuf = v2::encode(&v2doc);
             let v2_json = serde_json::to_vec(&v2doc).unwrap_or_default();
-            Built { generation: registry.generation(), root: Bytes::from(root), group_versions: gvs, v2_json: Bytes::from(v2_json), v2_protobuf: Bytes::from(v2_protobuf) }
+            Built { generation, root: Bytes::from(root), group_versions: gvs, v2_json: Bytes::from(v2_json), v2_protobuf: Bytes::from(v2_protobuf) }
         });
         self.built.store(Some(b.clone()));
         b

@@ -296,7 +296,7 @@ impl Strategy for Hpa {
     fn validate(&self, o: &Value) -> Vec<Cause> {
         validate_hub(&self.convert_to_hub(o.clone()))
     }
-    fn storage_version(&self) -> Option<(&'static str, &'static str)> {
+    fn storage_version(&self) -> Option<(&str, &str)> {
         self.v1.then_some((GROUP, "v2"))
     }
     fn convert_to_hub(&self, obj: Value) -> Value {

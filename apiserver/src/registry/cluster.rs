@@ -51,7 +51,7 @@ fn rename(obj: Value, api_version: &str, forward: bool) -> Value {
 /// events.k8s.io/v1 Event, stored as a core/v1 Event.
 struct EventsV1;
 impl Strategy for EventsV1 {
-    fn storage_version(&self) -> Option<(&'static str, &'static str)> {
+    fn storage_version(&self) -> Option<(&str, &str)> {
         Some(("", "v1"))
     }
     fn convert_to_hub(&self, obj: Value) -> Value {

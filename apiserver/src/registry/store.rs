@@ -38,6 +38,7 @@ use super::{validation, Resource, Strategy};
 use crate::admission::{self, Attributes, Chain, Operation};
 use crate::errors::{Cause, Status};
 use crate::meta;
+use crate::schema::Origin;
 use crate::storage::{self, ListResult, Preconditions, Storage, TryUpdate, Update, WatchStream};
 use crate::warning::Warnings;
 
@@ -209,6 +210,14 @@ impl Store {
     fn prune_unknown_fields(&self, directive: FieldValidation, warnings: &Warnings, obj: &mut Value) -> Result<(), Status> {
         let r = &self.resource;
         let Some(schema) = self.schema() else { return Ok(()) };
+        if schema.origin() == Origin::Custom {
+            // Custom resources decode as unstructured JSON: wrong types are
+            // the schema validation's (422), and pruning is structural;
+            // defaults follow pruning, as in kube's decoder.
+            let unknown: Vec<String> = schema.prune(obj).iter().map(|p| format!("unknown field {p:?}")).collect();
+            schema.apply_defaults(obj);
+            return report_field_errors(r, directive, warnings, unknown);
+        }
         if let Some(e) = schema.type_error(obj) {
             return Err(Status::bad_request(format!("{} in version {:?} cannot be handled as a {}: {e}", r.kind, r.version, r.kind)));
         }
@@ -231,6 +240,9 @@ impl Store {
             Some(old) => r.strategy.validate_update(obj, old),
             None => r.strategy.validate(obj),
         });
+        if let Some(schema) = self.schema().filter(|s| s.origin() == Origin::Custom) {
+            causes.extend(crate::schema::field::to_causes(&schema.validate(obj)));
+        }
         if causes.is_empty() {
             Ok(())
         } else {

@@ -147,7 +147,7 @@ pub trait Strategy: Send + Sync {
     /// version its objects are stored as (under that version's key
     /// prefix). They are converted through the hub on every read and write.
     /// `None` (the default): stored as served.
-    fn storage_version(&self) -> Option<(&'static str, &'static str)> {
+    fn storage_version(&self) -> Option<(&str, &str)> {
         None
     }
 

@@ -163,6 +163,8 @@ impl Schema {
 pub struct Schemas {
     builtin: Arc<Compiled>,
     custom: HashMap<Gvk, Schema>,
+    /// Increases with every change of the custom kinds.
+    generation: u64,
 }
 
 impl Schemas {
@@ -188,6 +190,44 @@ impl Schemas {
     pub fn custom_kinds(&self) -> impl Iterator<Item = &(String, String, String)> {
         self.custom.keys()
     }
+
+    /// Increases with every change of the custom kinds (what the OpenAPI
+    /// documents are rebuilt on, with the registry's generation).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The built-in definitions and every custom kind's, in one source
+    /// (what the OpenAPI documents serve).
+    pub fn source(&self) -> std::borrow::Cow<'_, SchemaSource> {
+        if self.custom.is_empty() {
+            return std::borrow::Cow::Borrowed(self.builtin.source());
+        }
+        let mut all = self.builtin.source().clone();
+        for ((group, version, kind), s) in &self.custom {
+            let name = crd_definition_name(group, version, kind);
+            let Some(def) = s.layer.source().get(&name) else { continue };
+            all.merge(&SchemaSource::crd(group, version, kind, &published(def, group, version, kind)));
+        }
+        std::borrow::Cow::Owned(all)
+    }
+}
+
+/// A custom kind's schema as the OpenAPI documents publish it (kube's CRD
+/// OpenAPI builder): tagged with its group/version/kind, which clients
+/// such as `kubectl explain` look kinds up by, and with `apiVersion`,
+/// `kind` and `metadata` declared if the CRD's schema leaves them out.
+fn published(def: &Value, group: &str, version: &str, kind: &str) -> Value {
+    let mut d = def.clone();
+    let Some(o) = d.as_object_mut() else { return d };
+    o.insert("x-kubernetes-group-version-kind".into(), serde_json::json!([{"group": group, "version": version, "kind": kind}]));
+    let props = o.entry("properties").or_insert_with(|| serde_json::json!({}));
+    if let Some(p) = props.as_object_mut() {
+        p.entry("apiVersion").or_insert_with(|| serde_json::json!({"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources"}));
+        p.entry("kind").or_insert_with(|| serde_json::json!({"type": "string", "description": "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"}));
+        p.insert("metadata".into(), serde_json::json!({"allOf": [{"$ref": format!("{REF_PREFIX}{OBJECT_META}")}], "description": "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata"}));
+    }
+    d
 }
 
 /// The built-in layer, compiled once per process (the definitions are
@@ -222,7 +262,7 @@ impl Default for SchemaStore {
 impl SchemaStore {
     /// A store of the built-in schemas only.
     pub fn builtin() -> Self {
-        SchemaStore(Arc::new(ArcSwap::from_pointee(Schemas { builtin: builtin_layer(), custom: HashMap::new() })))
+        SchemaStore(Arc::new(ArcSwap::from_pointee(Schemas { builtin: builtin_layer(), custom: HashMap::new(), generation: 0 })))
     }
 
     /// The current schemas.
@@ -242,6 +282,7 @@ impl SchemaStore {
         self.0.rcu(|cur| {
             let mut next = Schemas::clone(cur);
             next.custom.insert(gvk(group, version, kind), s.clone());
+            next.generation += 1;
             next
         });
     }
@@ -251,6 +292,7 @@ impl SchemaStore {
         self.0.rcu(|cur| {
             let mut next = Schemas::clone(cur);
             next.custom.remove(&gvk(group, version, kind));
+            next.generation += 1;
             next
         });
     }

@@ -70,6 +70,13 @@ impl SchemaSource {
         src
     }
 
+    /// Adds `other`'s definitions and kinds (a CRD's beside the built-ins);
+    /// a name already here is replaced.
+    pub fn merge(&mut self, other: &SchemaSource) {
+        self.defs.extend(other.defs.iter().map(|(k, v)| (k.clone(), v.clone())));
+        self.by_gvk.extend(other.by_gvk.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+
     /// Every definition, by name.
     pub fn definitions(&self) -> impl Iterator<Item = (&str, &Value)> {
         self.defs.iter().map(|(k, v)| (k.as_str(), v))
