@@ -16,7 +16,10 @@
 //! | controller | Lease | what it does |
 //! |---|---|---|
 //! | [`namespace`] | `kube-system/namespace-controller` | empties and finalizes namespaces being deleted |
+//! | [`crd`] (conditions, serving) | none: every node | sets CRDs' `NamesAccepted` and `Established`, serves their versions |
+//! | [`crd`] (cleanup) | `kube-system/crd-finalizer` | deletes a deleted CRD's objects, then drops its finalizer |
 
+pub mod crd;
 pub mod informer;
 pub mod leader;
 pub mod namespace;
@@ -58,6 +61,17 @@ pub fn start(registry: Arc<Registry>, identity: &str) -> Controllers {
         tasks.push(tokio::spawn(c.run(leading, stopped.clone())));
     } else {
         tracing::warn!("namespaces or leases are not served: no namespace controller");
+    }
+    let stores = (registry.store(crate::registry::apiextensions::GROUP, "v1", "customresourcedefinitions"), registry.store("coordination.k8s.io", "v1", "leases"));
+    if let (Some(crds), Some(leases)) = stores {
+        let c = crd::CrdController::new(registry.clone(), crds, stopped.clone());
+        tasks.push(tokio::spawn(c.clone().run_serving(stopped.clone())));
+        let (leading_tx, leading) = watch::channel(false);
+        let election = leader::Election::new(leases, crd::LEASE, identity);
+        tasks.push(tokio::spawn(election.run(leading_tx, stopped.clone())));
+        tasks.push(tokio::spawn(c.run_cleanup(leading, stopped.clone())));
+    } else {
+        tracing::warn!("customresourcedefinitions or leases are not served: no CRD controller");
     }
     Controllers { stop, tasks }
 }

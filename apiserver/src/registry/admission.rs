@@ -1,10 +1,10 @@
-//! `admissionregistration.k8s.io/v1` and `apiextensions.k8s.io/v1`: stored
-//! and served; webhooks, policies and CRD serving are enforced later.
+//! `admissionregistration.k8s.io/v1`: stored and served; webhooks and
+//! policies are enforced later.
 
 use serde_json::{json, Value};
 
-use super::printers::{age, created_at, str_cell};
-use super::simple::{def, Simple, CREATED_AT_COLUMN};
+use super::printers::{age, str_cell};
+use super::simple::{def, Simple};
 use super::strategy::{Column, AGE_COLUMN, NAME_COLUMN};
 use super::ResourceDef;
 use crate::errors::Cause;
@@ -128,55 +128,7 @@ fn vapb_cells(o: &Value) -> Vec<Value> {
     vec![json!(meta::name(o)), str_cell(&o["spec"]["policyName"]), json!(param), json!(age(o))]
 }
 
-fn crd_columns() -> Vec<Column> {
-    vec![NAME_COLUMN, CREATED_AT_COLUMN]
-}
-
-fn crd_cells(o: &Value) -> Vec<Value> {
-    vec![json!(meta::name(o)), created_at(o)]
-}
-
-fn crd_validate(o: &Value) -> Vec<Cause> {
-    let spec = &o["spec"];
-    let mut causes = Vec::new();
-    let plural = spec["names"]["plural"].as_str().unwrap_or("");
-    let group = spec["group"].as_str().unwrap_or("");
-    let want = format!("{plural}.{group}");
-    if meta::name(o) != want {
-        causes.push(Cause::invalid("metadata.name", &json!(meta::name(o)), "must be spec.names.plural+\".\"+spec.group"));
-    }
-    if group.is_empty() {
-        causes.push(Cause::required("spec.group", ""));
-    }
-    if plural.is_empty() {
-        causes.push(Cause::required("spec.names.plural", ""));
-    }
-    if spec["names"]["kind"].as_str().is_none_or(str::is_empty) {
-        causes.push(Cause::required("spec.names.kind", ""));
-    }
-    if !matches!(spec["scope"].as_str(), Some("Namespaced" | "Cluster")) {
-        causes.push(Cause { reason: "FieldValueNotSupported".into(), message: format!("Unsupported value: {}: supported values: \"Cluster\", \"Namespaced\"", spec["scope"]), field: "spec.scope".into() });
-    }
-    let versions = spec["versions"].as_array().cloned().unwrap_or_default();
-    if versions.is_empty() {
-        causes.push(Cause::invalid("spec.versions", &json!([]), "must have exactly one version marked as storage version"));
-    } else if versions.iter().filter(|v| v["storage"].as_bool() == Some(true)).count() != 1 {
-        causes.push(Cause::invalid("spec.versions", &Value::Array(versions.clone()), "must have exactly one version marked as storage version"));
-    }
-    causes
-}
-
-fn crd_defaults(o: &mut Value) {
-    let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut) else { return };
-    spec.entry("conversion").or_insert_with(|| json!({"strategy": "None"}));
-    if let Some(names) = spec.get_mut("names").and_then(Value::as_object_mut) {
-        let kind = names.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
-        names.entry("singular").or_insert_with(|| json!(kind.to_lowercase()));
-        names.entry("listKind").or_insert_with(|| json!(format!("{kind}List")));
-    }
-}
-
-/// admissionregistration.k8s.io/v1 and apiextensions.k8s.io/v1 resources.
+/// admissionregistration.k8s.io/v1 resources.
 pub fn resources() -> Vec<ResourceDef> {
     vec![
         def("mutatingwebhookconfigurations", "mutatingwebhookconfiguration", "MutatingWebhookConfiguration", false, &[], &["api-extensions"])
@@ -193,7 +145,5 @@ pub fn resources() -> Vec<ResourceDef> {
             .build(GROUP, "v1", Box::new(Simple::new().with_generation().with_table(vapb_columns, vapb_cells))),
         def("validatingwebhookconfigurations", "validatingwebhookconfiguration", "ValidatingWebhookConfiguration", false, &[], &["api-extensions"])
             .build(GROUP, "v1", Box::new(Simple::new().with_defaults(|o| webhook_defaults(o, false)).with_validation(webhook_validate).with_table(webhook_columns, webhook_cells))),
-        def("customresourcedefinitions", "customresourcedefinition", "CustomResourceDefinition", false, &["crd", "crds"], &["api-extensions"])
-            .build("apiextensions.k8s.io", "v1", Box::new(Simple::new().with_status().with_defaults(crd_defaults).with_validation(crd_validate).with_table(crd_columns, crd_cells))),
     ]
 }

@@ -19,6 +19,7 @@
 //! definitions only; handlers look resources up here and never name one.
 
 pub mod admission;
+pub mod apiextensions;
 pub mod apps;
 pub mod auth;
 pub mod autoscaling;
@@ -315,6 +316,12 @@ impl Registry {
         self.catalog.load().entry(group, version, resource).cloned()
     }
 
+    /// The schemas the stores validate with (custom kinds come and go
+    /// with their CRDs).
+    pub fn schemas(&self) -> &crate::schema::SchemaStore {
+        &self.schemas
+    }
+
     /// The generic store of a stored resource (what controllers write
     /// through).
     pub fn store(&self, group: &str, version: &str, resource: &str) -> Option<Arc<Store>> {
@@ -439,6 +446,7 @@ pub fn builtin(authorizer: Arc<dyn crate::authz::Authorizer>) -> Vec<ResourceDef
     defs.extend(networking::resources());
     defs.extend(rbac::resources());
     defs.extend(admission::resources());
+    defs.extend(apiextensions::resources());
     defs
 }
 

@@ -6,6 +6,7 @@
 
 mod cluster;
 mod common;
+mod crd;
 mod dynamic;
 mod openapi;
 mod kube_client;

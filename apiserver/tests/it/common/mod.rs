@@ -33,24 +33,18 @@ impl Server {
     /// each other).
     pub fn spawn(extra: &[String]) -> Starting {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_apiserver"))
-            .args(["--secure-port", "0", "--data-dir"])
-            .arg(dir.path())
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn apiserver");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(url) = line.strip_prefix("serving on ") {
-                    let _ = tx.send(url.trim().to_string());
-                }
-            }
-        });
+        let (child, rx) = launch(dir.path(), extra);
         Starting { child: Some(child), rx, dir: Some(dir) }
+    }
+
+    /// Kills the server (SIGKILL) and starts it again on the same data dir
+    /// (a new port); returns once it serves.
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let (child, rx) = launch(self.dir.path(), &[]);
+        self.child = child;
+        self.url = rx.recv_timeout(Duration::from_secs(120)).expect("apiserver did not print `serving on` after a restart");
     }
 
     /// The admin kubeconfig.
@@ -101,6 +95,29 @@ impl Server {
             .spawn()
             .expect("spawn kubectl")
     }
+}
+
+/// Starts `apiserver --secure-port 0 --data-dir <dir> <extra>`; the
+/// receiver gets the URL of its `serving on` line.
+fn launch(dir: &std::path::Path, extra: &[String]) -> (Child, mpsc::Receiver<String>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_apiserver"))
+        .args(["--secure-port", "0", "--data-dir"])
+        .arg(dir)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn apiserver");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(url) = line.strip_prefix("serving on ") {
+                let _ = tx.send(url.trim().to_string());
+            }
+        }
+    });
+    (child, rx)
 }
 
 /// An apiserver process that has not printed `serving on` yet.

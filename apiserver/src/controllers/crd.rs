@@ -1,0 +1,377 @@
+//! The CustomResourceDefinition controllers (kube apiextensions-apiserver's
+//! naming, establishing and finalizer controllers and its CRD handler,
+//! reduced to conversion strategy None).
+//!
+//! An informer on CRDs queues every CRD that changes, on every node:
+//!
+//! - **Conditions** (every node; writes race harmlessly, a second writer
+//!   finds nothing to change): `NamesAccepted` is `True` unless another
+//!   CRD of the same group has already accepted one of its names (plural,
+//!   singular, short names, kind, list kind); then `status.acceptedNames`
+//!   is set and `Established` turns `True`.
+//! - **Serving** (every node): an established CRD's served versions are
+//!   added to the registry (watch cache, discovery, OpenAPI) and their
+//!   schemas to the schema store; a change of names, scope or versions
+//!   serves the new set; a CRD that is gone is withdrawn.
+//! - **Cleanup** (the node holding the Lease `kube-system/crd-finalizer`):
+//!   a CRD being deleted has every custom resource deleted (in all
+//!   namespaces, through the store: finalizers hold as for any delete);
+//!   once none remain, the `customresourcecleanup` finalizer is dropped
+//!   and the CRD goes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use super::informer::{self, internal_user, EventHandler, Lister};
+use super::queue::Queue;
+use crate::errors::Status;
+use crate::meta;
+use crate::registry::apiextensions::{condition_true, set_condition, CrdSpec, CLEANUP_FINALIZER};
+use crate::registry::rest::{CollectionDeleter as _, Context, DeleteOptions, FieldValidation, ListOptions, UpdatedObjectInfo, WriteOptions};
+use crate::registry::store::{Part, Store};
+use crate::registry::Registry;
+use crate::schema::SchemaStore;
+use crate::warning::Warnings;
+
+/// The cleanup loop's Lease name.
+pub const LEASE: &str = "crd-finalizer";
+/// Retry delay after a failed pass (a conflict, objects held by finalizers).
+const RETRY: Duration = Duration::from_millis(200);
+
+/// Queues every CRD that changes, for both loops.
+struct Enqueue {
+    serving: Queue,
+    cleanup: Queue,
+}
+
+impl Enqueue {
+    fn consider(&self, crd: &Value) {
+        self.serving.add(meta::name(crd));
+        if meta::is_deleting(crd) {
+            self.cleanup.add(meta::name(crd));
+        }
+    }
+}
+
+impl EventHandler for Enqueue {
+    fn on_add(&self, obj: &Value) {
+        self.consider(obj);
+    }
+    fn on_update(&self, old: &Value, new: &Value) {
+        self.consider(new);
+        // A CRD whose names changed may free names another one waits for.
+        if old["status"]["acceptedNames"] != new["status"]["acceptedNames"] {
+            self.serving.add("");
+        }
+    }
+    fn on_delete(&self, obj: &Value) {
+        self.serving.add(meta::name(obj));
+        // Its names are free now.
+        self.serving.add("");
+    }
+}
+
+/// What is served for one CRD on this node.
+#[derive(Clone, PartialEq)]
+struct Served {
+    /// The spec without schemas: what the registry entries are built from.
+    shape: CrdSpec,
+    /// The spec with schemas: what the schema store holds.
+    full: CrdSpec,
+}
+
+fn shape_of(spec: &CrdSpec) -> CrdSpec {
+    let mut s = spec.clone();
+    for v in &mut s.versions {
+        v.schema = Value::Null;
+    }
+    s
+}
+
+/// The controller.
+pub struct CrdController {
+    registry: Arc<Registry>,
+    schemas: SchemaStore,
+    crds: Arc<Store>,
+    lister: Lister,
+    serving: Queue,
+    cleanup: Queue,
+    served: Mutex<HashMap<String, Served>>,
+}
+
+/// The write of a CRD's status conditions (through `/status`).
+struct Conditions {
+    /// The other CRDs, as the informer has them.
+    others: Vec<Arc<Value>>,
+}
+
+/// The first name of `crd` that another CRD of its group has accepted:
+/// (condition reason, message).
+fn conflict(crd: &Value, others: &[Arc<Value>]) -> Option<(&'static str, String)> {
+    let spec = CrdSpec::of(crd);
+    let group = &spec.group;
+    for other in others {
+        if meta::name(other) == meta::name(crd) || other["spec"]["group"].as_str() != Some(group.as_str()) {
+            continue;
+        }
+        let taken = &other["status"]["acceptedNames"];
+        let t = |k: &str| taken[k].as_str().unwrap_or("").to_string();
+        let short: Vec<String> = taken["shortNames"].as_array().map(|a| a.iter().filter_map(Value::as_str).map(String::from).collect()).unwrap_or_default();
+        if !spec.plural.is_empty() && (t("plural") == spec.plural || t("singular") == spec.plural) {
+            return Some(("PluralConflict", format!("{:?} is already in use", spec.plural)));
+        }
+        if !spec.singular.is_empty() && (t("singular") == spec.singular || t("plural") == spec.singular) {
+            return Some(("SingularConflict", format!("{:?} is already in use", spec.singular)));
+        }
+        for s in &spec.short_names {
+            if short.contains(s) || t("plural") == *s || t("singular") == *s {
+                return Some(("ShortNamesConflict", format!("{s:?} is already in use")));
+            }
+        }
+        if t("kind") == spec.kind || t("listKind") == spec.kind {
+            return Some(("KindConflict", format!("{:?} is already in use", spec.kind)));
+        }
+        if t("listKind") == spec.list_kind || t("kind") == spec.list_kind {
+            return Some(("ListKindConflict", format!("{:?} is already in use", spec.list_kind)));
+        }
+    }
+    None
+}
+
+/// The status a CRD should have: names accepted (or the conflict) and
+/// established.
+fn desired(crd: &Value, others: &[Arc<Value>]) -> Value {
+    let mut next = crd.clone();
+    if meta::is_deleting(crd) {
+        return next;
+    }
+    match conflict(crd, others) {
+        None => {
+            let names = crd["spec"]["names"].clone();
+            let spec = CrdSpec::of(crd);
+            let mut accepted = json!({"plural": spec.plural, "singular": spec.singular, "kind": spec.kind, "listKind": spec.list_kind});
+            if !names["shortNames"].is_null() {
+                accepted["shortNames"] = names["shortNames"].clone();
+            }
+            if !names["categories"].is_null() {
+                accepted["categories"] = names["categories"].clone();
+            }
+            next["status"]["acceptedNames"] = accepted;
+            set_condition(&mut next, "NamesAccepted", "True", "NoConflicts", "no conflicts found");
+            set_condition(&mut next, "Established", "True", "InitialNamesAccepted", "the initial names have been accepted");
+        }
+        Some((reason, message)) => {
+            set_condition(&mut next, "NamesAccepted", "False", reason, &message);
+            if !condition_true(crd, "Established") {
+                set_condition(&mut next, "Established", "False", "NotAccepted", "not all names are accepted");
+            }
+        }
+    }
+    next
+}
+
+#[async_trait]
+impl UpdatedObjectInfo for Conditions {
+    async fn updated_object(&self, current: Option<&Value>) -> Result<Value, Status> {
+        let crd = current.cloned().unwrap_or(Value::Null);
+        Ok(desired(&crd, &self.others))
+    }
+    fn may_create(&self) -> bool {
+        false
+    }
+}
+
+/// Drops the cleanup finalizer.
+struct DropFinalizer;
+
+#[async_trait]
+impl UpdatedObjectInfo for DropFinalizer {
+    async fn updated_object(&self, current: Option<&Value>) -> Result<Value, Status> {
+        let mut crd = current.cloned().unwrap_or(Value::Null);
+        if let Some(list) = crd["metadata"]["finalizers"].as_array_mut() {
+            list.retain(|f| f != &json!(CLEANUP_FINALIZER));
+        }
+        Ok(crd)
+    }
+    fn may_create(&self) -> bool {
+        false
+    }
+}
+
+fn write_options() -> WriteOptions {
+    WriteOptions { kind: "UpdateOptions", dry_run: false, field_manager: Some("apiextensions-controller".into()), field_validation: FieldValidation::Ignore }
+}
+
+impl CrdController {
+    /// Starts the informer on CRDs (`crds`, the CRD resource's store).
+    pub fn new(registry: Arc<Registry>, crds: Arc<Store>, stop: watch::Receiver<bool>) -> Arc<Self> {
+        let (serving, cleanup) = (Queue::new(), Queue::new());
+        let lister = informer::start(crds.clone(), Arc::new(Enqueue { serving: serving.clone(), cleanup: cleanup.clone() }), stop);
+        let schemas = registry.schemas().clone();
+        Arc::new(CrdController { registry, schemas, crds, lister, serving, cleanup, served: Mutex::new(HashMap::new()) })
+    }
+
+    /// The conditions and serving loop, on every node, until `stop`.
+    pub async fn run_serving(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        let mut lister = self.lister.clone();
+        tokio::select! {
+            _ = lister.wait_synced() => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        loop {
+            let key = tokio::select! {
+                k = self.serving.get() => k,
+                _ = stop.wait_for(|s| *s) => return,
+            };
+            let Some(key) = key else { return };
+            if key.is_empty() {
+                // Names were freed: every CRD whose names are not accepted
+                // tries again.
+                for crd in self.lister.list() {
+                    if !condition_true(&crd, "NamesAccepted") {
+                        self.serving.add(meta::name(&crd));
+                    }
+                }
+            } else if let Err(e) = self.sync(&key).await {
+                tracing::debug!("crd {key}: {e}");
+                self.serving.add_after(&key, RETRY);
+            }
+            self.serving.done(&key);
+        }
+    }
+
+    /// One CRD: its conditions, then what this node serves for it.
+    async fn sync(&self, name: &str) -> Result<(), Status> {
+        let Some(crd) = self.lister.get(name) else {
+            self.withdraw(name);
+            return Ok(());
+        };
+        let others: Vec<Arc<Value>> = self.lister.list().into_iter().filter(|o| meta::name(o) != name).collect();
+        if desired(&crd, &others)["status"] != crd["status"] {
+            let (user, warnings) = (internal_user(), Warnings::default());
+            let ctx = Context { namespace: "", user: &user, user_agent: Some("apiextensions-controller"), warnings: &warnings };
+            match self.crds.update_part(&ctx, name, &Conditions { others }, &write_options(), Part::STATUS).await {
+                // The informer brings the new state back; serving follows it.
+                Ok(_) => return Ok(()),
+                Err(s) if s.is_not_found() => {}
+                Err(s) => return Err(s),
+            }
+        }
+        if condition_true(&crd, "Established") {
+            self.serve(name, CrdSpec::of(&crd));
+        }
+        Ok(())
+    }
+
+    /// Serves `spec` for the CRD `name`, replacing what was served.
+    fn serve(&self, name: &str, spec: CrdSpec) {
+        let next = Served { shape: shape_of(&spec), full: spec };
+        let mut served = self.served.lock();
+        let before = served.get(name).cloned();
+        if before.as_ref() == Some(&next) {
+            return;
+        }
+        // Schemas first, so the first request finds them.
+        for v in &next.full.versions {
+            self.schemas.set_crd(&next.full.group, &v.name, &next.full.kind, &v.schema);
+        }
+        if let Some(b) = &before {
+            for v in &b.full.versions {
+                if !next.full.versions.iter().any(|n| n.name == v.name) || b.full.kind != next.full.kind || b.full.group != next.full.group {
+                    self.schemas.remove(&b.full.group, &v.name, &b.full.kind);
+                }
+            }
+        }
+        if before.as_ref().map(|b| &b.shape) != Some(&next.shape) {
+            if let Some(b) = &before {
+                for v in &b.shape.versions {
+                    self.registry.remove(&b.shape.group, &v.name, &b.shape.plural);
+                }
+            }
+            if let Err(e) = self.registry.add_all(next.shape.resource_defs()) {
+                tracing::warn!("crd {name}: not served: {e}");
+            } else {
+                tracing::info!("crd {name}: serving {}", next.shape.versions.iter().map(|v| v.name.as_str()).collect::<Vec<_>>().join(", "));
+            }
+        }
+        served.insert(name.to_string(), next);
+    }
+
+    /// Stops serving the CRD `name`.
+    fn withdraw(&self, name: &str) {
+        let Some(b) = self.served.lock().remove(name) else { return };
+        for v in &b.full.versions {
+            self.registry.remove(&b.full.group, &v.name, &b.full.plural);
+            self.schemas.remove(&b.full.group, &v.name, &b.full.kind);
+        }
+        tracing::info!("crd {name}: withdrawn");
+    }
+
+    /// The cleanup loop: works while `leading`, until `stop`.
+    pub async fn run_cleanup(self: Arc<Self>, mut leading: watch::Receiver<bool>, mut stop: watch::Receiver<bool>) {
+        let mut lister = self.lister.clone();
+        tokio::select! {
+            _ = lister.wait_synced() => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        loop {
+            tokio::select! {
+                l = leading.wait_for(|l| *l) => if l.is_err() { return },
+                _ = stop.wait_for(|s| *s) => return,
+            }
+            let key = tokio::select! {
+                k = self.cleanup.get() => k,
+                _ = stop.wait_for(|s| *s) => return,
+            };
+            let Some(key) = key else { return };
+            if !*leading.borrow() {
+                self.cleanup.done(&key);
+                self.cleanup.add(&key);
+                continue;
+            }
+            match self.clean(&key).await {
+                Ok(true) => {}
+                Ok(false) => self.cleanup.add_after(&key, RETRY),
+                Err(e) => {
+                    tracing::warn!("crd {key} cleanup: {e}");
+                    self.cleanup.add_after(&key, RETRY);
+                }
+            }
+            self.cleanup.done(&key);
+        }
+    }
+
+    /// One pass over a CRD being deleted: `Ok(true)` when done with it.
+    async fn clean(&self, name: &str) -> Result<bool, Status> {
+        let Some(crd) = self.lister.get(name) else { return Ok(true) };
+        let held = crd["metadata"]["finalizers"].as_array().is_some_and(|l| l.contains(&json!(CLEANUP_FINALIZER)));
+        if !meta::is_deleting(&crd) || !held {
+            return Ok(true);
+        }
+        let spec = CrdSpec::of(&crd);
+        let (user, warnings) = (internal_user(), Warnings::default());
+        let ctx = Context { namespace: "", user: &user, user_agent: Some("apiextensions-controller"), warnings: &warnings };
+        if condition_true(&crd, "Established") {
+            // Objects can exist only once served; wait until this node
+            // serves them.
+            let Some(store) = self.registry.store(&spec.group, &spec.storage_version, &spec.plural) else { return Ok(false) };
+            let (objs, _) = store.delete_collection(&ctx, &DeleteOptions::default(), &ListOptions::default()).await?;
+            let remaining = objs.iter().filter(|o| store.resource().strategy.held_by_finalizers(o)).count();
+            if remaining > 0 {
+                tracing::debug!("crd {name}: {remaining} objects wait for finalizers");
+                return Ok(false);
+            }
+        }
+        match self.crds.update_part(&ctx, name, &DropFinalizer, &write_options(), Part::MAIN).await {
+            Ok(_) => Ok(true),
+            Err(s) if s.is_not_found() => Ok(true),
+            Err(s) => Err(s),
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! CustomResourceDefinitions driven by kubectl 1.33 and 1.27: a CRD is
+//! applied and established, shows in `api-resources` and `explain`, and its
+//! custom resources are created, read by short name, listed, watched,
+//! patched and deleted; unknown fields are pruned, defaults filled in,
+//! wrong values refused with kube's messages, status written only through
+//! `/status`; deleting the CRD deletes its objects and withdraws its
+//! endpoints. The same suite runs on a three-node cluster (the CRD applied
+//! through one node, used through the others) and across a restart.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::{Cluster, Out, Server};
+
+/// A CRD of group `stableNN.example.com` (NN: a tag, so several suites can
+/// share a server), short name `ctNN`.
+fn crd(tag: &str) -> String {
+    r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: crontabs.stableTAG.example.com
+spec:
+  group: stableTAG.example.com
+  scope: Namespaced
+  names:
+    plural: crontabs
+    singular: crontab
+    kind: CronTab
+    shortNames: [ctTAG]
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+    schema:
+      openAPIV3Schema:
+        type: object
+        description: A CronTab runs a command on a schedule.
+        properties:
+          spec:
+            type: object
+            description: What to run and when.
+            properties:
+              cronSpec:
+                type: string
+                description: The schedule, in cron format.
+              image:
+                type: string
+              replicas:
+                type: integer
+                minimum: 0
+                default: 1
+              mode:
+                type: string
+                enum: [fast, slow]
+                default: slow
+          status:
+            type: object
+            properties:
+              ready:
+                type: integer
+"#
+    .replace("TAG", tag)
+}
+
+fn cron(name: &str, tag: &str, spec: &str) -> String {
+    format!("apiVersion: stable{tag}.example.com/v1\nkind: CronTab\nmetadata:\n  name: {name}\nspec:\n{spec}")
+}
+
+fn json(out: &Out) -> Value {
+    serde_json::from_str(out.ok()).unwrap_or_else(|e| panic!("not JSON ({e}): {out:?}"))
+}
+
+/// Runs `f` until it returns `Some`, for up to 30 s (another node's
+/// informer, a kubectl discovery cache).
+#[track_caller]
+fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(t) = f() {
+            return t;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Applies the CRD through `via` and waits until `other` serves it.
+fn establish(via: &Server, other: &Server, minor: u32, tag: &str) {
+    let name = format!("crontabs.stable{tag}.example.com");
+    let applied = via.kubectl_stdin(minor, &["apply", "-f", "-"], Some(&crd(tag)));
+    assert_eq!(applied.ok().trim(), format!("customresourcedefinition.apiextensions.k8s.io/{name} created"));
+    eventually("the CRD on the other node", || (other.kubectl(minor, &["get", "crd", &name, "-o", "name"]).code == 0).then_some(()));
+    let waited = other.kubectl(minor, &["wait", "--for=condition=Established", &format!("crd/{name}"), "--timeout=30s"]);
+    assert_eq!(waited.ok().trim(), format!("customresourcedefinition.apiextensions.k8s.io/{name} condition met"));
+    let got = json(&other.kubectl(minor, &["get", "crd", &name, "-o", "json"]));
+    let conds = got["status"]["conditions"].as_array().cloned().unwrap_or_default();
+    let cond = |t: &str| conds.iter().find(|c| c["type"] == t).cloned().unwrap_or(Value::Null);
+    assert_eq!(cond("NamesAccepted")["status"], "True", "{got}");
+    assert_eq!(cond("NamesAccepted")["reason"], "NoConflicts", "{got}");
+    assert_eq!(cond("Established")["status"], "True", "{got}");
+    assert_eq!(got["status"]["acceptedNames"]["kind"], "CronTab");
+    assert_eq!(got["status"]["acceptedNames"]["listKind"], "CronTabList");
+    assert_eq!(got["status"]["storedVersions"], serde_json::json!(["v1"]));
+}
+
+/// The suite: the CRD applied through `a`, its objects used through `b`,
+/// watched through `c`.
+fn suite(a: &Server, b: &Server, c: &Server, minor: u32, tag: &str) {
+    let ct = format!("ct{tag}");
+    let group = format!("stable{tag}.example.com");
+    establish(a, b, minor, tag);
+
+    // Discovery and OpenAPI.
+    let row = ["crontabs", ct.as_str(), &format!("{group}/v1"), "true", "CronTab"].map(String::from).to_vec();
+    eventually("api-resources to list crontabs", || {
+        let ar = b.kubectl(minor, &["api-resources", "--no-headers", "--api-group", &group]);
+        ar.stdout.lines().any(|l| l.split_whitespace().map(String::from).collect::<Vec<_>>() == row).then_some(())
+    });
+    let explained = eventually("explain to know crontabs", || {
+        let e = b.kubectl(minor, &["explain", &format!("{ct}.spec")]);
+        (e.code == 0).then_some(e.stdout)
+    });
+    assert!(explained.contains("What to run and when."), "{explained}");
+    assert!(explained.contains("replicas") && explained.contains("cronSpec"), "{explained}");
+
+    // A watch on the third node from before the first object.
+    let w = c.kubectl_spawn(minor, &["get", &ct, "-w", "--output-watch-events"]);
+    // The watch only starts once the third node serves the resource.
+    eventually("the third node to serve crontabs", || (c.kubectl(minor, &["get", &ct, "-o", "name"]).code == 0).then_some(()));
+    std::thread::sleep(Duration::from_millis(1500));
+
+    // Create: an unknown field is pruned, defaults are filled in.
+    let created = b.kubectl_stdin(minor, &["create", "--validate=false", "-f", "-"], Some(&cron("daily", tag, "  cronSpec: '0 0 * * *'\n  image: busybox\n  extra: dropped\n")));
+    assert_eq!(created.ok().trim(), format!("crontab.{group}/daily created"));
+    let got = json(&b.kubectl(minor, &["get", &ct, "daily", "-o", "json"]));
+    assert_eq!(got["spec"]["replicas"], 1, "{got}");
+    assert_eq!(got["spec"]["mode"], "slow", "{got}");
+    assert!(got["spec"].get("extra").is_none(), "an unknown field was kept: {got}");
+    assert_eq!(got["metadata"]["generation"], 1);
+    assert_eq!(got["apiVersion"], format!("{group}/v1"));
+
+    // The default table: NAME and AGE.
+    let table = b.kubectl(minor, &["get", &ct]);
+    let lines: Vec<Vec<&str>> = table.ok().lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(lines[0], ["NAME", "AGE"], "{table:?}");
+    assert_eq!(lines[1][0], "daily", "{table:?}");
+    assert_eq!(lines.len(), 2, "{table:?}");
+    // Through the node the CRD was applied on too.
+    assert_eq!(a.kubectl(minor, &["get", &format!("crontabs.{group}"), "daily", "-o", "name"]).ok().trim(), format!("crontab.{group}/daily"));
+
+    // Wrong values: 422 with kube's field messages.
+    let wrong_type = b.kubectl_stdin(minor, &["create", "--validate=false", "-f", "-"], Some(&cron("bad", tag, "  replicas: three\n")));
+    assert_eq!(wrong_type.code, 1, "{wrong_type:?}");
+    assert!(wrong_type.stderr.contains(&format!("The CronTab \"bad\" is invalid: spec.replicas: Invalid value: \"string\": spec.replicas in body must be of type integer: \"string\"")), "{wrong_type:?}");
+    let negative = b.kubectl_stdin(minor, &["create", "--validate=false", "-f", "-"], Some(&cron("bad", tag, "  replicas: -1\n")));
+    assert!(negative.stderr.contains("spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0"), "{negative:?}");
+    let bad_enum = b.kubectl_stdin(minor, &["create", "--validate=false", "-f", "-"], Some(&cron("bad", tag, "  mode: turbo\n")));
+    assert!(bad_enum.stderr.contains("spec.mode: Unsupported value: \"turbo\": supported values: \"fast\", \"slow\""), "{bad_enum:?}");
+    assert_eq!(b.kubectl(minor, &["get", &ct, "bad"]).code, 1);
+
+    // Patch: spec changes bump the generation; status is ignored on the
+    // main resource.
+    let patched = b.kubectl(minor, &["patch", &ct, "daily", "--type=merge", "-p", r#"{"spec":{"replicas":3},"status":{"ready":9}}"#]);
+    assert_eq!(patched.ok().trim(), format!("crontab.{group}/daily patched"));
+    let got = json(&b.kubectl(minor, &["get", &ct, "daily", "-o", "json"]));
+    assert_eq!(got["spec"]["replicas"], 3);
+    assert_eq!(got["metadata"]["generation"], 2);
+    assert!(got.get("status").is_none(), "status changed through the main resource: {got}");
+    // Status only through /status, which ignores spec.
+    let raw = format!("/apis/{group}/v1/namespaces/default/crontabs/daily/status");
+    let mut with_status = got.clone();
+    with_status["status"] = serde_json::json!({"ready": 2});
+    with_status["spec"]["replicas"] = serde_json::json!(7);
+    let file = b.dir.path().join(format!("status-{tag}.json"));
+    std::fs::write(&file, with_status.to_string()).unwrap();
+    b.kubectl(minor, &["replace", "--raw", &raw, "-f", file.to_str().unwrap()]).ok();
+    let got = json(&b.kubectl(minor, &["get", &ct, "daily", "-o", "json"]));
+    assert_eq!(got["status"]["ready"], 2, "{got}");
+    assert_eq!(got["spec"]["replicas"], 3, "spec changed through /status: {got}");
+    // A status that breaks the schema is refused there too.
+    let mut bad_status = got.clone();
+    bad_status["status"] = serde_json::json!({"ready": "many"});
+    std::fs::write(&file, bad_status.to_string()).unwrap();
+    let refused = b.kubectl(minor, &["replace", "--raw", &raw, "-f", file.to_str().unwrap()]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(refused.stderr.contains("status.ready"), "{refused:?}");
+
+    // Delete.
+    assert_eq!(b.kubectl(minor, &["delete", &ct, "daily"]).ok().trim(), format!("crontab.{group} \"daily\" deleted"));
+    std::thread::sleep(Duration::from_millis(1500));
+    let (events, out) = crate::common::stop_watch(w);
+    let mut kinds: Vec<String> = events.iter().filter(|(_, n)| n == "daily").map(|(e, _)| e.clone()).collect();
+    kinds.dedup();
+    assert_eq!(kinds, ["ADDED", "MODIFIED", "DELETED"], "{out}");
+
+    // Deleting the CRD deletes its objects and withdraws the endpoints.
+    b.kubectl_stdin(minor, &["create", "--validate=false", "-f", "-"], Some(&cron("left", tag, "  image: x\n"))).ok();
+    let name = format!("crontabs.{group}");
+    assert_eq!(a.kubectl(minor, &["delete", "crd", &name, "--timeout=60s"]).ok().trim(), format!("customresourcedefinition.apiextensions.k8s.io \"{name}\" deleted"));
+    let gone = a.kubectl(minor, &["get", "crd", &name]);
+    assert!(gone.stderr.contains(&format!("customresourcedefinitions.apiextensions.k8s.io \"{name}\" not found")), "{gone:?}");
+    for n in [a, b, c] {
+        eventually("the endpoints to go", || {
+            let raw = n.kubectl(minor, &["get", "--raw", &format!("/apis/{group}/v1/namespaces/default/crontabs")]);
+            (raw.code == 1 && raw.stderr.contains("NotFound")).then_some(())
+        });
+        let ar = n.kubectl(minor, &["api-resources", "--no-headers"]);
+        assert!(!ar.ok().contains(&group), "{ar:?}");
+    }
+    // Its objects went with it: the same CRD again starts empty.
+    establish(a, b, minor, tag);
+    eventually("crontabs served again", || {
+        let l = b.kubectl(minor, &["get", "--raw", &format!("/apis/{group}/v1/crontabs")]);
+        (l.code == 0).then(|| serde_json::from_str::<Value>(&l.stdout).unwrap())
+    });
+    let list = json(&b.kubectl(minor, &["get", "--raw", &format!("/apis/{group}/v1/crontabs")]));
+    assert_eq!(list["items"], serde_json::json!([]), "an object outlived its CRD: {list}");
+    a.kubectl(minor, &["delete", "crd", &name]).ok();
+}
+
+#[test]
+fn crds_with_kubectl() {
+    let s = Server::start();
+    for minor in [33, 27] {
+        suite(&s, &s, &s, minor, &minor.to_string());
+    }
+}
+
+/// The CRD's own validation, as kube words it.
+#[test]
+fn crd_validation_messages() {
+    let s = Server::start();
+    let bad = |patch: &dyn Fn(&str) -> String| s.kubectl_stdin(33, &["create", "-f", "-"], Some(&patch(&crd("v"))));
+    let name = bad(&|c| c.replace("name: crontabs.stablev.example.com", "name: wrong.stablev.example.com"));
+    assert!(name.stderr.contains(r#"metadata.name: Invalid value: "wrong.stablev.example.com": must be spec.names.plural+"."+spec.group"#), "{name:?}");
+    let two = bad(&|c| c.replace("    storage: true\n", "    storage: false\n"));
+    assert!(two.stderr.contains("must have exactly one version marked as storage version"), "{two:?}");
+    let scope = bad(&|c| c.replace("scope: Namespaced", "scope: Global"));
+    assert!(scope.stderr.contains(r#"spec.scope: Unsupported value: "Global": supported values: "Cluster", "Namespaced""#), "{scope:?}");
+    let untyped = bad(&|c| c.replace("              image:\n                type: string\n", "              image: {}\n"));
+    assert!(untyped.stderr.contains("spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[image].type: Required value: must not be empty for specified object fields"), "{untyped:?}");
+    let dotless = bad(&|c| c.replace("stablev.example.com", "stablev"));
+    assert!(dotless.stderr.contains(r#"spec.group: Invalid value: "stablev": should be a domain with at least one dot"#), "{dotless:?}");
+    // A second CRD claiming the same kind in the same group is not
+    // accepted.
+    s.kubectl_stdin(33, &["apply", "-f", "-"], Some(&crd("v"))).ok();
+    s.kubectl(33, &["wait", "--for=condition=Established", "crd/crontabs.stablev.example.com", "--timeout=30s"]).ok();
+    let clash = crd("v").replace("crontabs", "crontabz").replace("singular: crontab\n", "singular: crontabz\n").replace("[ctv]", "[ctz]");
+    s.kubectl_stdin(33, &["apply", "-f", "-"], Some(&clash)).ok();
+    let cond = eventually("NamesAccepted on the clashing CRD", || {
+        let out = s.kubectl(33, &["get", "crd", "crontabz.stablev.example.com", "-o", "jsonpath={.status.conditions[?(@.type==\"NamesAccepted\")].reason}"]);
+        (out.code == 0 && !out.stdout.is_empty()).then(|| out.stdout)
+    });
+    assert_eq!(cond, "KindConflict");
+    let est = s.kubectl(33, &["get", "crd", "crontabz.stablev.example.com", "-o", "jsonpath={.status.conditions[?(@.type==\"Established\")].status}"]);
+    assert_eq!(est.ok(), "False");
+}
+
+#[test]
+fn crds_on_a_three_node_cluster() {
+    let c = Cluster::start();
+    let (a, b, n3) = (&c.nodes[0], &c.nodes[1], &c.nodes[2]);
+    suite(a, b, n3, 33, "c33");
+}
+
+#[test]
+fn crds_survive_a_restart() {
+    let mut s = Server::start();
+    establish(&s, &s, 33, "r");
+    s.kubectl_stdin(33, &["create", "--validate=false", "-f", "-"], Some(&cron("kept", "r", "  image: x\n"))).ok();
+    s.restart();
+    let got = eventually("the CRD served after a restart", || {
+        let out = s.kubectl(33, &["get", "ctr", "kept", "-o", "json"]);
+        (out.code == 0).then(|| serde_json::from_str::<Value>(&out.stdout).unwrap())
+    });
+    assert_eq!(got["spec"]["replicas"], 1);
+    // And the whole suite runs on the restarted server.
+    suite(&s, &s, &s, 33, "r2");
+    suite(&s, &s, &s, 27, "r3");
+}
