@@ -206,3 +206,80 @@ async fn a_cut_off_leader_does_not_answer_lease_queries_from_its_own_lessor() {
     }
     c.proxy.heal();
 }
+
+/// A leader cut off while its lessor's deadlines run out must not revoke
+/// leases that clients keep alive through the new leader (etcd-io/etcd#15247
+/// is the same hazard in etcd). Found by review: a resumed leader's expiry
+/// loop proposed the revoke, and when it learned of the new term the
+/// proposal was forwarded to the new leader, which applied it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_off_leader_does_not_revoke_leases_kept_alive_elsewhere() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut opts = Options::new(crate::common::raftstore(), dir.path());
+    opts.heartbeat_ms = 30;
+    opts.election_ms = 300;
+    let c = Cluster::start(opts).await.expect("cluster starts");
+    let old = c.leader().await.expect("a leader");
+    let followers: Vec<usize> = (0..3).filter(|&i| i != old).collect();
+    let (_, _, term0) = status(&c, old).await.expect("the leader's status");
+    let mut on_old = connect(&c.endpoint(old), Duration::from_secs(10)).await.expect("connect to the leader");
+    let lease = on_old.lease_grant(2, None).await.expect("grant").id();
+    on_old.put("held", "v", Some(etcd_client::PutOptions::new().with_lease(lease))).await.expect("put with the lease");
+    for i in 0..3 {
+        let mut cl = connect(&c.endpoint(i), Duration::from_secs(5)).await.expect("connect");
+        cl.get("sync", None).await.expect("linearizable read");
+    }
+
+    // Cut the leader off; the followers elect a new one.
+    let mut f = Faults::default();
+    for &o in &followers {
+        f.hold_requests.insert((old, o));
+        f.hold_answers.insert((old, o));
+        f.hold_requests.insert((o, old));
+        f.hold_answers.insert((o, old));
+    }
+    c.proxy.set(f);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let new = loop {
+        let mut found = None;
+        for &o in &followers {
+            if let Some((id, leader, term)) = status(&c, o).await {
+                if leader == id && term > term0 {
+                    found = Some(o);
+                }
+            }
+        }
+        if let Some(o) = found {
+            break o;
+        }
+        assert!(Instant::now() < deadline, "the followers did not elect a new leader");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    // The client keeps the lease alive through the new leader, every 500 ms.
+    let mut on_new = connect(&c.endpoint(new), Duration::from_secs(5)).await.expect("connect to the new leader");
+    let (mut keeper, mut answers) = on_new.lease_keep_alive(lease).await.expect("keep-alive stream");
+    let keeping = tokio::spawn(async move {
+        loop {
+            if keeper.keep_alive().await.is_err() {
+                return;
+            }
+            match answers.message().await {
+                Ok(Some(r)) if r.ttl() > 0 => {}
+                _ => return,
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    });
+    // Past the old leader's deadline for the lease (2 s after the grant),
+    // then the old leader hears of the new term.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    c.proxy.heal();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(!keeping.is_finished(), "the keep-alive stream ended: the lease was revoked or the new leader refused it");
+    let mut check = connect(&c.endpoint(new), Duration::from_secs(5)).await.expect("connect");
+    let got = check.get("held", None).await.expect("read the key");
+    assert_eq!(got.kvs().len(), 1, "a key on a lease kept alive through the new leader was deleted (the old leader revoked the lease)");
+    let ttl = check.lease_time_to_live(lease, None).await.expect("TTL");
+    assert!(ttl.ttl() > 0, "the lease kept alive through the new leader was revoked (TTL {})", ttl.ttl());
+    keeping.abort();
+}

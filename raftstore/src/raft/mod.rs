@@ -335,6 +335,33 @@ impl RaftNode {
         out
     }
 
+    /// Proposes `cmd` on this member only if it is the leader, never
+    /// forwarding it: for what only a leader decides on its own (revoking
+    /// expired leases). A deposed leader that has not heard of the new term
+    /// yet appends the entry in its old term, where it cannot commit.
+    ///
+    /// # Errors
+    /// [`Error::NotLeader`] when this member is not the leader;
+    /// [`Error::LeaderChanged`] when the entry was overwritten; the
+    /// command's own error; [`Error::Timeout`].
+    pub async fn propose_as_leader(&self, cmd: Command) -> Result<CommandResponse> {
+        use openraft::error::{ClientWriteError, RaftError};
+        if !self.is_leader() {
+            return Err(Error::NotLeader);
+        }
+        match tokio::time::timeout(self.request_timeout, self.raft.client_write(cmd)).await {
+            Err(_) => Err(Error::Timeout),
+            Ok(Ok(resp)) => match resp.data {
+                CommandResponse::Error(e) => Err(e),
+                other => Ok(other),
+            },
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => Err(Error::NotLeader),
+            Ok(Err(RaftError::APIError(ClientWriteError::LogEntryDiscarded(_)))) => Err(Error::LeaderChanged),
+            Ok(Err(RaftError::Fatal(_))) => Err(Error::Stopped),
+            Ok(Err(e)) => Err(Error::internal(e)),
+        }
+    }
+
     async fn propose_inner(&self, cmd: Command) -> Result<CommandResponse> {
         use openraft::error::{ClientWriteError, RaftError};
         loop {

@@ -39,6 +39,13 @@ fn new_lease_id() -> i64 {
 
 /// Revokes expired leases while this member is leader (etcd's lessor
 /// `revokeExpiredLeases`, every 500 ms).
+///
+/// A leader back from a pause still believes the expiry times it had before
+/// it, while clients kept their leases alive through the new leader. So
+/// expired leases are revoked only after a confirmation round that started
+/// now ([`crate::raft::RaftNode::leader_barrier`]), and the revoke is
+/// proposed on this member only, never forwarded: a deposed leader's revoke
+/// cannot commit (etcd-io/etcd#15247 is the same hazard in etcd).
 pub async fn expiry_loop(ctx: Ctx) {
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     loop {
@@ -46,9 +53,16 @@ pub async fn expiry_loop(ctx: Ctx) {
         if !ctx.node.is_leader() {
             continue;
         }
+        if ctx.lessor.expired(&ctx.store.leases(), ctx.node.term()).is_empty() {
+            continue;
+        }
+        if let Err(e) = ctx.node.leader_barrier().await {
+            tracing::debug!("not revoking expired leases: leadership not confirmed: {e}");
+            continue;
+        }
         let expired = ctx.lessor.expired(&ctx.store.leases(), ctx.node.term());
         for id in expired {
-            match ctx.node.propose(Command::LeaseRevoke(LeaseRevokeRequest { id })).await {
+            match ctx.node.propose_as_leader(Command::LeaseRevoke(LeaseRevokeRequest { id })).await {
                 Ok(_) | Err(Error::LeaseNotFound) => ctx.lessor.forget(id),
                 Err(e) => tracing::warn!(lease = id, "revoking expired lease failed: {e}"),
             }
@@ -125,12 +139,18 @@ impl Lease for LeaseService {
 
     async fn lease_time_to_live(&self, req: Request<LeaseTimeToLiveRequest>) -> Res<LeaseTimeToLiveResponse> {
         let r = req.into_inner();
-        let header = self.ctx.header(self.ctx.store.current_revision());
         let ttl = if self.ctx.node.leader_barrier().await.is_ok() {
             self.ctx.lessor.time_to_live(&self.ctx.store, r.id)
         } else {
-            self.ctx.node.leader_lease(r.id, false).await?
+            // The TTL is the leader's; whether the lease exists, its granted
+            // TTL and keys come from this member's store, once it has caught
+            // up with what the leader had committed when it answered (a
+            // lagging member would report a live lease as expired).
+            let ttl = self.ctx.node.leader_lease(r.id, false).await?;
+            self.ctx.node.linearizable_read().await?;
+            ttl
         };
+        let header = self.ctx.header(self.ctx.store.current_revision());
         let resp = match self.ctx.store.lease(r.id) {
             Some(l) if ttl >= 0 => LeaseTimeToLiveResponse {
                 header,
@@ -146,6 +166,9 @@ impl Lease for LeaseService {
     }
 
     async fn lease_leases(&self, _req: Request<LeaseLeasesRequest>) -> Res<LeaseLeasesResponse> {
+        // The list as of now, not as this member last saw it (a leader back
+        // from a pause would list leases the new leader revoked).
+        self.ctx.node.linearizable_read().await?;
         let leases = self.ctx.store.leases().into_iter().map(|(id, _)| LeaseStatus { id }).collect();
         Ok(Response::new(LeaseLeasesResponse { header: self.ctx.header(self.ctx.store.current_revision()), leases }))
     }
