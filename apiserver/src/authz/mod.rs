@@ -287,7 +287,9 @@ mod tests {
     async fn union_first_decision_wins() {
         use Decision::*;
         let user = UserInfo::default();
-        let cases: Vec<(Vec<(Decision, &'static str)>, Decision, &str)> = vec![
+        // (the authorizers' answers in order, the union's decision, its reason)
+        type Case = (Vec<(Decision, &'static str)>, Decision, &'static str);
+        let cases: Vec<Case> = vec![
             (vec![], NoOpinion, ""),
             (vec![(NoOpinion, "a"), (Allow, "b"), (Deny, "c")], Allow, "b"),
             (vec![(Deny, "no"), (Allow, "")], Deny, "no"),

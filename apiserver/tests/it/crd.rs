@@ -154,7 +154,7 @@ fn suite(a: &Server, b: &Server, c: &Server, minor: u32, tag: &str) {
     // Wrong values: 422 with kube's field messages.
     let wrong_type = b.kubectl_stdin(minor, &["create", "--validate=false", "-f", "-"], Some(&cron("bad", tag, "  replicas: three\n")));
     assert_eq!(wrong_type.code, 1, "{wrong_type:?}");
-    assert!(wrong_type.stderr.contains(&format!("The CronTab \"bad\" is invalid: spec.replicas: Invalid value: \"string\": spec.replicas in body must be of type integer: \"string\"")), "{wrong_type:?}");
+    assert!(wrong_type.stderr.contains("The CronTab \"bad\" is invalid: spec.replicas: Invalid value: \"string\": spec.replicas in body must be of type integer: \"string\""), "{wrong_type:?}");
     let negative = b.kubectl_stdin(minor, &["create", "--validate=false", "-f", "-"], Some(&cron("bad", tag, "  replicas: -1\n")));
     assert!(negative.stderr.contains("spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0"), "{negative:?}");
     let bad_enum = b.kubectl_stdin(minor, &["create", "--validate=false", "-f", "-"], Some(&cron("bad", tag, "  mode: turbo\n")));
@@ -252,7 +252,7 @@ fn crd_validation_messages() {
     s.kubectl_stdin(33, &["apply", "-f", "-"], Some(&clash)).ok();
     let cond = eventually("NamesAccepted on the clashing CRD", || {
         let out = s.kubectl(33, &["get", "crd", "crontabz.stablev.example.com", "-o", "jsonpath={.status.conditions[?(@.type==\"NamesAccepted\")].reason}"]);
-        (out.code == 0 && !out.stdout.is_empty()).then(|| out.stdout)
+        (out.code == 0 && !out.stdout.is_empty()).then_some(out.stdout)
     });
     assert_eq!(cond, "KindConflict");
     let est = s.kubectl(33, &["get", "crd", "crontabz.stablev.example.com", "-o", "jsonpath={.status.conditions[?(@.type==\"Established\")].status}"]);

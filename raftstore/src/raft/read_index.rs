@@ -80,7 +80,7 @@ impl RaftNode {
         // The lease, with a heartbeat if it is stale: the round decides.
         let lease = LinearizerOption::new(None, true);
         let read = match self.raft.get_read_linearizer(lease).await {
-            Ok(l) => l.read_log_id().clone(),
+            Ok(l) => *l.read_log_id(),
             Err(RaftError::APIError(LinearizableReadError::ForwardToLeader(fwd))) => return Err(ReadIndexError::Forward(fwd.leader_id, fwd.leader_node)),
             Err(RaftError::APIError(_)) => return Err(ReadIndexError::Retry),
             Err(RaftError::Fatal(_)) => return Err(ReadIndexError::Stopped),
@@ -150,7 +150,7 @@ impl RaftNode {
         let (vote, configs) = {
             let rx = self.raft.metrics();
             let m = rx.borrow_watched();
-            (m.vote.clone(), m.membership_config.membership().get_joint_config().clone())
+            (m.vote, m.membership_config.membership().get_joint_config().clone())
         };
         if !vote.is_committed() || *vote.leader_id().node_id() != self.id {
             return Err(Error::NotLeader);
@@ -213,7 +213,9 @@ mod tests {
     #[test]
     fn quorum_needs_a_majority_of_every_configuration() {
         let set = |v: &[u64]| v.iter().copied().collect::<BTreeSet<u64>>();
-        let cases: &[(&[&[u64]], &[u64], bool)] = &[
+        // (voter configurations, voters that acknowledged, quorum?)
+        type Case<'a> = (&'a [&'a [u64]], &'a [u64], bool);
+        let cases: &[Case] = &[
             (&[&[1]], &[1], true),
             (&[&[1, 2, 3]], &[1], false),
             (&[&[1, 2, 3]], &[1, 3], true),
