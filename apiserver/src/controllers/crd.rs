@@ -277,6 +277,24 @@ impl CrdController {
         if before.as_ref() == Some(&next) {
             return;
         }
+        // A version whose resource is already served by something else (a
+        // built-in, another CRD) is never taken over: its schema would
+        // shadow the other kind's, and withdrawing or cleaning up this CRD
+        // would remove or empty the other resource.
+        let taken: Vec<&str> = next
+            .shape
+            .versions
+            .iter()
+            .filter(|v| {
+                let ours = before.as_ref().is_some_and(|b| b.shape.group == next.shape.group && b.shape.plural == next.shape.plural && b.shape.versions.iter().any(|o| o.name == v.name));
+                !ours && self.registry.entry(&next.shape.group, &v.name, &next.shape.plural).is_some()
+            })
+            .map(|v| v.name.as_str())
+            .collect();
+        if !taken.is_empty() {
+            tracing::warn!("crd {name}: not served: {}/{} is already served by another resource ({})", next.shape.group, next.shape.plural, taken.join(", "));
+            return;
+        }
         // Schemas first, so the first request finds them.
         for v in &next.full.versions {
             self.schemas.set_crd(&next.full.group, &v.name, &next.full.kind, &v.schema);
@@ -296,6 +314,11 @@ impl CrdController {
             }
             if let Err(e) = self.registry.add_all(next.shape.resource_defs()) {
                 tracing::warn!("crd {name}: not served: {e}");
+                for v in &next.full.versions {
+                    self.schemas.remove(&next.full.group, &v.name, &next.full.kind);
+                }
+                served.remove(name);
+                return;
             } else {
                 tracing::info!("crd {name}: serving {}", next.shape.versions.iter().map(|v| v.name.as_str()).collect::<Vec<_>>().join(", "));
             }
@@ -359,7 +382,16 @@ impl CrdController {
         let ctx = Context { namespace: "", user: &user, user_agent: Some("apiextensions-controller"), warnings: &warnings };
         if condition_true(&crd, "Established") {
             // Objects can exist only once served; wait until this node
-            // serves them.
+            // serves them. Only what this CRD serves is emptied: the same
+            // resource served by a built-in or another CRD is not its own.
+            let ours = self.served.lock().get(name).is_some_and(|s| s.shape.group == spec.group && s.shape.plural == spec.plural && s.shape.storage_version == spec.storage_version);
+            if !ours {
+                if self.registry.entry(&spec.group, &spec.storage_version, &spec.plural).is_some() {
+                    tracing::warn!("crd {name}: its resource is served by another; nothing of this CRD's to delete");
+                    return self.drop_finalizer(&ctx, name).await;
+                }
+                return Ok(false);
+            }
             let Some(store) = self.registry.store(&spec.group, &spec.storage_version, &spec.plural) else { return Ok(false) };
             let (objs, _) = store.delete_collection(&ctx, &DeleteOptions::default(), &ListOptions::default()).await?;
             let remaining = objs.iter().filter(|o| store.resource().strategy.held_by_finalizers(o)).count();
@@ -368,7 +400,12 @@ impl CrdController {
                 return Ok(false);
             }
         }
-        match self.crds.update_part(&ctx, name, &DropFinalizer, &write_options(), Part::MAIN).await {
+        self.drop_finalizer(&ctx, name).await
+    }
+
+    /// Drops the cleanup finalizer: `Ok(true)` once it is gone.
+    async fn drop_finalizer(&self, ctx: &Context<'_>, name: &str) -> Result<bool, Status> {
+        match self.crds.update_part(ctx, name, &DropFinalizer, &write_options(), Part::MAIN).await {
             Ok(_) => Ok(true),
             Err(s) if s.is_not_found() => Ok(true),
             Err(s) => Err(s),

@@ -305,6 +305,15 @@ pub fn validate_crd(crd: &Value) -> Vec<FieldError> {
             errs.push(FieldError::invalid("spec.group", json!(group), "should be a domain with at least one dot"));
         }
     }
+    // Groups under k8s.io and kubernetes.io belong to the Kubernetes
+    // project: a CRD there needs its API review's approval annotation.
+    let protected = ["k8s.io", "kubernetes.io"].iter().any(|p| group == *p || group.ends_with(&format!(".{p}")));
+    if protected && crd["metadata"]["annotations"]["api-approved.kubernetes.io"].as_str().is_none_or(str::is_empty) {
+        errs.push(FieldError::required(
+            "metadata.annotations[api-approved.kubernetes.io]",
+            "protected groups must have approval annotation \"api-approved.kubernetes.io\", see https://github.com/kubernetes/enhancements/pull/1111",
+        ));
+    }
     match spec["scope"].as_str().unwrap_or("") {
         "Cluster" | "Namespaced" => {}
         "" => errs.push(FieldError::required("spec.scope", "")),

@@ -281,3 +281,58 @@ fn crds_survive_a_restart() {
     suite(&s, &s, &s, 33, "r2");
     suite(&s, &s, &s, 27, "r3");
 }
+
+/// A CRD for a resource that is already served (here a built-in) never
+/// takes it over: the built-in keeps its schema, its objects and its
+/// endpoints, also after the CRD is deleted and after a restart. Groups
+/// under k8s.io need kube's approval annotation; custom resources refuse
+/// strategic merge patches (415), as kube does.
+#[test]
+fn a_crd_never_takes_over_a_served_resource() {
+    let mut s = Server::start();
+    s.kubectl(33, &["create", "role", "keeprole", "--verb=get", "--resource=pods"]).ok();
+    let shadow = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: roles.rbac.authorization.k8s.io
+  annotations:
+    api-approved.kubernetes.io: "https://example.com/approval"
+spec:
+  group: rbac.authorization.k8s.io
+  scope: Namespaced
+  names: {plural: roles, singular: role, kind: Role}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"#;
+    let unapproved = s.kubectl_stdin(33, &["create", "-f", "-"], Some(&shadow.replace("  annotations:\n    api-approved.kubernetes.io: \"https://example.com/approval\"\n", "")));
+    assert!(
+        unapproved.stderr.contains("metadata.annotations[api-approved.kubernetes.io]: Required value: protected groups must have approval annotation \"api-approved.kubernetes.io\""),
+        "{unapproved:?}"
+    );
+    s.kubectl_stdin(33, &["create", "-f", "-"], Some(shadow)).ok();
+    s.kubectl(33, &["wait", "--for=condition=Established", "crd/roles.rbac.authorization.k8s.io", "--timeout=30s"]).ok();
+    // The built-in keeps its schema: rules must be a list (the CRD's
+    // schema would take anything).
+    let bad = s.kubectl_stdin(33, &["create", "--validate=false", "-f", "-"], Some("apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: norules}\nrules: notalist\n"));
+    assert_eq!(bad.code, 1, "the CRD's schema replaced the built-in's: {bad:?}");
+    assert!(bad.stderr.contains("cannot be handled as a Role"), "{bad:?}");
+    assert_eq!(s.kubectl(33, &["delete", "crd", "roles.rbac.authorization.k8s.io", "--timeout=60s"]).code, 0);
+    assert_eq!(s.kubectl(33, &["get", "role", "keeprole", "-o", "name"]).ok().trim(), "role.rbac.authorization.k8s.io/keeprole");
+    s.restart();
+    let kept = eventually("the Role after a restart", || {
+        let out = s.kubectl(33, &["get", "role", "keeprole", "-o", "name"]);
+        (out.code == 0).then_some(out.stdout)
+    });
+    assert_eq!(kept.trim(), "role.rbac.authorization.k8s.io/keeprole");
+
+    // Strategic merge patch on a custom resource: 415.
+    establish(&s, &s, 33, "smp");
+    s.kubectl_stdin(33, &["create", "--validate=false", "-f", "-"], Some(&cron("p", "smp", "  image: x\n"))).ok();
+    let smp = s.kubectl(33, &["patch", "ctsmp", "p", "--type=strategic", "-p", r#"{"spec":{"image":"y"}}"#]);
+    assert_eq!(smp.code, 1, "{smp:?}");
+    assert!(smp.stderr.contains("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json\n"), "{smp:?}");
+}

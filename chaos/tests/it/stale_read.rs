@@ -133,6 +133,10 @@ async fn a_cut_off_leader_does_not_serve_a_stale_read_when_old_answers_arrive() 
     let _ = tokio::time::timeout(Duration::from_secs(20), w0).await;
     let kept = on_new.get("w0", None).await.expect("read W0");
     assert_eq!(kept.kvs().len(), 1, "W0 is committed");
+    // The old leader, healed, serves linearizable reads again, and they are
+    // current: refusing every read would also have passed the check above.
+    let after = on_old.get("k", None).await.expect("a linearizable read on the healed member");
+    assert_eq!(after.kvs().first().map(|kv| kv.value().to_vec()), Some(b"new".to_vec()), "the healed member's read is not current");
 }
 
 /// The same class for leases: a leader cut off from both followers still
@@ -205,6 +209,19 @@ async fn a_cut_off_leader_does_not_answer_lease_queries_from_its_own_lessor() {
         assert!(r.ttl() <= 0, "a cut-off leader renewed a lease its successor revoked (TTL {})", r.ttl());
     }
     c.proxy.heal();
+    // Healed, the member answers lease queries again, with the truth:
+    // refusing every query would also have passed the checks above.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match on_old.lease_time_to_live(lease, None).await {
+            Ok(r) => {
+                assert_eq!(r.ttl(), -1, "the healed member reports a revoked lease as live");
+                break;
+            }
+            Err(e) => assert!(Instant::now() < deadline, "the healed member still refuses lease queries: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// A leader cut off while its lessor's deadlines run out must not revoke

@@ -64,20 +64,23 @@ pub async fn handle(mut scope: Scope) -> Result<Response, Status> {
     // reset, and some clients then lose the Status.
     let bytes = scope.body_bytes().await?;
     let ct = scope.req.headers().get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").split(';').next().unwrap_or("").trim().to_string();
+    let kind = scope.rest.kind();
+    let schema = scope.state.schemas.of_kind(&kind.group, &kind.version, &kind.kind);
+    // Custom resources have no patch strategies: kube refuses strategic
+    // merge patches for them.
+    let custom = schema.as_ref().is_some_and(|s| s.origin() == crate::schema::Origin::Custom);
+    let accepted: &[&str] = if custom { &["application/json-patch+json", "application/merge-patch+json"] } else { &["application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json"] };
     let t = match ct.as_str() {
         "application/json-patch+json" => PatchType::Json,
         "application/merge-patch+json" => PatchType::Merge,
-        "application/strategic-merge-patch+json" => PatchType::Strategic,
-        _ => {
-            // Server-side apply (application/apply-patch+yaml) is not served
-            // yet, so it is not listed.
-            return Err(Status::unsupported_media_type(&["application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json"]));
-        }
+        "application/strategic-merge-patch+json" if !custom => PatchType::Strategic,
+        // Server-side apply (application/apply-patch+yaml) is not served
+        // yet, so it is not listed.
+        _ => return Err(Status::unsupported_media_type(accepted)),
     };
     let patch: Value = scope.decode_json(&bytes)?;
     let opts = scope.write_options()?;
-    let kind = scope.rest.kind();
-    let info = Patch { kind: t, patch, schema: scope.state.schemas.of_kind(&kind.group, &kind.version, &kind.kind) };
+    let info = Patch { kind: t, patch, schema };
     let updater = scope.rest.updater().ok_or_else(Status::method_not_allowed)?;
     let (obj, _) = updater.update(&scope.context(), &scope.info.name, &info, &opts).await?;
     Ok(scope.respond_object(200, obj))
