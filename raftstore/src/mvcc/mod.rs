@@ -2,14 +2,24 @@
 //!
 //! - [`revision`]: the `{main, sub}` revision and its encoding.
 //! - [`key_index`]: per-key generations of revisions, rebuilt at start.
-//! - [`kvstore`]: ranges, puts, deletes, txns, compaction and leases.
+//! - [`kvstore`]: the store's state, opening it, and its accessors.
+//! - [`range`]: ranges at a revision and the history watchers catch up from.
+//! - [`txn`]: applying puts, deletes, txns and leases; read-only txns.
+//! - [`compaction`]: dropping history below a revision.
+//! - [`hash`]: the history hash members compare.
 //! - [`watchable_store`]: the event hub that watchers read from; it hangs off
 //!   the end of each applied write.
 
+pub mod compaction;
+pub mod hash;
 pub mod key_index;
 pub mod kvstore;
+pub mod range;
 pub mod revision;
+pub mod txn;
 pub mod watchable_store;
 
-pub use kvstore::{in_range, MvccStore, RevisionEvents, SharedStore};
+pub use kvstore::{MvccStore, RevisionEvents, SharedStore};
+pub use range::in_range;
+pub use txn::txn_is_read_only;
 pub use watchable_store::WatchHub;

@@ -17,7 +17,7 @@ use tonic::{Request, Response, Status};
 use super::Ctx;
 use crate::command::{Command, CommandResponse};
 use crate::error::{Error, Result};
-use crate::mvcc::kvstore::txn_is_read_only;
+use crate::mvcc::txn_is_read_only;
 
 /// etcd's default `--max-txn-ops`.
 pub const MAX_TXN_OPS: usize = 128;
