@@ -8,7 +8,9 @@
 //! process-wide ([`metrics`]).
 //!
 //! Counters are bumped where things happen; gauges that mirror Raft or
-//! storage state are refreshed at scrape time by [`render`].
+//! storage state are refreshed at scrape time by the `/metrics` handler
+//! ([`crate::server::http`]) before [`render`]. This module imports nothing
+//! else of the crate: storage, Raft and the services all count into it.
 
 use std::sync::LazyLock;
 
@@ -16,8 +18,6 @@ use prometheus::{
     Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
     Registry, TextEncoder,
 };
-
-use crate::server::Context;
 
 /// Every metric raftstore exports.
 pub struct Metrics {
@@ -156,42 +156,14 @@ pub fn id_label(id: u64) -> String {
     format!("{id:x}")
 }
 
-/// Refreshes the state gauges from `ctx` and renders every metric in the
-/// Prometheus text format (version 0.0.4).
-pub fn render(ctx: &Context) -> String {
-    let m = metrics();
-    let raft = ctx.node.raft.metrics();
-    {
-        use openraft::async_runtime::watch::WatchReceiver;
-        let r = raft.borrow_watched();
-        let leader = ctx.node.effective_leader(&r);
-        m.has_leader.set(i64::from(leader.is_some()));
-        m.is_leader.set(i64::from(leader == Some(ctx.member_id)));
-        m.proposals_committed
-            .set(r.local_committed.as_ref().map(|l| l.index()).unwrap_or(0) as i64);
-        m.proposals_applied
-            .set(r.last_applied.as_ref().map(|l| l.index()).unwrap_or(0) as i64);
-        m.raft_log_purged
-            .set(r.purged.as_ref().map(|l| l.index()).unwrap_or(0) as i64);
-        let learner = r
-            .membership_config
-            .membership()
-            .learner_ids()
-            .any(|id| id == ctx.member_id);
-        m.is_learner.set(i64::from(learner));
-    }
-    m.db_total_size.set(crate::storage::db_size(ctx.store.db()));
-    m.keys_total.set(ctx.store.index_len() as i64);
-    m.current_revision.set(ctx.store.current_revision());
-    m.compact_revision.set(ctx.store.compact_revision());
-    m.server_id
-        .with_label_values(&[id_label(ctx.member_id).as_str()])
-        .set(1);
-    m.server_version
-        .with_label_values(&[crate::server::maintenance::ETCD_VERSION])
-        .set(1);
+/// Renders every metric in the Prometheus text format (version 0.0.4).
+/// The gauges that mirror Raft and storage state are refreshed by the
+/// caller first (the `/metrics` handler in [`crate::server::http`]), so that
+/// this module depends on nothing else in the crate and every layer may
+/// count into it.
+pub fn render() -> String {
     let mut out = Vec::new();
-    if let Err(e) = TextEncoder::new().encode(&m.registry.gather(), &mut out) {
+    if let Err(e) = TextEncoder::new().encode(&metrics().registry.gather(), &mut out) {
         tracing::warn!("encoding metrics: {e}");
     }
     String::from_utf8_lossy(&out).into_owned()

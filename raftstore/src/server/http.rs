@@ -17,7 +17,7 @@ use tonic::body::Body;
 use tower::{Layer, Service};
 
 use super::maintenance::ETCD_VERSION;
-use super::Ctx;
+use super::{Context, Ctx};
 
 /// gRPC methods a learner serves (etcd `isRPCSupportedForLearner`); Range
 /// only when serializable.
@@ -94,7 +94,7 @@ where
                     return Box::pin(async move { Ok(resp) });
                 }
                 "/metrics" => {
-                    let body = crate::metrics::render(&self.ctx);
+                    let body = scrape(&self.ctx);
                     let mut resp = http::Response::new(Body::new(Full::new(Bytes::from(body))));
                     resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
                     return Box::pin(async move { Ok(resp) });
@@ -190,4 +190,30 @@ fn percent_decode(s: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Refreshes the gauges that mirror Raft and storage state from `ctx`, then
+/// renders every metric in the Prometheus text format (version 0.0.4).
+fn scrape(ctx: &Context) -> String {
+    use openraft::async_runtime::watch::WatchReceiver;
+    let m = crate::metrics::metrics();
+    {
+        let raft = ctx.node.raft.metrics();
+        let r = raft.borrow_watched();
+        let leader = ctx.node.effective_leader(&r);
+        m.has_leader.set(i64::from(leader.is_some()));
+        m.is_leader.set(i64::from(leader == Some(ctx.member_id)));
+        m.proposals_committed.set(r.local_committed.as_ref().map(|l| l.index()).unwrap_or(0) as i64);
+        m.proposals_applied.set(r.last_applied.as_ref().map(|l| l.index()).unwrap_or(0) as i64);
+        m.raft_log_purged.set(r.purged.as_ref().map(|l| l.index()).unwrap_or(0) as i64);
+        let learner = r.membership_config.membership().learner_ids().any(|id| id == ctx.member_id);
+        m.is_learner.set(i64::from(learner));
+    }
+    m.db_total_size.set(crate::storage::db_size(ctx.store.db()));
+    m.keys_total.set(ctx.store.index_len() as i64);
+    m.current_revision.set(ctx.store.current_revision());
+    m.compact_revision.set(ctx.store.compact_revision());
+    m.server_id.with_label_values(&[crate::metrics::id_label(ctx.member_id).as_str()]).set(1);
+    m.server_version.with_label_values(&[ETCD_VERSION]).set(1);
+    crate::metrics::render()
 }
