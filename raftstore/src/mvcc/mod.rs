@@ -20,6 +20,6 @@ pub mod txn;
 pub mod watchable_store;
 
 pub use kvstore::{MvccStore, RevisionEvents, SharedStore};
-pub use range::in_range;
+pub use range::{in_range, is_point_read};
 pub use txn::txn_is_read_only;
 pub use watchable_store::WatchHub;

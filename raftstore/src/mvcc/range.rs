@@ -149,6 +149,13 @@ impl MvccStore {
 
 }
 
+/// Whether `req` reads at most one value: a single-key get, or a count
+/// (which reads none). Such a range is cheap enough to serve on an async
+/// thread; any other may read many values from RocksDB.
+pub fn is_point_read(req: &RangeRequest) -> bool {
+    req.range_end.is_empty() || req.count_only
+}
+
 /// Keys live at `rev` in the range, ascending, with where to find them.
 pub(super) fn collect_range(index: &BTreeMap<Vec<u8>, KeyIndex>, key: &[u8], end: &[u8], rev: i64) -> Vec<(Vec<u8>, KeyAt)> {
     let mut out = Vec::new();

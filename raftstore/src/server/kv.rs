@@ -17,7 +17,7 @@ use tonic::{Request, Response, Status};
 use super::Ctx;
 use crate::command::{Command, CommandResponse};
 use crate::error::{Error, Result};
-use crate::mvcc::txn_is_read_only;
+use crate::mvcc::{is_point_read, txn_is_read_only};
 
 /// etcd's default `--max-txn-ops`.
 pub const MAX_TXN_OPS: usize = 128;
@@ -181,7 +181,14 @@ impl Kv for KvService {
         if !r.serializable {
             self.ctx.node.linearizable_read().await?;
         }
-        let mut resp = self.ctx.store.range(&r)?;
+        // A single-key get reads at most one value, about what a hop to the
+        // blocking pool costs; any other range may read many from RocksDB.
+        let mut resp = if is_point_read(&r) {
+            self.ctx.store.range(&r)?
+        } else {
+            let store = self.ctx.store.clone();
+            super::blocking(move || store.range(&r)).await?
+        };
         self.ctx.fill(&mut resp.header);
         Ok(Response::new(resp))
     }

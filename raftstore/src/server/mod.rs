@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use proto::etcdserverpb::ResponseHeader;
 
+use crate::error::{Error, Result};
 use crate::lease::Lessor;
 use crate::mvcc::{SharedStore, WatchHub};
 use crate::raft::RaftNode;
@@ -62,3 +63,11 @@ impl Context {
     }
 }
 
+/// Runs `f`, which reads RocksDB for longer than an async thread should
+/// block, on tokio's blocking pool and waits for it.
+///
+/// # Errors
+/// `f`'s error, or [`Error::Internal`] if it panicked.
+pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f).await.map_err(Error::internal)?
+}
