@@ -7,12 +7,12 @@ use proto::etcdserverpb::{CompactionRequest, CompactionResponse};
 use rocksdb::IteratorMode;
 
 use super::kvstore::header;
-use super::txn::WriteTxn;
+use super::txn::Txn;
 use crate::error::{Error, Result};
 use crate::storage::cf;
 use crate::storage::keys;
 
-impl WriteTxn<'_> {
+impl Txn<'_> {
     pub(super) fn compact(&mut self, r: &CompactionRequest) -> Result<CompactionResponse> {
         let at = r.revision;
         if at <= self.st.compact {

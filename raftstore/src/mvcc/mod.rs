@@ -21,5 +21,5 @@ pub mod watchable_store;
 
 pub use kvstore::{MvccStore, RevisionEvents, SharedStore};
 pub use range::{in_range, is_point_read};
-pub use txn::txn_is_read_only;
+pub use txn::{txn_is_read_only, txn_reads_are_point};
 pub use watchable_store::WatchHub;

@@ -1,8 +1,10 @@
 //! Applying writes (etcd `mvcc/kvstore_txn.go` and the v3 applier): puts,
-//! deletes, txns and leases in one [`WriteTxn`] per command, and read-only
+//! deletes, txns and leases in one [`Txn`] per command, and read-only
 //! txns.
 
 use std::collections::{BTreeSet, HashMap};
+use std::ops::Deref;
+use std::sync::atomic::Ordering;
 
 use prost::Message;
 use proto::etcdserverpb::{
@@ -13,10 +15,9 @@ use proto::etcdserverpb::{
 };
 use proto::mvccpb::{event_type, Event, KeyValue};
 use rocksdb::{WriteBatch, DB};
-use std::sync::atomic::Ordering;
 
 use super::kvstore::{decode_kv, header, LeaseRecord, MvccStore, RevisionEvents, State, MAX_LEASE_TTL};
-use super::range::{collect_range, fetch_count, finish_range};
+use super::range::{collect_range, fetch_count, finish_range, is_point_read};
 use super::revision::Revision;
 use crate::command::{Command, CommandResponse};
 use crate::error::{Error, Result};
@@ -35,7 +36,7 @@ impl MvccStore {
     /// [`Error::Internal`] if the write to disk fails; the store must then stop.
     pub fn apply(&self, cmd: &Command, extra: impl FnOnce(&mut WriteBatch) -> Result<()>) -> Result<(CommandResponse, Option<RevisionEvents>)> {
         let mut st = self.state.write();
-        let mut tx = WriteTxn::new(&mut st, &self.db, self.min_lease_ttl)?;
+        let mut tx = Txn::new(&mut *st, &self.db, self.min_lease_ttl)?;
         let resp = match tx.apply(cmd) {
             Ok(r) => r,
             Err(e @ Error::Internal(_)) => return Err(e),
@@ -54,21 +55,30 @@ impl MvccStore {
     /// Runs a txn that has no writes (etcd serves those without Raft). It
     /// sees the current revision.
     ///
+    /// It takes the read lock, as a range does, so it runs beside other
+    /// reads and no apply changes the index or the disk under it. It reads
+    /// values without a RocksDB snapshot: while the lock is held only
+    /// compaction's deletions change the `kv` column family, and they never
+    /// touch a revision visible at or above the compact revision. It may
+    /// read many values (see [`txn_reads_are_point`]).
+    ///
     /// # Errors
     /// As for ranges: future or compacted revisions.
     pub fn read_txn(&self, r: &TxnRequest) -> Result<TxnResponse> {
-        let mut st = self.state.write();
-        let mut tx = WriteTxn::new(&mut st, &self.db, self.min_lease_ttl)?;
+        let st = self.state.read();
+        let mut tx = Txn::new(&*st, &self.db, self.min_lease_ttl)?;
         tx.txn(r)
     }
-
 }
 
-/// One write in progress: changes to the index are made in place (a txn is
-/// fully validated before its first change), values go to `batch` and to
-/// `pending` so that later reads in the same txn see them.
-pub(super) struct WriteTxn<'a> {
-    pub(super) st: &'a mut State,
+/// One txn in progress over the state `S`: `&mut State` when it applies a
+/// command (the default), `&State` when it runs a read-only txn.
+///
+/// A write changes the index in place (a txn is fully validated before its
+/// first change); values go to `batch` and to `pending` so that later reads
+/// in the same txn see them.
+pub(super) struct Txn<'a, S: Deref<Target = State> = &'a mut State> {
+    pub(super) st: S,
     pub(super) db: &'a DB,
     pub(super) min_lease_ttl: i64,
     pub(super) batch: WriteBatch,
@@ -79,10 +89,38 @@ pub(super) struct WriteTxn<'a> {
     pub(super) compact_changed: bool,
 }
 
-impl<'a> WriteTxn<'a> {
-    fn new(st: &'a mut State, db: &'a DB, min_lease_ttl: i64) -> Result<Self> {
+/// The write operations of a txn branch. A read-only txn has none to run:
+/// the KV service sends only txns without writes to
+/// [`MvccStore::read_txn`].
+pub(super) trait TxnWrites {
+    fn put_op(&mut self, r: &PutRequest) -> Result<PutResponse>;
+    fn delete_op(&mut self, r: &DeleteRangeRequest) -> Result<DeleteRangeResponse>;
+}
+
+impl TxnWrites for Txn<'_> {
+    fn put_op(&mut self, r: &PutRequest) -> Result<PutResponse> {
+        self.put(r)
+    }
+
+    fn delete_op(&mut self, r: &DeleteRangeRequest) -> Result<DeleteRangeResponse> {
+        self.delete_range(r)
+    }
+}
+
+impl<'a> TxnWrites for Txn<'a, &'a State> {
+    fn put_op(&mut self, _: &PutRequest) -> Result<PutResponse> {
+        Err(Error::internal("a put in a read-only txn"))
+    }
+
+    fn delete_op(&mut self, _: &DeleteRangeRequest) -> Result<DeleteRangeResponse> {
+        Err(Error::internal("a delete in a read-only txn"))
+    }
+}
+
+impl<'a, S: Deref<Target = State>> Txn<'a, S> {
+    fn new(st: S, db: &'a DB, min_lease_ttl: i64) -> Result<Self> {
         let begin = st.current;
-        Ok(WriteTxn {
+        Ok(Txn {
             st,
             db,
             min_lease_ttl,
@@ -108,28 +146,6 @@ impl<'a> WriteTxn<'a> {
         self.begin + 1
     }
 
-    fn abort(&mut self) {
-        self.batch = WriteBatch::default();
-        self.events.clear();
-        self.sub = 0;
-    }
-
-    fn finish(self) -> Result<(WriteBatch, Option<RevisionEvents>)> {
-        let mut batch = self.batch;
-        let meta = cf(self.db, keys::CF_META)?;
-        let events = if self.sub > 0 {
-            self.st.current = self.begin + 1;
-            batch.put_cf(meta, keys::CurrentRevision::KEY, keys::i64_bytes(self.st.current));
-            Some(RevisionEvents { revision: self.st.current, events: self.events })
-        } else {
-            None
-        };
-        if self.compact_changed {
-            batch.put_cf(meta, keys::CompactRevision::KEY, keys::i64_bytes(self.st.compact));
-        }
-        Ok((batch, events))
-    }
-
     fn get_kv(&self, rev: Revision) -> Result<KeyValue> {
         if let Some(kv) = self.pending.get(&rev) {
             return Ok(kv.clone());
@@ -148,25 +164,6 @@ impl<'a> WriteTxn<'a> {
         }
     }
 
-    fn apply(&mut self, cmd: &Command) -> Result<CommandResponse> {
-        Ok(match cmd {
-            Command::Put(r) => {
-                self.check_put(r)?;
-                CommandResponse::Put(self.put(r)?)
-            }
-            Command::DeleteRange(r) => CommandResponse::DeleteRange(self.delete_range(r)?),
-            Command::Txn(r) => CommandResponse::Txn(self.txn(r)?),
-            Command::Compact(r) => CommandResponse::Compact(self.compact(r)?),
-            Command::LeaseGrant(r) => CommandResponse::LeaseGrant(self.lease_grant(r)?),
-            Command::LeaseRevoke(r) => CommandResponse::LeaseRevoke(self.lease_revoke(r)?),
-            Command::PublishMember(m) => {
-                let meta = cf(self.db, keys::CF_META)?;
-                self.batch.put_cf(meta, keys::member_attr_key(m.id), m.encode_to_vec());
-                CommandResponse::Empty
-            }
-        })
-    }
-
     /// Apply-time checks of a put (etcd `checkRequestPut`).
     fn check_put(&self, r: &PutRequest) -> Result<()> {
         if r.lease != 0 && !self.st.leases.contains_key(&r.lease) {
@@ -175,85 +172,6 @@ impl<'a> WriteTxn<'a> {
         if (r.ignore_value || r.ignore_lease) && self.live(&r.key)?.is_none() {
             return Err(Error::KeyNotFound);
         }
-        Ok(())
-    }
-
-    fn next_rev(&mut self) -> Revision {
-        let r = Revision::new(self.write_rev(), self.sub);
-        self.sub += 1;
-        r
-    }
-
-    fn put(&mut self, r: &PutRequest) -> Result<PutResponse> {
-        let prev = self.live(&r.key)?;
-        let mut value = r.value.clone();
-        let mut lease = r.lease;
-        if let Some(p) = &prev {
-            if r.ignore_value {
-                value = p.value.clone();
-            }
-            if r.ignore_lease {
-                lease = p.lease;
-            }
-        }
-        let rev = self.next_rev();
-        let (create, version) = match &prev {
-            Some(p) => (p.create_revision, p.version + 1),
-            None => (rev.main, 1),
-        };
-        let kv = KeyValue { key: r.key.clone(), create_revision: create, mod_revision: rev.main, version, value, lease };
-        let kv_cf = cf(self.db, keys::CF_KV)?;
-        self.batch.put_cf(kv_cf, keys::kv_key(rev, false), kv.encode_to_vec());
-        self.st.index.entry(r.key.clone()).or_default().put(rev);
-        let old_lease = prev.as_ref().map(|p| p.lease).unwrap_or(0);
-        if old_lease != lease {
-            if let Some(l) = self.st.leases.get_mut(&old_lease) {
-                l.keys.remove(&r.key);
-            }
-        }
-        if lease != 0 {
-            if let Some(l) = self.st.leases.get_mut(&lease) {
-                l.keys.insert(r.key.clone());
-            }
-        }
-        self.pending.insert(rev, kv.clone());
-        self.events.push(Event { r#type: event_type::PUT, kv: Some(kv), prev_kv: prev.clone() });
-        Ok(PutResponse { header: header(rev.main), prev_kv: if r.prev_kv { prev } else { None } })
-    }
-
-    fn delete_range(&mut self, r: &DeleteRangeRequest) -> Result<DeleteRangeResponse> {
-        let read = self.read_rev();
-        let found = collect_range(&self.st.index, &r.key, &r.range_end, read);
-        let mut prev_kvs = Vec::new();
-        for (key, at) in &found {
-            let prev = self.get_kv(at.modified)?;
-            self.delete_key(key, prev.clone())?;
-            if r.prev_kv {
-                prev_kvs.push(prev);
-            }
-        }
-        let rev = if found.is_empty() && self.sub == 0 { self.begin } else { self.write_rev() };
-        Ok(DeleteRangeResponse { header: header(rev), deleted: found.len() as i64, prev_kvs })
-    }
-
-    fn delete_key(&mut self, key: &[u8], prev: KeyValue) -> Result<()> {
-        let rev = self.next_rev();
-        let kv_cf = cf(self.db, keys::CF_KV)?;
-        let tomb = KeyValue { key: key.to_vec(), ..Default::default() };
-        self.batch.put_cf(kv_cf, keys::kv_key(rev, true), tomb.encode_to_vec());
-        if let Some(ki) = self.st.index.get_mut(key) {
-            ki.tombstone(rev);
-        }
-        if prev.lease != 0 {
-            if let Some(l) = self.st.leases.get_mut(&prev.lease) {
-                l.keys.remove(key);
-            }
-        }
-        self.events.push(Event {
-            r#type: event_type::DELETE,
-            kv: Some(KeyValue { key: key.to_vec(), mod_revision: rev.main, ..Default::default() }),
-            prev_kv: Some(prev),
-        });
         Ok(())
     }
 
@@ -336,7 +254,12 @@ impl<'a> WriteTxn<'a> {
         }
         Ok(())
     }
+}
 
+impl<'a, S: Deref<Target = State>> Txn<'a, S>
+where
+    Self: TxnWrites,
+{
     fn txn(&mut self, r: &TxnRequest) -> Result<TxnResponse> {
         let mut path = Vec::new();
         self.txn_path(r, &mut path)?;
@@ -355,8 +278,8 @@ impl<'a> WriteTxn<'a> {
         for op in ops {
             let resp = match &op.request {
                 Some(RequestOpRequest::RequestRange(rr)) => ResponseOpResponse::ResponseRange(self.range(rr)?),
-                Some(RequestOpRequest::RequestPut(p)) => ResponseOpResponse::ResponsePut(self.put(p)?),
-                Some(RequestOpRequest::RequestDeleteRange(d)) => ResponseOpResponse::ResponseDeleteRange(self.delete_range(d)?),
+                Some(RequestOpRequest::RequestPut(p)) => ResponseOpResponse::ResponsePut(self.put_op(p)?),
+                Some(RequestOpRequest::RequestDeleteRange(d)) => ResponseOpResponse::ResponseDeleteRange(self.delete_op(d)?),
                 Some(RequestOpRequest::RequestTxn(t)) => {
                     // etcd leaves a nested txn's header revision at 0.
                     let mut inner = self.run_txn(t, path, pos)?;
@@ -369,7 +292,128 @@ impl<'a> WriteTxn<'a> {
         }
         Ok(TxnResponse { header: None, succeeded: ok, responses })
     }
+}
 
+impl Txn<'_> {
+    fn abort(&mut self) {
+        self.batch = WriteBatch::default();
+        self.events.clear();
+        self.sub = 0;
+    }
+
+    fn finish(self) -> Result<(WriteBatch, Option<RevisionEvents>)> {
+        let mut batch = self.batch;
+        let meta = cf(self.db, keys::CF_META)?;
+        let events = if self.sub > 0 {
+            self.st.current = self.begin + 1;
+            batch.put_cf(meta, keys::CurrentRevision::KEY, keys::i64_bytes(self.st.current));
+            Some(RevisionEvents { revision: self.st.current, events: self.events })
+        } else {
+            None
+        };
+        if self.compact_changed {
+            batch.put_cf(meta, keys::CompactRevision::KEY, keys::i64_bytes(self.st.compact));
+        }
+        Ok((batch, events))
+    }
+
+    fn apply(&mut self, cmd: &Command) -> Result<CommandResponse> {
+        Ok(match cmd {
+            Command::Put(r) => {
+                self.check_put(r)?;
+                CommandResponse::Put(self.put(r)?)
+            }
+            Command::DeleteRange(r) => CommandResponse::DeleteRange(self.delete_range(r)?),
+            Command::Txn(r) => CommandResponse::Txn(self.txn(r)?),
+            Command::Compact(r) => CommandResponse::Compact(self.compact(r)?),
+            Command::LeaseGrant(r) => CommandResponse::LeaseGrant(self.lease_grant(r)?),
+            Command::LeaseRevoke(r) => CommandResponse::LeaseRevoke(self.lease_revoke(r)?),
+            Command::PublishMember(m) => {
+                let meta = cf(self.db, keys::CF_META)?;
+                self.batch.put_cf(meta, keys::member_attr_key(m.id), m.encode_to_vec());
+                CommandResponse::Empty
+            }
+        })
+    }
+
+    fn next_rev(&mut self) -> Revision {
+        let r = Revision::new(self.write_rev(), self.sub);
+        self.sub += 1;
+        r
+    }
+
+    fn put(&mut self, r: &PutRequest) -> Result<PutResponse> {
+        let prev = self.live(&r.key)?;
+        let mut value = r.value.clone();
+        let mut lease = r.lease;
+        if let Some(p) = &prev {
+            if r.ignore_value {
+                value = p.value.clone();
+            }
+            if r.ignore_lease {
+                lease = p.lease;
+            }
+        }
+        let rev = self.next_rev();
+        let (create, version) = match &prev {
+            Some(p) => (p.create_revision, p.version + 1),
+            None => (rev.main, 1),
+        };
+        let kv = KeyValue { key: r.key.clone(), create_revision: create, mod_revision: rev.main, version, value, lease };
+        let kv_cf = cf(self.db, keys::CF_KV)?;
+        self.batch.put_cf(kv_cf, keys::kv_key(rev, false), kv.encode_to_vec());
+        self.st.index.entry(r.key.clone()).or_default().put(rev);
+        let old_lease = prev.as_ref().map(|p| p.lease).unwrap_or(0);
+        if old_lease != lease {
+            if let Some(l) = self.st.leases.get_mut(&old_lease) {
+                l.keys.remove(&r.key);
+            }
+        }
+        if lease != 0 {
+            if let Some(l) = self.st.leases.get_mut(&lease) {
+                l.keys.insert(r.key.clone());
+            }
+        }
+        self.pending.insert(rev, kv.clone());
+        self.events.push(Event { r#type: event_type::PUT, kv: Some(kv), prev_kv: prev.clone() });
+        Ok(PutResponse { header: header(rev.main), prev_kv: if r.prev_kv { prev } else { None } })
+    }
+
+    fn delete_range(&mut self, r: &DeleteRangeRequest) -> Result<DeleteRangeResponse> {
+        let read = self.read_rev();
+        let found = collect_range(&self.st.index, &r.key, &r.range_end, read);
+        let mut prev_kvs = Vec::new();
+        for (key, at) in &found {
+            let prev = self.get_kv(at.modified)?;
+            self.delete_key(key, prev.clone())?;
+            if r.prev_kv {
+                prev_kvs.push(prev);
+            }
+        }
+        let rev = if found.is_empty() && self.sub == 0 { self.begin } else { self.write_rev() };
+        Ok(DeleteRangeResponse { header: header(rev), deleted: found.len() as i64, prev_kvs })
+    }
+
+    fn delete_key(&mut self, key: &[u8], prev: KeyValue) -> Result<()> {
+        let rev = self.next_rev();
+        let kv_cf = cf(self.db, keys::CF_KV)?;
+        let tomb = KeyValue { key: key.to_vec(), ..Default::default() };
+        self.batch.put_cf(kv_cf, keys::kv_key(rev, true), tomb.encode_to_vec());
+        if let Some(ki) = self.st.index.get_mut(key) {
+            ki.tombstone(rev);
+        }
+        if prev.lease != 0 {
+            if let Some(l) = self.st.leases.get_mut(&prev.lease) {
+                l.keys.remove(key);
+            }
+        }
+        self.events.push(Event {
+            r#type: event_type::DELETE,
+            kv: Some(KeyValue { key: key.to_vec(), mod_revision: rev.main, ..Default::default() }),
+            prev_kv: Some(prev),
+        });
+        Ok(())
+    }
 
     fn lease_grant(&mut self, r: &LeaseGrantRequest) -> Result<LeaseGrantResponse> {
         if r.ttl > MAX_LEASE_TTL {
@@ -427,6 +471,17 @@ fn compare_kv(c: &Compare, kv: &KeyValue) -> bool {
         compare_result::NOT_EQUAL => ord != O::Equal,
         _ => false,
     }
+}
+
+/// Whether every compare and range of a txn, nested txns included, touches
+/// one key (see [`is_point_read`]), so that it reads few values.
+pub fn txn_reads_are_point(r: &TxnRequest) -> bool {
+    r.compare.iter().all(|c| c.range_end.is_empty())
+        && r.success.iter().chain(&r.failure).all(|op| match &op.request {
+            Some(RequestOpRequest::RequestRange(rr)) => is_point_read(rr),
+            Some(RequestOpRequest::RequestTxn(t)) => txn_reads_are_point(t),
+            _ => true,
+        })
 }
 
 /// Whether a request op list contains any write, recursively.
@@ -523,4 +578,40 @@ mod tests {
         assert!(matches!(apply(&s, Command::LeaseRevoke(LeaseRevokeRequest { id: 7 })), CommandResponse::Error(Error::LeaseNotFound)));
     }
 
+    /// A read-only txn takes the read lock, as a range does: it runs while
+    /// another reader holds the lock (with the write lock it would wait).
+    #[test]
+    fn a_read_only_txn_runs_beside_another_reader() {
+        let (_d, s) = store();
+        put(&s, "k", "v");
+        let s = std::sync::Arc::new(s);
+        let reader = s.state.read();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let s2 = s.clone();
+        std::thread::spawn(move || {
+            let get = RequestOp { request: Some(RequestOpRequest::RequestRange(RangeRequest { key: b"k".to_vec(), ..Default::default() })) };
+            let _ = tx.send(s2.read_txn(&TxnRequest { compare: vec![], success: vec![get], failure: vec![] }));
+        });
+        let r = rx.recv_timeout(std::time::Duration::from_secs(20)).unwrap_or_else(|_| panic!("the read-only txn waited for the other reader"));
+        drop(reader);
+        let Ok(r) = r else { panic!("{r:?}") };
+        let Some(ResponseOpResponse::ResponseRange(rr)) = &r.responses[0].response else { panic!("no range") };
+        assert_eq!(rr.kvs[0].value, b"v".to_vec());
+        assert_eq!(r.header.map(|h| h.revision), Some(2));
+    }
+
+    #[test]
+    fn point_reads_are_told_apart_from_ranges() {
+        let range = |end: &str, count_only| RangeRequest { key: b"a".to_vec(), range_end: end.into(), count_only, ..Default::default() };
+        assert!(is_point_read(&range("", false)));
+        assert!(is_point_read(&range("z", true)));
+        assert!(!is_point_read(&range("z", false)));
+        let op = |r: RangeRequest| RequestOp { request: Some(RequestOpRequest::RequestRange(r)) };
+        let cmp = |end: &str| Compare { key: b"a".to_vec(), range_end: end.into(), ..Default::default() };
+        let txn = |c: Vec<Compare>, ops: Vec<RequestOp>| TxnRequest { compare: c, success: ops, failure: vec![] };
+        assert!(txn_reads_are_point(&txn(vec![cmp("")], vec![op(range("", false))])));
+        assert!(!txn_reads_are_point(&txn(vec![cmp("z")], vec![op(range("", false))])));
+        let nested = RequestOp { request: Some(RequestOpRequest::RequestTxn(txn(vec![], vec![op(range("z", false))]))) };
+        assert!(!txn_reads_are_point(&txn(vec![], vec![nested])));
+    }
 }

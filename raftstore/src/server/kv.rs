@@ -17,7 +17,7 @@ use tonic::{Request, Response, Status};
 use super::Ctx;
 use crate::command::{Command, CommandResponse};
 use crate::error::{Error, Result};
-use crate::mvcc::{is_point_read, txn_is_read_only};
+use crate::mvcc::{is_point_read, txn_is_read_only, txn_reads_are_point};
 
 /// etcd's default `--max-txn-ops`.
 pub const MAX_TXN_OPS: usize = 128;
@@ -229,7 +229,12 @@ impl Kv for KvService {
         validate_txn(&r)?;
         if txn_is_read_only(&r) {
             self.ctx.node.linearizable_read().await?;
-            let mut resp = self.ctx.store.read_txn(&r)?;
+            let mut resp = if txn_reads_are_point(&r) {
+                self.ctx.store.read_txn(&r)?
+            } else {
+                let store = self.ctx.store.clone();
+                super::blocking(move || store.read_txn(&r)).await?
+            };
             fill_txn(&self.ctx, &mut resp);
             return Ok(Response::new(resp));
         }
