@@ -123,12 +123,14 @@ impl Maintenance for MaintenanceService {
     }
 
     async fn hash(&self, _req: Request<HashRequest>) -> Res<HashResponse> {
-        let (hash, _, _) = self.ctx.store.hash_kv(0)?;
+        let store = self.ctx.store.clone();
+        let (hash, _, _) = super::blocking(move || store.hash_kv(0)).await?;
         Ok(Response::new(HashResponse { header: self.ctx.header(self.ctx.store.current_revision()), hash }))
     }
 
     async fn hash_kv(&self, req: Request<HashKvRequest>) -> Res<HashKvResponse> {
-        let (hash, hash_revision, compact_revision) = self.ctx.store.hash_kv(req.into_inner().revision)?;
+        let (store, revision) = (self.ctx.store.clone(), req.into_inner().revision);
+        let (hash, hash_revision, compact_revision) = super::blocking(move || store.hash_kv(revision)).await?;
         // etcd reports -1 until the first compaction.
         let compact_revision = if compact_revision == 0 { -1 } else { compact_revision };
         Ok(Response::new(HashKvResponse { header: self.ctx.header(self.ctx.store.current_revision()), hash, compact_revision, hash_revision }))
