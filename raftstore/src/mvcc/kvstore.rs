@@ -23,6 +23,7 @@ use proto::etcdserverpb::ResponseHeader;
 use proto::mvccpb::{Event, KeyValue};
 use rocksdb::{Direction, IteratorMode, DB};
 
+use super::compaction::{CompactionPacing, Compactor, Job};
 use super::key_index::KeyIndex;
 use crate::error::{Error, Result};
 use crate::storage::keys::{self, MetaKey};
@@ -68,6 +69,8 @@ pub struct MvccStore {
     pub(super) current: AtomicI64,
     /// Smallest lease TTL granted, in seconds (etcd's minLeaseTTL).
     pub(super) min_lease_ttl: i64,
+    /// Deletes compacted history from disk, off the apply path.
+    pub(super) compactor: Compactor,
 }
 
 pub(super) fn header(revision: i64) -> Option<ResponseHeader> {
@@ -87,9 +90,22 @@ impl MvccStore {
     /// # Errors
     /// [`Error::Internal`] on unreadable or corrupt data.
     pub fn open(db: Db, min_lease_ttl: i64) -> Result<Self> {
-        let st = load_state(&db)?;
+        Self::open_with(db, min_lease_ttl, CompactionPacing::default())
+    }
+
+    /// [`MvccStore::open`] with the given pace of deleting compacted
+    /// history from disk.
+    ///
+    /// # Errors
+    /// [`Error::Internal`] on unreadable or corrupt data.
+    pub fn open_with(db: Db, min_lease_ttl: i64, pacing: CompactionPacing) -> Result<Self> {
+        let (st, finished, job) = load_state(&db)?;
         let current = st.current;
-        Ok(MvccStore { db, state: RwLock::new(st), current: AtomicI64::new(current), min_lease_ttl })
+        let compactor = Compactor::start(db.clone(), pacing, finished)?;
+        if let Some(job) = job {
+            compactor.schedule(job);
+        }
+        Ok(MvccStore { db, state: RwLock::new(st), current: AtomicI64::new(current), min_lease_ttl, compactor })
     }
 
     /// Rebuilds the in-memory state from disk, after the column families
@@ -98,10 +114,11 @@ impl MvccStore {
     /// # Errors
     /// [`Error::Internal`] on unreadable or corrupt data.
     pub fn reload(&self) -> Result<()> {
-        let st = load_state(&self.db)?;
+        let (st, finished, job) = load_state(&self.db)?;
         let mut guard = self.state.write();
         self.current.store(st.current, Ordering::Release);
         *guard = st;
+        self.compactor.restart(finished, job);
         Ok(())
     }
 
@@ -156,7 +173,11 @@ impl MvccStore {
 }
 
 /// Rebuilds the in-memory state by scanning `meta`, `lease` and `kv`.
-fn load_state(db: &DB) -> Result<State> {
+/// Returns it with the finished compact revision and, if that is behind the
+/// compact revision (a compaction was still deleting when the store stopped,
+/// or when the leader took the snapshot just installed), the deletion to
+/// resume.
+fn load_state(db: &DB) -> Result<(State, i64, Option<Job>)> {
     let mut st = State::default();
         let meta = cf(db, keys::CF_META)?;
         if let Some(v) = db.get_cf(meta, keys::CompactRevision::KEY)? {
@@ -199,7 +220,24 @@ fn load_state(db: &DB) -> Result<State> {
         }
     // A fresh etcd store is at revision 1; its first write takes 2.
     st.current = st.current.max(1);
-    Ok(st)
+    // Revisions a compaction dropped but had not yet deleted from disk came
+    // back into the index with the scan: drop them again.
+    let mut keep = BTreeSet::new();
+    if st.compact > 0 {
+        st.index.retain(|_, ki| !ki.compact(st.compact, &mut keep));
+    }
+    let finished = match db.get_cf(meta, keys::FinishedCompactRevision::KEY)? {
+        Some(v) => keys::decode_i64(&v)?,
+        None => {
+            // Written by a version that deleted compacted history in the
+            // apply batch: nothing is left to delete. Say so on disk, so
+            // that a compaction this version starts is never taken for done.
+            db.put_cf(meta, keys::FinishedCompactRevision::KEY, keys::i64_bytes(st.compact))?;
+            st.compact
+        }
+    };
+    let job = (finished < st.compact).then_some(Job { at: st.compact, keep });
+    Ok((st, finished, job))
 }
 
 /// Shared handle to the store.

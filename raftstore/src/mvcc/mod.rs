@@ -5,7 +5,8 @@
 //! - [`kvstore`]: the store's state, opening it, and its accessors.
 //! - [`range`]: ranges at a revision and the history watchers catch up from.
 //! - [`txn`]: applying puts, deletes, txns and leases; read-only txns.
-//! - [`compaction`]: dropping history below a revision.
+//! - [`compaction`]: dropping history below a revision, from the index in
+//!   apply and from disk in batches on a thread of its own.
 //! - [`hash`]: the history hash members compare.
 //! - [`watchable_store`]: the event hub that watchers read from; it hangs off
 //!   the end of each applied write.
@@ -19,6 +20,7 @@ pub mod revision;
 pub mod txn;
 pub mod watchable_store;
 
+pub use compaction::CompactionPacing;
 pub use kvstore::{MvccStore, RevisionEvents, SharedStore};
 pub use range::{in_range, is_point_read};
 pub use txn::{txn_is_read_only, txn_reads_are_point};

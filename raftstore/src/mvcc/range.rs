@@ -87,12 +87,13 @@ impl MvccStore {
     /// [`Error::Compacted`] if `from` is below the compacted revision.
     pub fn history(&self, from: i64, to: i64, max_revisions: usize) -> Result<Vec<RevisionEvents>> {
         let snap = self.db.snapshot();
-        {
+        let compact = {
             let st = self.state.read();
             if from < st.compact {
                 return Err(Error::Compacted);
             }
-        }
+            st.compact
+        };
         let kv_cf = cf(&self.db, keys::CF_KV)?;
         let start = keys::kv_seek(from);
         let mut out: Vec<RevisionEvents> = Vec::new();
@@ -102,6 +103,11 @@ impl MvccStore {
             let (rev, tomb) = keys::decode_kv_key(&k)?;
             if rev.main > to {
                 break;
+            }
+            // A tombstone at the compact revision is compacted history that
+            // the compaction thread may not have deleted yet.
+            if tomb && rev.main <= compact {
+                continue;
             }
             if out.last().map(|r| r.revision) != Some(rev.main) {
                 if out.len() == max_revisions {

@@ -16,6 +16,7 @@ use proto::etcdserverpb::{
 use proto::mvccpb::{event_type, Event, KeyValue};
 use rocksdb::{WriteBatch, DB};
 
+use super::compaction::Job;
 use super::kvstore::{decode_kv, header, LeaseRecord, MvccStore, RevisionEvents, State, MAX_LEASE_TTL};
 use super::range::{collect_range, fetch_count, finish_range, is_point_read};
 use super::revision::Revision;
@@ -45,10 +46,13 @@ impl MvccStore {
                 CommandResponse::Error(e)
             }
         };
-        let (mut batch, events) = tx.finish()?;
+        let (mut batch, events, compaction) = tx.finish()?;
         extra(&mut batch)?;
         self.db.write(batch)?;
         self.current.store(st.current, Ordering::Release);
+        if let Some(job) = compaction {
+            self.compactor.schedule(job);
+        }
         Ok((resp, events))
     }
 
@@ -86,7 +90,8 @@ pub(super) struct Txn<'a, S: Deref<Target = State> = &'a mut State> {
     pub(super) sub: i64,
     pub(super) pending: HashMap<Revision, KeyValue>,
     pub(super) events: Vec<Event>,
-    pub(super) compact_changed: bool,
+    /// The deletion a Compact command leaves for the compaction thread.
+    pub(super) compaction: Option<Job>,
 }
 
 /// The write operations of a txn branch. A read-only txn has none to run:
@@ -129,7 +134,7 @@ impl<'a, S: Deref<Target = State>> Txn<'a, S> {
             sub: 0,
             pending: HashMap::new(),
             events: Vec::new(),
-            compact_changed: false,
+            compaction: None,
         })
     }
 
@@ -301,7 +306,7 @@ impl Txn<'_> {
         self.sub = 0;
     }
 
-    fn finish(self) -> Result<(WriteBatch, Option<RevisionEvents>)> {
+    fn finish(self) -> Result<(WriteBatch, Option<RevisionEvents>, Option<Job>)> {
         let mut batch = self.batch;
         let meta = cf(self.db, keys::CF_META)?;
         let events = if self.sub > 0 {
@@ -311,10 +316,10 @@ impl Txn<'_> {
         } else {
             None
         };
-        if self.compact_changed {
+        if self.compaction.is_some() {
             batch.put_cf(meta, keys::CompactRevision::KEY, keys::i64_bytes(self.st.compact));
         }
-        Ok((batch, events))
+        Ok((batch, events, self.compaction))
     }
 
     fn apply(&mut self, cmd: &Command) -> Result<CommandResponse> {

@@ -249,8 +249,14 @@ impl Kv for KvService {
 
     async fn compact(&self, req: Request<CompactionRequest>) -> Res<CompactionResponse> {
         let r = req.into_inner();
+        let (revision, physical) = (r.revision, r.physical);
         match self.propose(Command::Compact(r)).await? {
             CommandResponse::Compact(mut resp) => {
+                // etcd's `physical`: answer once the compacted history is
+                // gone from this member's disk, not only from its index.
+                if physical {
+                    self.ctx.store.wait_physically_compacted(revision).await;
+                }
                 self.ctx.fill(&mut resp.header);
                 Ok(Response::new(resp))
             }

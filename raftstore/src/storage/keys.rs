@@ -89,6 +89,15 @@ impl MetaKey for CompactRevision {
     type Value = i64;
 }
 
+/// `meta`: the compact revision whose history is deleted from disk too
+/// (8 B big-endian i64; etcd's `finishedCompactRev`). Behind
+/// [`CompactRevision`] while the compaction thread is deleting.
+pub struct FinishedCompactRevision;
+impl MetaKey for FinishedCompactRevision {
+    const KEY: &'static [u8] = b"finished_compact_revision";
+    type Value = i64;
+}
+
 /// `meta`: the current revision, kept so that a store whose newest entries
 /// were all compacted away still knows its revision (8 B big-endian i64).
 pub struct CurrentRevision;
@@ -187,5 +196,15 @@ mod tests {
         assert!(decode_kv_key(&bad).is_err());
         assert!(kv_key(Revision::new(7, 2), true) < kv_key(Revision::new(7, 3), false));
         assert!(decode_i64(&[1, 2]).is_err());
+    }
+
+    #[test]
+    fn meta_keys_are_distinct() {
+        let keys = [AppliedLogId::KEY, LastMembership::KEY, CompactRevision::KEY, FinishedCompactRevision::KEY, CurrentRevision::KEY];
+        for (i, a) in keys.iter().enumerate() {
+            assert!(keys[i + 1..].iter().all(|b| a != b), "{:?}", String::from_utf8_lossy(a));
+            assert!(!a.starts_with(MEMBER_ATTR_PREFIX));
+            assert_eq!(decode_i64(&i64_bytes(-(i as i64))).ok(), Some(-(i as i64)));
+        }
     }
 }
