@@ -23,7 +23,7 @@ use proto::etcdserverpb::ResponseHeader;
 use proto::mvccpb::{Event, KeyValue};
 use rocksdb::{Direction, IteratorMode, DB};
 
-use super::compaction::{CompactionPacing, Compactor, Job};
+use super::compaction_worker::{CompactionPacing, Compactor, Job};
 use super::key_index::KeyIndex;
 use crate::error::{Error, Result};
 use crate::storage::keys::{self, MetaKey};

@@ -6,12 +6,14 @@
 //! - [`range`]: ranges at a revision and the history watchers catch up from.
 //! - [`txn`]: applying puts, deletes, txns and leases; read-only txns.
 //! - [`compaction`]: dropping history below a revision, from the index in
-//!   apply and from disk in batches on a thread of its own.
+//!   apply; [`compaction_worker`]: then from disk, in batches, on a thread
+//!   of its own.
 //! - [`hash`]: the history hash members compare.
 //! - [`watchable_store`]: the event hub that watchers read from; it hangs off
 //!   the end of each applied write.
 
 pub mod compaction;
+pub mod compaction_worker;
 pub mod hash;
 pub mod key_index;
 pub mod kvstore;
@@ -20,7 +22,7 @@ pub mod revision;
 pub mod txn;
 pub mod watchable_store;
 
-pub use compaction::CompactionPacing;
+pub use compaction_worker::CompactionPacing;
 pub use kvstore::{MvccStore, RevisionEvents, SharedStore};
 pub use range::{in_range, is_point_read};
 pub use txn::{txn_is_read_only, txn_reads_are_point};

@@ -16,7 +16,7 @@ use proto::etcdserverpb::{
 use proto::mvccpb::{event_type, Event, KeyValue};
 use rocksdb::{WriteBatch, DB};
 
-use super::compaction::Job;
+use super::compaction_worker::Job;
 use super::kvstore::{decode_kv, header, LeaseRecord, MvccStore, RevisionEvents, State, MAX_LEASE_TTL};
 use super::range::{collect_range, fetch_count, finish_range, is_point_read};
 use super::revision::Revision;
