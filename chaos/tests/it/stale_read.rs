@@ -39,6 +39,32 @@ async fn status(c: &Cluster, i: usize) -> Option<(u64, u64, u64)> {
     Some((s.header()?.member_id(), s.leader(), s.raft_term()))
 }
 
+/// Holds every message between the leader `old` and its `followers`, both
+/// ways, and waits until one follower leads in a term after `term0`;
+/// returns it.
+async fn cut_off(c: &Cluster, old: usize, followers: &[usize], term0: u64) -> usize {
+    let mut f = Faults::default();
+    for &o in followers {
+        f.hold_requests.insert((old, o));
+        f.hold_answers.insert((old, o));
+        f.hold_requests.insert((o, old));
+        f.hold_answers.insert((o, old));
+    }
+    c.proxy.set(f);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        for &o in followers {
+            if let Some((id, leader, term)) = status(c, o).await {
+                if leader == id && term > term0 {
+                    return o;
+                }
+            }
+        }
+        assert!(Instant::now() < deadline, "the followers did not elect a new leader");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_off_leader_does_not_serve_a_stale_read_when_old_answers_arrive() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -164,30 +190,7 @@ async fn a_cut_off_leader_does_not_answer_lease_queries_from_its_own_lessor() {
         cl.get("sync", None).await.expect("linearizable read");
     }
 
-    let mut f = Faults::default();
-    for &o in &followers {
-        f.hold_requests.insert((old, o));
-        f.hold_answers.insert((old, o));
-        f.hold_requests.insert((o, old));
-        f.hold_answers.insert((o, old));
-    }
-    c.proxy.set(f);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let new = loop {
-        let mut found = None;
-        for &o in &followers {
-            if let Some((id, leader, term)) = status(&c, o).await {
-                if leader == id && term > term0 {
-                    found = Some(o);
-                }
-            }
-        }
-        if let Some(o) = found {
-            break o;
-        }
-        assert!(Instant::now() < deadline, "the followers did not elect a new leader");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
+    let new = cut_off(&c, old, &followers, term0).await;
     let mut on_new = connect(&c.endpoint(new), Duration::from_secs(5))
         .await
         .expect("connect to the new leader");
@@ -248,30 +251,7 @@ async fn a_cut_off_leader_does_not_revoke_leases_kept_alive_elsewhere() {
     }
 
     // Cut the leader off; the followers elect a new one.
-    let mut f = Faults::default();
-    for &o in &followers {
-        f.hold_requests.insert((old, o));
-        f.hold_answers.insert((old, o));
-        f.hold_requests.insert((o, old));
-        f.hold_answers.insert((o, old));
-    }
-    c.proxy.set(f);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let new = loop {
-        let mut found = None;
-        for &o in &followers {
-            if let Some((id, leader, term)) = status(&c, o).await {
-                if leader == id && term > term0 {
-                    found = Some(o);
-                }
-            }
-        }
-        if let Some(o) = found {
-            break o;
-        }
-        assert!(Instant::now() < deadline, "the followers did not elect a new leader");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
+    let new = cut_off(&c, old, &followers, term0).await;
     // The client keeps the lease alive through the new leader, every 500 ms.
     let mut on_new = connect(&c.endpoint(new), Duration::from_secs(5)).await.expect("connect to the new leader");
     let (mut keeper, mut answers) = on_new.lease_keep_alive(lease).await.expect("keep-alive stream");
