@@ -39,6 +39,21 @@ async fn status(c: &Cluster, i: usize) -> Option<(u64, u64, u64)> {
     Some((s.header()?.member_id(), s.leader(), s.raft_term()))
 }
 
+/// A three-member cluster with a short election timeout (so a staging fits
+/// in the two seconds a replication stream may wait for an answer), in
+/// `dir`: the cluster, its leader, the followers, and the leader's
+/// (member ID, term).
+async fn short_timeout_cluster(dir: &std::path::Path) -> (Cluster, usize, Vec<usize>, u64, u64) {
+    let mut opts = Options::new(crate::common::raftstore(), dir);
+    opts.heartbeat_ms = 30;
+    opts.election_ms = 300;
+    let c = Cluster::start(opts).await.expect("cluster starts");
+    let old = c.leader().await.expect("a leader");
+    let followers: Vec<usize> = (0..3).filter(|&i| i != old).collect();
+    let (old_id, _, term0) = status(&c, old).await.expect("the leader's status");
+    (c, old, followers, old_id, term0)
+}
+
 /// Holds every message between the leader `old` and its `followers`, both
 /// ways, and waits until one follower leads in a term after `term0`;
 /// returns it.
@@ -68,15 +83,7 @@ async fn cut_off(c: &Cluster, old: usize, followers: &[usize], term0: u64) -> us
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_off_leader_does_not_serve_a_stale_read_when_old_answers_arrive() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut opts = Options::new(crate::common::raftstore(), dir.path());
-    // A short election timeout, so that the staging fits in the two
-    // seconds a replication stream may wait for an answer.
-    opts.heartbeat_ms = 30;
-    opts.election_ms = 300;
-    let c = Cluster::start(opts).await.expect("cluster starts");
-    let old = c.leader().await.expect("a leader");
-    let followers: Vec<usize> = (0..3).filter(|&i| i != old).collect();
-    let (old_id, _, term0) = status(&c, old).await.expect("the leader's status");
+    let (c, old, followers, old_id, term0) = short_timeout_cluster(dir.path()).await;
     let mut on_old = connect(&c.endpoint(old), Duration::from_secs(10))
         .await
         .expect("connect to the leader");
@@ -173,13 +180,7 @@ async fn a_cut_off_leader_does_not_serve_a_stale_read_when_old_answers_arrive() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_off_leader_does_not_answer_lease_queries_from_its_own_lessor() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut opts = Options::new(crate::common::raftstore(), dir.path());
-    opts.heartbeat_ms = 30;
-    opts.election_ms = 300;
-    let c = Cluster::start(opts).await.expect("cluster starts");
-    let old = c.leader().await.expect("a leader");
-    let followers: Vec<usize> = (0..3).filter(|&i| i != old).collect();
-    let (_, _, term0) = status(&c, old).await.expect("the leader's status");
+    let (c, old, followers, _, term0) = short_timeout_cluster(dir.path()).await;
     let mut on_old = connect(&c.endpoint(old), Duration::from_secs(10))
         .await
         .expect("connect to the leader");
@@ -235,13 +236,7 @@ async fn a_cut_off_leader_does_not_answer_lease_queries_from_its_own_lessor() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_off_leader_does_not_revoke_leases_kept_alive_elsewhere() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut opts = Options::new(crate::common::raftstore(), dir.path());
-    opts.heartbeat_ms = 30;
-    opts.election_ms = 300;
-    let c = Cluster::start(opts).await.expect("cluster starts");
-    let old = c.leader().await.expect("a leader");
-    let followers: Vec<usize> = (0..3).filter(|&i| i != old).collect();
-    let (_, _, term0) = status(&c, old).await.expect("the leader's status");
+    let (c, old, followers, _, term0) = short_timeout_cluster(dir.path()).await;
     let mut on_old = connect(&c.endpoint(old), Duration::from_secs(10)).await.expect("connect to the leader");
     let lease = on_old.lease_grant(2, None).await.expect("grant").id();
     on_old.put("held", "v", Some(etcd_client::PutOptions::new().with_lease(lease))).await.expect("put with the lease");
