@@ -359,6 +359,14 @@ impl Status {
         s
     }
 
+    /// 405 for a verb a resource does not take at the moment (kube's
+    /// `NewMethodNotSupported` with its message replaced, as the CRD
+    /// handler does for a create while the CRD is terminating): details
+    /// name the group and the resource.
+    pub fn method_not_supported(group: &str, resource: &str, message: impl Into<String>) -> Self {
+        Self::failure(405, reason::METHOD_NOT_ALLOWED, message, Some(Details { group: group.to_string(), kind: resource.to_string(), ..Details::default() }))
+    }
+
     /// 415 for a body encoding we cannot decode, naming the media types
     /// the resource accepts (kube `negotiation.NewUnsupportedMediaTypeError`):
     /// `the body of the request was in an unknown format - accepted media

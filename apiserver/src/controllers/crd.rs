@@ -20,6 +20,7 @@
 //!   and the CRD goes.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,7 +34,7 @@ use super::queue::Queue;
 use crate::errors::Status;
 use crate::meta;
 use crate::registry::apiextensions::{condition_true, set_condition, CrdSpec, CLEANUP_FINALIZER};
-use crate::registry::rest::{CollectionDeleter as _, Context, DeleteOptions, FieldValidation, ListOptions, UpdatedObjectInfo, WriteOptions};
+use crate::registry::rest::{CollectionDeleter as _, Context, Lister as _, DeleteOptions, FieldValidation, ListOptions, UpdatedObjectInfo, WriteOptions};
 use crate::registry::store::{Part, Store};
 use crate::registry::Registry;
 use crate::schema::SchemaStore;
@@ -78,14 +79,15 @@ impl EventHandler for Enqueue {
 }
 
 /// What is served for one CRD on this node.
-#[derive(Clone, PartialEq)]
 struct Served {
-    /// The spec without schemas: what the registry entries are built from.
-    shape: CrdSpec,
-    /// The spec with schemas: what the schema store holds.
-    full: CrdSpec,
+    /// The spec it is served from, with schemas.
+    spec: CrdSpec,
+    /// Whether the CRD is being deleted (its resources refuse creates).
+    terminating: Arc<AtomicBool>,
 }
 
+/// `spec` without its schemas: what the registry entries are built from
+/// (a change of schema alone only replaces the schemas).
 fn shape_of(spec: &CrdSpec) -> CrdSpec {
     let mut s = spec.clone();
     for v in &mut s.versions {
@@ -264,74 +266,77 @@ impl CrdController {
             }
         }
         if condition_true(&crd, "Established") {
-            self.serve(name, CrdSpec::of(&crd));
+            self.serve(name, CrdSpec::of(&crd), meta::is_deleting(&crd));
         }
         Ok(())
     }
 
-    /// Serves `spec` for the CRD `name`, replacing what was served.
-    fn serve(&self, name: &str, spec: CrdSpec) {
-        let next = Served { shape: shape_of(&spec), full: spec };
+    /// Serves `spec` for the CRD `name`, replacing what was served; while
+    /// `terminating`, its resources refuse creates.
+    fn serve(&self, name: &str, spec: CrdSpec, terminating: bool) {
         let mut served = self.served.lock();
-        let before = served.get(name).cloned();
-        if before.as_ref() == Some(&next) {
-            return;
+        let before = served.get(name);
+        if let Some(b) = before {
+            b.terminating.store(terminating, Ordering::Release);
+            if b.spec == spec {
+                return;
+            }
         }
+        let (shape, before_shape) = (shape_of(&spec), before.map(|b| shape_of(&b.spec)));
         // A version whose resource is already served by something else (a
         // built-in, another CRD) is never taken over: its schema would
         // shadow the other kind's, and withdrawing or cleaning up this CRD
         // would remove or empty the other resource.
-        let taken: Vec<&str> = next
-            .shape
+        let taken: Vec<&str> = spec
             .versions
             .iter()
             .filter(|v| {
-                let ours = before.as_ref().is_some_and(|b| b.shape.group == next.shape.group && b.shape.plural == next.shape.plural && b.shape.versions.iter().any(|o| o.name == v.name));
-                !ours && self.registry.entry(&next.shape.group, &v.name, &next.shape.plural).is_some()
+                let ours = before_shape.as_ref().is_some_and(|b| b.group == spec.group && b.plural == spec.plural && b.versions.iter().any(|o| o.name == v.name));
+                !ours && self.registry.entry(&spec.group, &v.name, &spec.plural).is_some()
             })
             .map(|v| v.name.as_str())
             .collect();
         if !taken.is_empty() {
-            tracing::warn!("crd {name}: not served: {}/{} is already served by another resource ({})", next.shape.group, next.shape.plural, taken.join(", "));
+            tracing::warn!("crd {name}: not served: {}/{} is already served by another resource ({})", spec.group, spec.plural, taken.join(", "));
             return;
         }
         // Schemas first, so the first request finds them.
-        for v in &next.full.versions {
-            self.schemas.set_crd(&next.full.group, &v.name, &next.full.kind, &v.schema);
+        for v in &spec.versions {
+            self.schemas.set_crd(&spec.group, &v.name, &spec.kind, &v.schema);
         }
-        if let Some(b) = &before {
-            for v in &b.full.versions {
-                if !next.full.versions.iter().any(|n| n.name == v.name) || b.full.kind != next.full.kind || b.full.group != next.full.group {
-                    self.schemas.remove(&b.full.group, &v.name, &b.full.kind);
+        if let Some(b) = before {
+            for v in &b.spec.versions {
+                if !spec.versions.iter().any(|n| n.name == v.name) || b.spec.kind != spec.kind || b.spec.group != spec.group {
+                    self.schemas.remove(&b.spec.group, &v.name, &b.spec.kind);
                 }
             }
         }
-        if before.as_ref().map(|b| &b.shape) != Some(&next.shape) {
-            if let Some(b) = &before {
-                for v in &b.shape.versions {
-                    self.registry.remove(&b.shape.group, &v.name, &b.shape.plural);
+        let terminating = before.map_or_else(|| Arc::new(AtomicBool::new(terminating)), |b| b.terminating.clone());
+        if before_shape.as_ref() != Some(&shape) {
+            if let Some(b) = &before_shape {
+                for v in &b.versions {
+                    self.registry.remove(&b.group, &v.name, &b.plural);
                 }
             }
-            if let Err(e) = self.registry.add_all(next.shape.resource_defs()) {
+            if let Err(e) = self.registry.add_all(shape.resource_defs(&terminating)) {
                 tracing::warn!("crd {name}: not served: {e}");
-                for v in &next.full.versions {
-                    self.schemas.remove(&next.full.group, &v.name, &next.full.kind);
+                for v in &spec.versions {
+                    self.schemas.remove(&spec.group, &v.name, &spec.kind);
                 }
                 served.remove(name);
                 return;
-            } else {
-                tracing::info!("crd {name}: serving {}", next.shape.versions.iter().map(|v| v.name.as_str()).collect::<Vec<_>>().join(", "));
             }
+            tracing::info!("crd {name}: serving {}", shape.versions.iter().map(|v| v.name.as_str()).collect::<Vec<_>>().join(", "));
         }
-        served.insert(name.to_string(), next);
+        served.insert(name.to_string(), Served { spec, terminating });
     }
 
     /// Stops serving the CRD `name`.
     fn withdraw(&self, name: &str) {
         let Some(b) = self.served.lock().remove(name) else { return };
-        for v in &b.full.versions {
-            self.registry.remove(&b.full.group, &v.name, &b.full.plural);
-            self.schemas.remove(&b.full.group, &v.name, &b.full.kind);
+        for v in &b.spec.versions {
+            self.registry.remove(&b.spec.group, &v.name, &b.spec.plural);
+            self.schemas.remove(&b.spec.group, &v.name, &b.spec.kind);
         }
         tracing::info!("crd {name}: withdrawn");
     }
@@ -384,7 +389,7 @@ impl CrdController {
             // Objects can exist only once served; wait until this node
             // serves them. Only what this CRD serves is emptied: the same
             // resource served by a built-in or another CRD is not its own.
-            let ours = self.served.lock().get(name).is_some_and(|s| s.shape.group == spec.group && s.shape.plural == spec.plural && s.shape.storage_version == spec.storage_version);
+            let ours = self.served.lock().get(name).is_some_and(|s| s.spec.group == spec.group && s.spec.plural == spec.plural && s.spec.storage_version == spec.storage_version);
             if !ours {
                 if self.registry.entry(&spec.group, &spec.storage_version, &spec.plural).is_some() {
                     tracing::warn!("crd {name}: its resource is served by another; nothing of this CRD's to delete");
@@ -397,6 +402,13 @@ impl CrdController {
             let remaining = objs.iter().filter(|o| store.resource().strategy.held_by_finalizers(o)).count();
             if remaining > 0 {
                 tracing::debug!("crd {name}: {remaining} objects wait for finalizers");
+                return Ok(false);
+            }
+            // A node that had not yet seen the CRD terminating may have
+            // created objects after the list: look again before letting go.
+            let again = store.list(&ctx, &ListOptions::default()).await?;
+            if !again.items.is_empty() || !again.encoded.is_empty() {
+                tracing::debug!("crd {name}: objects created during cleanup; another pass");
                 return Ok(false);
             }
         }

@@ -12,6 +12,8 @@
 //! deletes every custom resource and then drops the finalizer, and the CRD
 //! goes.
 
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use serde_json::{json, Value};
@@ -110,13 +112,15 @@ impl CrdSpec {
     }
 
     /// The registry entries of every served version: the storage version's
-    /// first, the others stored as it, with conversion None.
-    pub fn resource_defs(&self) -> Vec<ResourceDef> {
+    /// first, the others stored as it, with conversion None. Creates are
+    /// refused while `terminating` is set (the CRD is being deleted).
+    pub fn resource_defs(&self, terminating: &Arc<AtomicBool>) -> Vec<ResourceDef> {
         let mut defs = Vec::new();
         let mut ordered: Vec<&CrdVersion> = self.versions.iter().filter(|v| v.storage).collect();
         ordered.extend(self.versions.iter().filter(|v| !v.storage));
         for v in ordered {
-            let strategy = CustomStrategy { status: v.status, storage: if v.storage { None } else { Some((self.group.clone(), self.storage_version.clone())) } };
+            let storage = if v.storage { None } else { Some((self.group.clone(), self.storage_version.clone())) };
+            let strategy = CustomStrategy { status: v.status, storage, terminating: terminating.clone() };
             let mut r = Resource::new(&self.group, &v.name, &self.plural, &self.singular, &self.kind, self.namespaced, Arc::new(strategy));
             r.converter = if self.webhook_conversion && !v.storage { Arc::new(WebhookPending) } else { Arc::new(super::conversion::NoConversion) };
             r.short_names = self.short_names.clone();
@@ -411,6 +415,15 @@ fn validate_versions(spec: &Value, errs: &mut Vec<FieldError>) {
 pub struct CustomStrategy {
     status: bool,
     storage: Option<(String, String)>,
+    /// Set by the CRD controller once the CRD is being deleted.
+    terminating: Arc<AtomicBool>,
+}
+
+/// The content of a custom resource that its generation follows: all but
+/// metadata and the type meta, and but status when the status subresource
+/// owns it.
+fn generation_content(obj: &Value, status: bool) -> impl Iterator<Item = (&String, &Value)> {
+    obj.as_object().into_iter().flatten().filter(move |(k, _)| !matches!(k.as_str(), "metadata" | "apiVersion" | "kind") && !(status && k.as_str() == "status"))
 }
 
 impl Strategy for CustomStrategy {
@@ -420,6 +433,18 @@ impl Strategy for CustomStrategy {
 
     fn has_generation(&self) -> bool {
         true
+    }
+
+    /// Any change but to metadata bumps the generation (kube's custom
+    /// resource strategy); with a status subresource, status changes do
+    /// not.
+    fn generation_changed(&self, new: &Value, old: &Value) -> bool {
+        let (a, b): (BTreeMap<_, _>, BTreeMap<_, _>) = (generation_content(new, self.status).collect(), generation_content(old, self.status).collect());
+        a != b
+    }
+
+    fn create_refused(&self) -> Option<String> {
+        self.terminating.load(Ordering::Acquire).then(|| "create not allowed while custom resource definition is terminating".to_string())
     }
 
     fn storage_version(&self) -> Option<(&str, &str)> {

@@ -221,7 +221,8 @@ pub struct Catalog {
     entries: Vec<Arc<Entry>>,
     /// group → version → resource → index in `entries`.
     index: HashMap<String, HashMap<String, HashMap<String, usize>>>,
-    /// (group, version) in registration order.
+    /// (group, version): groups in registration order, versions by
+    /// [`version_order`].
     group_versions: Vec<(String, String)>,
 }
 
@@ -236,7 +237,18 @@ impl Catalog {
                 group_versions.push((r.group.clone(), r.version.clone()));
             }
         }
-        Catalog { generation, entries, index, group_versions }
+        // Groups stay in registration order; within one, versions go by
+        // priority (a CRD's v1 before its v1beta1 storage version).
+        let mut groups: Vec<&str> = Vec::new();
+        for (g, _) in &group_versions {
+            if !groups.contains(&g.as_str()) {
+                groups.push(g);
+            }
+        }
+        let rank = |gv: &(String, String)| groups.iter().position(|g| *g == gv.0);
+        let mut sorted = group_versions.clone();
+        sorted.sort_by(|a, b| rank(a).cmp(&rank(b)).then_with(|| version_order(&a.1, &b.1)));
+        Catalog { generation, entries, index, group_versions: sorted }
     }
 
     /// Increases with every change of the served set.
@@ -260,7 +272,8 @@ impl Catalog {
         self.entries.iter().filter(|e| e.resource.group == group && e.resource.version == version).map(|e| e.resource.clone()).collect()
     }
 
-    /// (group, version) pairs in registration order, core first.
+    /// (group, version) pairs: groups in registration order, core first,
+    /// and within a group the preferred version first ([`version_order`]).
     pub fn group_versions(&self) -> &[(String, String)] {
         &self.group_versions
     }
@@ -269,6 +282,39 @@ impl Catalog {
     pub fn entries(&self) -> &[Arc<Entry>] {
         &self.entries
     }
+}
+
+/// Kube's version priority (`CompareKubeAwareVersionStrings`), as an
+/// ordering where the preferred version comes first: GA versions (`v2`,
+/// then `v1`), then betas, then alphas, each by major then minor number,
+/// highest first (`v2beta1`, `v1beta2`, `v1beta1`); versions of another
+/// form come last, alphabetically.
+pub fn version_order(a: &str, b: &str) -> std::cmp::Ordering {
+    /// (class: 0 GA, 1 beta, 2 alpha, 3 other; major; minor).
+    fn key(v: &str) -> (u8, u64, u64) {
+        let Some(rest) = v.strip_prefix('v') else { return (3, 0, 0) };
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let Ok(major) = rest[..digits].parse::<u64>() else { return (3, 0, 0) };
+        let tail = &rest[digits..];
+        let (class, minor) = if tail.is_empty() {
+            return (0, major, 0);
+        } else if let Some(m) = tail.strip_prefix("beta") {
+            (1, m)
+        } else if let Some(m) = tail.strip_prefix("alpha") {
+            (2, m)
+        } else {
+            return (3, 0, 0);
+        };
+        match minor.parse::<u64>() {
+            Ok(n) if minor.bytes().all(|c| c.is_ascii_digit()) => (class, major, n),
+            _ => (3, 0, 0),
+        }
+    }
+    let (ka, kb) = (key(a), key(b));
+    if ka.0 == 3 && kb.0 == 3 {
+        return a.cmp(b);
+    }
+    ka.0.cmp(&kb.0).then(kb.1.cmp(&ka.1)).then(kb.2.cmp(&ka.2))
 }
 
 /// Why the registry refused a change.
@@ -523,5 +569,25 @@ pub(crate) mod tests {
         assert!(!r.catalog().group_versions().contains(&("example.com".into(), "v1".into())));
         // The old catalog a reader holds is unchanged.
         assert!(c.entry("example.com", "v1", "widgets").is_some());
+    }
+
+    /// Kube's documented example order of version priority.
+    #[test]
+    fn version_priority() {
+        let mut v = vec!["foo10", "v1", "v11alpha2", "v10beta3", "v2", "foo1", "v12alpha1", "v3beta1", "v11beta2", "v10", "v1beta"];
+        v.sort_by(|a, b| version_order(a, b));
+        assert_eq!(v, ["v10", "v2", "v1", "v11beta2", "v10beta3", "v3beta1", "v12alpha1", "v11alpha2", "foo1", "foo10", "v1beta"]);
+    }
+
+    /// A group's preferred version is the one of highest priority, not the
+    /// first registered (a CRD storing v1beta1 and serving v1 prefers v1).
+    #[tokio::test]
+    async fn preferred_version_by_priority() {
+        let r = registry();
+        let def = |v: &str| ResourceDef::stored(Resource::new("example.com", v, "widgets", "widget", "Widget", true, Arc::new(DefaultStrategy)), vec![]);
+        assert!(r.add_all(vec![def("v1beta1"), def("v1alpha1"), def("v1")]).is_ok());
+        let c = r.catalog();
+        let got: Vec<&str> = c.group_versions().iter().filter(|(g, _)| g == "example.com").map(|(_, v)| v.as_str()).collect();
+        assert_eq!(got, ["v1", "v1beta1", "v1alpha1"]);
     }
 }

@@ -232,6 +232,23 @@ impl Store {
         self.schemas.of_kind(&r.group, &r.version, &r.kind)
     }
 
+    /// The schema whose defaults reads fill in: a custom kind's, when it
+    /// has defaults. Kube's storage decoder defaults custom resources as
+    /// it reads them, so a default added to a CRD shows on objects stored
+    /// before it.
+    fn read_defaults(&self) -> Option<crate::schema::Schema> {
+        let r = &self.resource;
+        self.schemas.custom_with_defaults(&r.group, &r.version, &r.kind)
+    }
+
+    /// `obj` as read, with [`Store::read_defaults`] filled in.
+    fn as_read(&self, mut obj: Value) -> Value {
+        if let Some(schema) = self.read_defaults() {
+            schema.apply_defaults(&mut obj);
+        }
+        obj
+    }
+
     /// The resource's validation: object meta, then the strategy's.
     fn validate(&self, obj: &Value, old: Option<&Value>) -> Result<(), Status> {
         let r = &self.resource;
@@ -370,7 +387,7 @@ impl Store {
             r.strategy.prepare_for_update(&mut new, old);
             if r.strategy.has_generation() {
                 let gen = old["metadata"]["generation"].as_i64().unwrap_or(1);
-                let changed = new.get("spec") != old.get("spec");
+                let changed = r.strategy.generation_changed(&new, old);
                 if let Some(m) = meta::meta_mut(&mut new) {
                     m.insert("generation".into(), Value::from(if changed { gen + 1 } else { gen }));
                 }
@@ -543,6 +560,33 @@ fn carry_system_meta(new: &mut Value, old: &Value) -> Result<(), Status> {
     Ok(())
 }
 
+/// `events` with `schema`'s defaults filled into every object.
+fn defaulted(schema: crate::schema::Schema, mut events: WatchStream) -> WatchStream {
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tokio::spawn(async move {
+        while let Some(ev) = events.recv().await {
+            let ev = ev.map(|mut e| {
+                if e.kind != storage::EventType::Bookmark {
+                    let mut object = (*e.object).clone();
+                    schema.apply_defaults(&mut object);
+                    e.object = Arc::new(object);
+                    if let Some(p) = &e.prev {
+                        let mut prev = (**p).clone();
+                        schema.apply_defaults(&mut prev);
+                        e.prev = Some(Arc::new(prev));
+                    }
+                    e.encoded = None;
+                }
+                e
+            });
+            if tx.send(ev).await.is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
 fn without_rv(v: &Value) -> Value {
     let mut v = v.clone();
     if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -570,6 +614,7 @@ impl TryUpdate for UpdateStep<'_> {
         let store = self.store;
         self.created = false;
         self.dry_result = None;
+        let current = current.map(|o| store.as_read(o));
         let Some(old) = current else {
             if !self.may_create {
                 return Err(Status::not_found(&store.resource.group, &store.resource.resource, self.name));
@@ -676,7 +721,7 @@ impl Getter for Store {
             None => self.storage.get(&key).await,
             Some(rev) => self.storage.get_not_older_than(&key, rev).await,
         };
-        obj.map_err(|e| self.interpret(e, name, None))
+        obj.map(|o| self.as_read(o)).map_err(|e| self.interpret(e, name, None))
     }
 }
 
@@ -685,8 +730,20 @@ impl Lister for Store {
     async fn list(&self, ctx: &Context<'_>, opts: &ListOptions) -> Result<ListResult, Status> {
         let mut read = opts.read.clone();
         read.predicate = self.predicate(&opts.selectors)?;
+        let defaults = self.read_defaults();
+        if defaults.is_some() {
+            read.allow_encoded = false;
+        }
         let prefix = self.resource.prefix(Some(ctx.namespace));
-        self.storage.list(&prefix, &read).await.map_err(|e| match e {
+        let listed = self.storage.list(&prefix, &read).await.map(|mut l| {
+            if let Some(schema) = &defaults {
+                for item in &mut l.items {
+                    schema.apply_defaults(item);
+                }
+            }
+            l
+        });
+        listed.map_err(|e| match e {
             storage::Error::Compacted { .. } if read.continue_token.is_some() => {
                 let token = read.continue_token.as_deref().and_then(|t| storage::inconsistent_continue(t, &prefix).ok());
                 Status::continue_expired(token)
@@ -704,7 +761,10 @@ impl Watcher for Store {
         read.recursive = name.is_empty();
         let key = if name.is_empty() { self.resource.prefix(Some(ctx.namespace)) } else { self.resource.key(ctx.namespace, name) };
         match self.storage.watch(&key, &read).await {
-            Ok(events) => Ok(events),
+            Ok(events) => Ok(match self.read_defaults() {
+                Some(schema) => defaulted(schema, events),
+                None => events,
+            }),
             // kube reports a start it cannot reach in the stream (HTTP 200,
             // then an ERROR event), not as the response.
             Err(e @ storage::Error::TooLargeResourceVersion { .. }) => {
@@ -720,6 +780,9 @@ impl Watcher for Store {
 #[async_trait]
 impl Creater for Store {
     async fn create(&self, ctx: &Context<'_>, obj: Value, opts: &WriteOptions) -> Result<Value, Status> {
+        if let Some(why) = self.resource.strategy.create_refused() {
+            return Err(Status::method_not_supported(&self.resource.group, &self.resource.resource, why));
+        }
         let obj = self.admit_new(ctx, obj, opts, Part::MAIN).await?;
         let name = meta::name(&obj).to_string();
         let key = self.resource.key(meta::namespace(&obj), &name);

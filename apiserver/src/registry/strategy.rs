@@ -72,6 +72,19 @@ pub trait Strategy: Send + Sync {
         false
     }
 
+    /// Whether an update from `old` to `new` changes `metadata.generation`
+    /// (for types with [`Strategy::has_generation`]): by default, when
+    /// `spec` changed.
+    fn generation_changed(&self, new: &Value, old: &Value) -> bool {
+        new.get("spec") != old.get("spec")
+    }
+
+    /// Why a create is refused at the moment, if it is: the message of a
+    /// 405 MethodNotAllowed (a custom resource whose CRD is being deleted).
+    fn create_refused(&self) -> Option<String> {
+        None
+    }
+
     /// Whether PUT of a missing object creates it.
     fn allow_create_on_update(&self) -> bool {
         false

@@ -174,6 +174,8 @@ pub struct Compiled {
     kinds: HashMap<(String, String, String), NodeId>,
     source: SchemaSource,
     origin: Origin,
+    /// Whether any node has a `default`.
+    has_defaults: bool,
 }
 
 impl Compiled {
@@ -183,7 +185,7 @@ impl Compiled {
     /// error, which validation reports as kube-openapi does. A CRD's
     /// schema should pass [`crate::schema::validate_crd_schema`] first.
     pub fn compile(source: SchemaSource, origin: Origin) -> Compiled {
-        let mut c = Compiled { nodes: Vec::new(), defs: HashMap::new(), kinds: HashMap::new(), source: SchemaSource::default(), origin };
+        let mut c = Compiled { nodes: Vec::new(), defs: HashMap::new(), kinds: HashMap::new(), source: SchemaSource::default(), origin, has_defaults: false };
         // Every definition gets its id first, so `$ref`s can point forward.
         let names: Vec<String> = source.definitions().map(|(n, _)| n.to_string()).collect();
         for n in &names {
@@ -201,6 +203,7 @@ impl Compiled {
             }
         }
         c.source = source;
+        c.has_defaults = c.nodes.iter().any(|n| n.default.is_some());
         c
     }
 
@@ -212,6 +215,11 @@ impl Compiled {
     /// Whether these are built-in or custom schemas.
     pub fn origin(&self) -> Origin {
         self.origin
+    }
+
+    /// Whether any node has a `default`.
+    pub fn has_defaults(&self) -> bool {
+        self.has_defaults
     }
 
     /// The node of a kind, if this layer has it.

@@ -120,6 +120,12 @@ impl Schema {
         defaulting::apply(self.root(), obj);
     }
 
+    /// Whether the schema's layer has any `default` (the layer of a custom
+    /// kind is its own; the built-ins have none).
+    pub fn has_defaults(&self) -> bool {
+        self.layer.has_defaults()
+    }
+
     /// Validates a custom resource against its schema, the type meta of
     /// its embedded resources, and its `x-kubernetes-list-type` set and
     /// map lists for duplicates, with kube's field errors, in kube's order
@@ -273,6 +279,17 @@ impl SchemaStore {
     /// The current schema of a kind ([`Schemas::of_kind`]).
     pub fn of_kind(&self, group: &str, version: &str, kind: &str) -> Option<Schema> {
         self.0.load().of_kind(group, version, kind)
+    }
+
+    /// The schema of a custom kind whose schema has defaults (what reads
+    /// of stored objects fill in); `None` for built-ins and for custom
+    /// kinds without defaults. Cheap when no CRD is served.
+    pub fn custom_with_defaults(&self, group: &str, version: &str, kind: &str) -> Option<Schema> {
+        let cur = self.0.load();
+        if cur.custom.is_empty() {
+            return None;
+        }
+        cur.custom.get(&gvk(group, version, kind)).filter(|s| s.has_defaults()).cloned()
     }
 
     /// Serves `kind` of `group`/`version` with a CRD version's schema,

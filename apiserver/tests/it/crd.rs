@@ -336,3 +336,111 @@ spec:
     assert_eq!(smp.code, 1, "{smp:?}");
     assert!(smp.stderr.contains("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json\n"), "{smp:?}");
 }
+
+/// A CRD whose storage version is v1beta1 and which also serves v1,
+/// without a status subresource.
+const WIDGETS: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.lifecycle.example.com
+spec:
+  group: lifecycle.example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+  - name: v1beta1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
+          status:
+            type: object
+            properties:
+              phase: {type: string}
+  - name: v1
+    served: true
+    storage: false
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
+          status:
+            type: object
+            properties:
+              phase: {type: string}
+"#;
+
+/// What kube-apiserver does around a CRD's life that the suite does not
+/// reach: the preferred version goes by version priority (v1 over the
+/// v1beta1 storage version); without a status subresource every change
+/// but to metadata bumps the generation; a default added to the schema
+/// shows on objects stored before it (reads are defaulted); and while the
+/// CRD is terminating, creates are refused with a 405.
+#[test]
+fn crd_versions_generation_read_defaults_and_termination() {
+    let s = Server::start();
+    s.kubectl_stdin(33, &["apply", "-f", "-"], Some(WIDGETS)).ok();
+    s.kubectl(33, &["wait", "--for=condition=Established", "crd/widgets.lifecycle.example.com", "--timeout=30s"]).ok();
+    let group = eventually("the group in discovery", || {
+        let out = s.kubectl(33, &["get", "--raw", "/apis/lifecycle.example.com"]);
+        (out.code == 0).then(|| json(&out))
+    });
+    assert_eq!(group["preferredVersion"]["version"], "v1", "{group}");
+    assert_eq!(group["versions"][0]["version"], "v1", "{group}");
+    assert_eq!(group["versions"][1]["version"], "v1beta1", "{group}");
+
+    // Generation: status (no subresource) counts, labels do not.
+    let w = "apiVersion: lifecycle.example.com/v1\nkind: Widget\nmetadata:\n  name: w\n  finalizers: [lifecycle.example.com/hold]\nspec:\n  size: 1\n";
+    s.kubectl_stdin(33, &["create", "-f", "-"], Some(w)).ok();
+    let generation = || json(&s.kubectl(33, &["get", "widgets.v1.lifecycle.example.com", "w", "-o", "json"]))["metadata"]["generation"].clone();
+    assert_eq!(generation(), 1);
+    s.kubectl(33, &["patch", "widgets.v1.lifecycle.example.com", "w", "--type=merge", "-p", r#"{"status":{"phase":"Ready"}}"#]).ok();
+    assert_eq!(generation(), 2);
+    s.kubectl(33, &["label", "widgets.v1.lifecycle.example.com", "w", "tier=one"]).ok();
+    assert_eq!(generation(), 2);
+    s.kubectl(33, &["patch", "widgets.v1.lifecycle.example.com", "w", "--type=merge", "-p", r#"{"spec":{"size":2}}"#]).ok();
+    assert_eq!(generation(), 3);
+
+    // A default added later shows on the stored object, through get and
+    // list, in both versions, without a write.
+    let rv = json(&s.kubectl(33, &["get", "widgets.v1.lifecycle.example.com", "w", "-o", "json"]))["metadata"]["resourceVersion"].clone();
+    let with_default = WIDGETS.replace("              size: {type: integer}\n", "              size: {type: integer}\n              color: {type: string, default: blue}\n");
+    s.kubectl_stdin(33, &["apply", "-f", "-"], Some(&with_default)).ok();
+    for version in ["v1", "v1beta1"] {
+        let res = format!("widgets.{version}.lifecycle.example.com");
+        let got = eventually("the default on read", || {
+            let o = json(&s.kubectl(33, &["get", &res, "w", "-o", "json"]));
+            (o["spec"]["color"] == "blue").then_some(o)
+        });
+        assert_eq!(got["metadata"]["resourceVersion"], rv, "reading wrote the object: {got}");
+        let list = json(&s.kubectl(33, &["get", &res, "-o", "json"]));
+        assert_eq!(list["items"][0]["spec"]["color"], "blue", "{list}");
+    }
+
+    // Terminating: the finalizer holds the object, so the CRD stays.
+    s.kubectl(33, &["delete", "crd", "widgets.lifecycle.example.com", "--wait=false"]).ok();
+    let mut attempt = 0;
+    let refused = eventually("creates refused while terminating", || {
+        attempt += 1;
+        let other = format!("apiVersion: lifecycle.example.com/v1\nkind: Widget\nmetadata:\n  name: late-{attempt}\nspec:\n  size: 1\n");
+        let out = s.kubectl_stdin(33, &["create", "-f", "-"], Some(&other));
+        (out.code != 0).then_some(out)
+    });
+    assert!(refused.stderr.contains("Error from server (MethodNotAllowed)") && refused.stderr.contains("create not allowed while custom resource definition is terminating"), "{refused:?}");
+    let terminating = s.kubectl(33, &["get", "crd", "widgets.lifecycle.example.com", "-o", "jsonpath={.status.conditions[?(@.type==\"Terminating\")].status}"]);
+    assert_eq!(terminating.ok(), "True");
+    // Updates still work; releasing the finalizer lets the CRD go.
+    s.kubectl(33, &["patch", "widgets.v1.lifecycle.example.com", "w", "--type=merge", "-p", r#"{"metadata":{"finalizers":null}}"#]).ok();
+    eventually("the CRD gone", || (s.kubectl(33, &["get", "crd", "widgets.lifecycle.example.com"]).code != 0).then_some(()));
+    eventually("its endpoints withdrawn", || (s.kubectl(33, &["get", "--raw", "/apis/lifecycle.example.com/v1/widgets"]).code != 0).then_some(()));
+}

@@ -47,6 +47,10 @@ struct Cli {
     /// List requests per kind (each lists every object of the kind).
     #[arg(long, default_value_t = 50)]
     lists: u64,
+    /// Get requests per kind, each of a random object (default: as many
+    /// as `--objects`).
+    #[arg(long)]
+    gets: Option<u64>,
     /// Per-request timeout, in seconds.
     #[arg(long, default_value_t = 30)]
     timeout: u64,
@@ -204,7 +208,8 @@ impl Phase {
 
 async fn run_phase(cli: &Cli, target: &Arc<Target>, conns: &mut [SendRequest<Full<Bytes>>], ns: &str, kind: Kind, op: Op) -> anyhow::Result<Phase> {
     let total = match op {
-        Op::Create | Op::Get => cli.objects,
+        Op::Create => cli.objects,
+        Op::Get => cli.gets.unwrap_or(cli.objects),
         Op::List => cli.lists,
     };
     let next = Arc::new(AtomicU64::new(0));
