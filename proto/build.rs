@@ -4,10 +4,7 @@
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=proto/raftpb.proto");
     println!("cargo:rerun-if-changed=proto/openapiv2.proto");
-    tonic_prost_build::configure()
-        .build_client(true)
-        .build_server(true)
-        .compile_protos(&["proto/raftpb.proto"], &["proto"])?;
+    tonic_prost_build::configure().build_client(true).build_server(true).compile_protos(&["proto/raftpb.proto"], &["proto"])?;
     prost_build::Config::new().compile_protos(&["proto/openapiv2.proto"], &["proto"])?;
     Ok(())
 }

@@ -139,10 +139,7 @@ impl FieldSet {
     /// Parses the `FieldsV1` JSON form; `None` if it is not one.
     pub fn from_fields_v1(v: &Value) -> Option<FieldSet> {
         let m = v.as_object()?;
-        let mut s = FieldSet {
-            member: m.is_empty(),
-            children: BTreeMap::new(),
-        };
+        let mut s = FieldSet { member: m.is_empty(), children: BTreeMap::new() };
         for (k, c) in m {
             if k == "." {
                 s.member = true;
@@ -234,13 +231,7 @@ fn item_key(keys: &[String], item: &Value) -> Option<String> {
     Some(format!("k:{}", Value::Object(m)))
 }
 
-fn compare(
-    schema: Option<SchemaRef<'_>>,
-    lhs: Option<&Value>,
-    rhs: Option<&Value>,
-    path: &mut Vec<String>,
-    out: &mut Comparison,
-) {
+fn compare(schema: Option<SchemaRef<'_>>, lhs: Option<&Value>, rhs: Option<&Value>, path: &mut Vec<String>, out: &mut Comparison) {
     // A null on the left is a field the old object had without a value (a
     // Go zero value): a value there is a change to it, not an addition.
     let lhs_null = lhs.is_some_and(Value::is_null);
@@ -252,13 +243,8 @@ fn compare(
         (None, Some(r)) => (r, None),
     };
     // Values of different JSON types are compared whole.
-    let same_type =
-        other.is_none_or(|o| std::mem::discriminant(o) == std::mem::discriminant(probe));
-    let sh = if same_type {
-        shape(schema, probe)
-    } else {
-        Shape::Leaf
-    };
+    let same_type = other.is_none_or(|o| std::mem::discriminant(o) == std::mem::discriminant(probe));
+    let sh = if same_type { shape(schema, probe) } else { Shape::Leaf };
     match (lhs, rhs) {
         (None, Some(_)) if lhs_null => {
             if matches!(sh, Shape::Leaf) {
@@ -288,13 +274,7 @@ fn compare(
             }
         }
         Shape::Set => {
-            let items = |v: Option<&Value>| -> Vec<String> {
-                v.and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .map(|i| format!("v:{i}"))
-                    .collect()
-            };
+            let items = |v: Option<&Value>| -> Vec<String> { v.and_then(Value::as_array).into_iter().flatten().map(|i| format!("v:{i}")).collect() };
             let (li, ri) = (items(lhs), items(rhs));
             for i in ri.iter().filter(|i| !li.contains(i)) {
                 path.push(i.clone());
@@ -308,17 +288,10 @@ fn compare(
             }
         }
         Shape::KeyedList(keys, item_schema) => {
-            let keyed = |v: Option<&Value>| -> Option<BTreeMap<String, Value>> {
-                v.and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .map(|i| item_key(keys, i).map(|k| (k, i.clone())))
-                    .collect()
-            };
+            let keyed = |v: Option<&Value>| -> Option<BTreeMap<String, Value>> { v.and_then(Value::as_array).into_iter().flatten().map(|i| item_key(keys, i).map(|k| (k, i.clone()))).collect() };
             match (keyed(lhs), keyed(rhs)) {
                 (Some(lk), Some(rk)) => {
-                    let all: std::collections::BTreeSet<&String> =
-                        lk.keys().chain(rk.keys()).collect();
+                    let all: std::collections::BTreeSet<&String> = lk.keys().chain(rk.keys()).collect();
                     for k in all {
                         path.push(k.clone());
                         compare(item_schema, lk.get(k), rk.get(k), path, out);
@@ -431,24 +404,14 @@ struct Entry {
 impl Entry {
     fn parse(v: &Value) -> Option<Entry> {
         let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-        if v.get("fieldsType")
-            .and_then(Value::as_str)
-            .is_some_and(|t| t != "FieldsV1")
-        {
+        if v.get("fieldsType").and_then(Value::as_str).is_some_and(|t| t != "FieldsV1") {
             return None;
         }
         let set = match v.get("fieldsV1") {
             Some(f) => FieldSet::from_fields_v1(f)?,
             None => FieldSet::default(),
         };
-        Some(Entry {
-            manager: s("manager"),
-            operation: s("operation"),
-            api_version: s("apiVersion"),
-            time: s("time"),
-            subresource: s("subresource"),
-            set,
-        })
+        Some(Entry { manager: s("manager"), operation: s("operation"), api_version: s("apiVersion"), time: s("time"), subresource: s("subresource"), set })
     }
 
     fn to_value(&self) -> Value {
@@ -468,24 +431,16 @@ impl Entry {
     }
 
     fn same_key(&self, other: &Entry) -> bool {
-        self.manager == other.manager
-            && self.operation == other.operation
-            && self.api_version == other.api_version
-            && self.subresource == other.subresource
+        self.manager == other.manager && self.operation == other.operation && self.api_version == other.api_version && self.subresource == other.subresource
     }
 }
 
 fn managed_fields(obj: Option<&Value>) -> Option<&Value> {
-    obj.and_then(|o| o.get("metadata"))
-        .and_then(|m| m.get("managedFields"))
+    obj.and_then(|o| o.get("metadata")).and_then(|m| m.get("managedFields"))
 }
 
 fn parse_entries(v: Option<&Value>) -> Vec<Entry> {
-    v.and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Entry::parse)
-        .collect()
+    v.and_then(Value::as_array).into_iter().flatten().filter_map(Entry::parse).collect()
 }
 
 fn without_managed_fields(v: &Value) -> Value {
@@ -503,14 +458,7 @@ pub fn manager_name(field_manager: Option<&str>, user_agent: Option<&str>) -> St
     if let Some(m) = field_manager.filter(|m| !m.is_empty()) {
         return m.to_string();
     }
-    user_agent
-        .unwrap_or("")
-        .split('/')
-        .next()
-        .unwrap_or("")
-        .chars()
-        .take(128)
-        .collect()
+    user_agent.unwrap_or("").split('/').next().unwrap_or("").chars().take(128).collect()
 }
 
 /// What one request is, for [`update`].
@@ -569,11 +517,7 @@ pub fn update(schema: Option<&Schema>, old: Option<&Value>, new: &mut Value, req
             subresource: req.subresource.to_string(),
             set: FieldSet::default(),
         };
-        let mut mine = entries
-            .iter()
-            .position(|e| e.same_key(&me))
-            .map(|i| entries.remove(i))
-            .unwrap_or(me);
+        let mut mine = entries.iter().position(|e| e.same_key(&me)).map(|i| entries.remove(i)).unwrap_or(me);
         for e in &mut entries {
             e.set.difference(&changed);
         }
@@ -588,25 +532,14 @@ pub fn update(schema: Option<&Schema>, old: Option<&Value>, new: &mut Value, req
         }
     }
     entries.sort_by(|p, q| {
-        let secs = |t: &str| {
-            crate::meta::parse_time(t)
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map_or(0, |d| d.as_secs())
-        };
-        (
-            p.operation.as_str(),
-            secs(&p.time),
-            p.manager.as_str(),
-            p.api_version.as_str(),
-            p.subresource.as_str(),
-        )
-            .cmp(&(
-                q.operation.as_str(),
-                secs(&q.time),
-                q.manager.as_str(),
-                q.api_version.as_str(),
-                q.subresource.as_str(),
-            ))
+        let secs = |t: &str| crate::meta::parse_time(t).and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_secs());
+        (p.operation.as_str(), secs(&p.time), p.manager.as_str(), p.api_version.as_str(), p.subresource.as_str()).cmp(&(
+            q.operation.as_str(),
+            secs(&q.time),
+            q.manager.as_str(),
+            q.api_version.as_str(),
+            q.subresource.as_str(),
+        ))
     });
     let Some(m) = crate::meta::meta_mut(new) else {
         return;
@@ -614,10 +547,7 @@ pub fn update(schema: Option<&Schema>, old: Option<&Value>, new: &mut Value, req
     if entries.is_empty() {
         m.remove("managedFields");
     } else {
-        m.insert(
-            "managedFields".into(),
-            Value::Array(entries.iter().map(Entry::to_value).collect()),
-        );
+        m.insert("managedFields".into(), Value::Array(entries.iter().map(Entry::to_value).collect()));
     }
 }
 
@@ -627,13 +557,7 @@ mod tests {
     use super::*;
 
     fn req<'a>(manager: &'a str, now: &'a str) -> Request<'a> {
-        Request {
-            manager,
-            api_version: "v1",
-            subresource: "",
-            scope: Scope::All,
-            now,
-        }
+        Request { manager, api_version: "v1", subresource: "", scope: Scope::All, now }
     }
 
     #[test]
@@ -642,12 +566,7 @@ mod tests {
         let cm_schema = store.of_kind("", "v1", "ConfigMap");
         let schema = cm_schema.as_ref();
         let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "uid": "u"}, "data": {"a": "1"}});
-        update(
-            schema,
-            None,
-            &mut cm,
-            &req("kubectl-create", "2026-01-01T00:00:00Z"),
-        );
+        update(schema, None, &mut cm, &req("kubectl-create", "2026-01-01T00:00:00Z"));
         let mf = cm["metadata"]["managedFields"].clone();
         assert_eq!(
             mf,
@@ -657,46 +576,25 @@ mod tests {
         // Labels by another manager: a second entry.
         let old = cm.clone();
         cm["metadata"]["labels"] = json!({"x": "y"});
-        update(
-            schema,
-            Some(&old),
-            &mut cm,
-            &req("kubectl-label", "2026-01-01T00:00:01Z"),
-        );
+        update(schema, Some(&old), &mut cm, &req("kubectl-label", "2026-01-01T00:00:01Z"));
         let mf = cm["metadata"]["managedFields"].as_array().unwrap().clone();
         assert_eq!(mf.len(), 2);
         assert_eq!(mf[1]["manager"], "kubectl-label");
-        assert_eq!(
-            mf[1]["fieldsV1"],
-            json!({"f:metadata": {"f:labels": {".": {}, "f:x": {}}}})
-        );
+        assert_eq!(mf[1]["fieldsV1"], json!({"f:metadata": {"f:labels": {".": {}, "f:x": {}}}}));
 
         // Changing a field moves it; a manager left with nothing goes.
         let old = cm.clone();
         cm["data"]["a"] = json!("2");
-        update(
-            schema,
-            Some(&old),
-            &mut cm,
-            &req("kubectl-patch", "2026-01-01T00:00:02Z"),
-        );
+        update(schema, Some(&old), &mut cm, &req("kubectl-patch", "2026-01-01T00:00:02Z"));
         let mf = cm["metadata"]["managedFields"].as_array().unwrap().clone();
         let managers: Vec<&str> = mf.iter().map(|e| e["manager"].as_str().unwrap()).collect();
-        assert_eq!(
-            managers,
-            ["kubectl-create", "kubectl-label", "kubectl-patch"]
-        );
+        assert_eq!(managers, ["kubectl-create", "kubectl-label", "kubectl-patch"]);
         assert_eq!(mf[0]["fieldsV1"], json!({"f:data": {}}));
         assert_eq!(mf[2]["fieldsV1"], json!({"f:data": {"f:a": {}}}));
 
         // A no-op keeps everything, times included.
         let old = cm.clone();
-        update(
-            schema,
-            Some(&old),
-            &mut cm,
-            &req("other", "2026-01-01T00:00:09Z"),
-        );
+        update(schema, Some(&old), &mut cm, &req("other", "2026-01-01T00:00:09Z"));
         assert_eq!(cm, old);
     }
 
@@ -709,24 +607,13 @@ mod tests {
             "selector": {"matchLabels": {"app": "w"}},
             "template": {"spec": {"containers": [{"name": "c", "image": "i", "ports": [{"containerPort": 80, "protocol": "TCP"}]}]}},
         }, "status": {"replicas": 0}});
-        let r = Request {
-            scope: Scope::NoStatus,
-            api_version: "apps/v1",
-            ..req("m", "2026-01-01T00:00:00Z")
-        };
+        let r = Request { scope: Scope::NoStatus, api_version: "apps/v1", ..req("m", "2026-01-01T00:00:00Z") };
         update(schema, None, &mut d, &r);
         let f = &d["metadata"]["managedFields"][0]["fieldsV1"];
-        assert_eq!(
-            f["f:spec"]["f:selector"],
-            json!({}),
-            "LabelSelector is atomic: {f}"
-        );
+        assert_eq!(f["f:spec"]["f:selector"], json!({}), "LabelSelector is atomic: {f}");
         let c = &f["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"c\"}"];
         assert_eq!(c["f:image"], json!({}));
-        assert_eq!(
-            c["f:ports"]["k:{\"containerPort\":80,\"protocol\":\"TCP\"}"]["f:containerPort"],
-            json!({})
-        );
+        assert_eq!(c["f:ports"]["k:{\"containerPort\":80,\"protocol\":\"TCP\"}"]["f:containerPort"], json!({}));
         assert!(f.get("f:status").is_none(), "{f}");
         // By-value structs and required lists exist in the zero value: no `.`.
         let spec = &f["f:spec"];
@@ -739,21 +626,9 @@ mod tests {
 
     #[test]
     fn manager_names() {
-        assert_eq!(
-            manager_name(Some("kubectl-create"), Some("kubectl/v1.33.0")),
-            "kubectl-create"
-        );
-        assert_eq!(
-            manager_name(
-                None,
-                Some("kubectl.1.33/v1.33.0 (linux/amd64) kubernetes/abc")
-            ),
-            "kubectl.1.33"
-        );
-        assert_eq!(
-            manager_name(Some(""), Some("OpenAPI-Generator/37.0.2/python")),
-            "OpenAPI-Generator"
-        );
+        assert_eq!(manager_name(Some("kubectl-create"), Some("kubectl/v1.33.0")), "kubectl-create");
+        assert_eq!(manager_name(None, Some("kubectl.1.33/v1.33.0 (linux/amd64) kubernetes/abc")), "kubectl.1.33");
+        assert_eq!(manager_name(Some(""), Some("OpenAPI-Generator/37.0.2/python")), "OpenAPI-Generator");
         assert_eq!(manager_name(None, None), "");
     }
 }

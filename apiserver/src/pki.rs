@@ -58,13 +58,7 @@ pub fn ensure(data_dir: &Path, extra_sans: &[String]) -> anyhow::Result<Pki> {
 pub fn ensure_in(dir: &Path, extra_sans: &[String]) -> anyhow::Result<Pki> {
     let dir = dir.to_path_buf();
     std::fs::create_dir_all(&dir)?;
-    let pki = Pki {
-        ca_cert: dir.join("ca.crt"),
-        serving_cert: dir.join("apiserver.crt"),
-        serving_key: dir.join("apiserver.key"),
-        admin_cert: dir.join("admin.crt"),
-        admin_key: dir.join("admin.key"),
-    };
+    let pki = Pki { ca_cert: dir.join("ca.crt"), serving_cert: dir.join("apiserver.crt"), serving_key: dir.join("apiserver.key"), admin_cert: dir.join("admin.crt"), admin_key: dir.join("admin.key") };
     if pki.ca_cert.exists() && pki.serving_cert.exists() && pki.admin_cert.exists() {
         return Ok(pki);
     }

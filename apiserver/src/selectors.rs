@@ -59,10 +59,7 @@ fn valid_value(v: &str) -> bool {
         return true;
     }
     let b = v.as_bytes();
-    v.len() <= 63
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-        && v.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    v.len() <= 63 && b[0].is_ascii_alphanumeric() && b[b.len() - 1].is_ascii_alphanumeric() && v.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
 }
 
 fn invalid_value(key: &str, i: usize, v: &str) -> String {

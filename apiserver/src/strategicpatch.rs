@@ -241,7 +241,12 @@ mod tests {
             ),
             // Without a schema, lists are replaced.
             (json!({"spec": {"containers": [{"name": "a"}]}}), json!({"spec": {"containers": [{"name": "b"}]}}), json!({"spec": {"containers": [{"name": "b"}]}}), PatchMeta::none()),
-            (json!({"spec": {"containers": [{"name": "a", "args": ["a", "b"]}]}}), json!({"spec": {"containers": [{"name": "a", "args": ["c"]}]}}), json!({"spec": {"containers": [{"name": "a", "args": ["c"]}]}}), pod()),
+            (
+                json!({"spec": {"containers": [{"name": "a", "args": ["a", "b"]}]}}),
+                json!({"spec": {"containers": [{"name": "a", "args": ["c"]}]}}),
+                json!({"spec": {"containers": [{"name": "a", "args": ["c"]}]}}),
+                pod(),
+            ),
             (json!({"metadata": {"finalizers": ["a"]}}), json!({"metadata": {"finalizers": ["b"]}}), json!({"metadata": {"finalizers": ["a", "b"]}}), pod()),
             (json!({"metadata": {"finalizers": ["a", "b"]}}), json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]}}), json!({"metadata": {"finalizers": ["b"]}}), pod()),
             (json!({"metadata": {"labels": {"a": "1", "b": "2"}}}), json!({"metadata": {"labels": {"$patch": "replace", "c": "3"}}}), json!({"metadata": {"labels": {"c": "3"}}}), pod()),

@@ -5,10 +5,7 @@
 //! Run: `cargo bench -p bench --bench mvcc`.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use proto::etcdserverpb::{
-    compare_result, compare_target, Compare, PutRequest, RangeRequest, RequestOp,
-    RequestOpRequest, TargetUnion, TxnRequest,
-};
+use proto::etcdserverpb::{compare_result, compare_target, Compare, PutRequest, RangeRequest, RequestOp, RequestOpRequest, TargetUnion, TxnRequest};
 use raftstore::command::{Command, CommandResponse};
 use raftstore::mvcc::MvccStore;
 

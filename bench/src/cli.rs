@@ -27,13 +27,7 @@ pub struct Cli {
 pub struct CommonArgs {
     /// Comma-separated `host:port` (or `http://host:port`) endpoints.
     /// Connection `i` goes to endpoint `i % len`.
-    #[arg(
-        long,
-        global = true,
-        value_delimiter = ',',
-        default_value = "127.0.0.1:2379",
-        env = "LOADGEN_ENDPOINTS"
-    )]
+    #[arg(long, global = true, value_delimiter = ',', default_value = "127.0.0.1:2379", env = "LOADGEN_ENDPOINTS")]
     pub endpoints: Vec<String>,
 
     /// Concurrent clients, each with one request in flight.
@@ -118,16 +112,9 @@ impl CommonArgs {
         if self.key_space == 0 {
             return bad("--key-space must be at least 1");
         }
-        for (name, v) in [
-            ("--duration", self.duration.unwrap_or(1.0)),
-            ("--max-seconds", self.max_seconds),
-            ("--timeout", self.timeout),
-            ("--connect-timeout", self.connect_timeout),
-        ] {
+        for (name, v) in [("--duration", self.duration.unwrap_or(1.0)), ("--max-seconds", self.max_seconds), ("--timeout", self.timeout), ("--connect-timeout", self.connect_timeout)] {
             if !(v.is_finite() && v > 0.0) {
-                return Err(Error::InvalidArgs(format!(
-                    "{name} must be a positive number of seconds, got {v}"
-                )));
+                return Err(Error::InvalidArgs(format!("{name} must be a positive number of seconds, got {v}")));
             }
         }
         Ok(())
@@ -135,9 +122,7 @@ impl CommonArgs {
 
     /// Connections to open for `clients` concurrent users.
     pub fn conns_for(&self, clients: usize) -> usize {
-        self.conns
-            .unwrap_or_else(|| clients.min(DEFAULT_MAX_CONNS))
-            .max(1)
+        self.conns.unwrap_or_else(|| clients.min(DEFAULT_MAX_CONNS)).max(1)
     }
 
     /// The op-count bound of a run.
@@ -262,11 +247,7 @@ mod tests {
 
     #[test]
     fn consistency_accepts_short_and_long_names() -> std::result::Result<(), clap::Error> {
-        for (arg, want) in [
-            ("l", Consistency::Linearizable),
-            ("s", Consistency::Serializable),
-            ("serializable", Consistency::Serializable),
-        ] {
+        for (arg, want) in [("l", Consistency::Linearizable), ("s", Consistency::Serializable), ("serializable", Consistency::Serializable)] {
             let cli = parse(&["range", "--consistency", arg])?;
             match cli.workload {
                 Workload::Range(r) => assert_eq!(r.consistency, want),
@@ -291,13 +272,7 @@ mod tests {
 
     #[test]
     fn validate_rejects_zero_and_nonsense() -> std::result::Result<(), clap::Error> {
-        for args in [
-            &["put", "--clients", "0"][..],
-            &["put", "--total", "0"],
-            &["put", "--duration=-1"],
-            &["put", "--timeout", "NaN"],
-            &["put", "--key-space", "0"],
-        ] {
+        for args in [&["put", "--clients", "0"][..], &["put", "--total", "0"], &["put", "--duration=-1"], &["put", "--timeout", "NaN"], &["put", "--key-space", "0"]] {
             let cli = parse(args)?;
             assert!(cli.common.validate().is_err(), "{args:?} accepted");
         }

@@ -18,17 +18,7 @@ const PROBE_KEY: &[u8] = b"/bench/probe";
 /// Turns `host:port` into `http://host:port`; URLs with a scheme pass through.
 /// Blank entries (e.g. from a trailing comma) are dropped.
 pub fn normalize_endpoints(raw: &[String]) -> Vec<String> {
-    raw.iter()
-        .map(|e| e.trim())
-        .filter(|e| !e.is_empty())
-        .map(|e| {
-            if e.contains("://") {
-                e.to_owned()
-            } else {
-                format!("http://{e}")
-            }
-        })
-        .collect()
+    raw.iter().map(|e| e.trim()).filter(|e| !e.is_empty()).map(|e| if e.contains("://") { e.to_owned() } else { format!("http://{e}") }).collect()
 }
 
 /// Opens `conns` connections over `endpoints` and waits until each answers
@@ -38,11 +28,7 @@ pub fn normalize_endpoints(raw: &[String]) -> Vec<String> {
 /// [`Error::InvalidArgs`] when `endpoints` is empty, [`Error::Connect`] when a
 /// client cannot be built, [`Error::Unreachable`] when an endpoint does not
 /// answer in time.
-pub async fn connect_pool(
-    endpoints: &[String],
-    conns: usize,
-    connect_timeout: Duration,
-) -> Result<Vec<Client>> {
+pub async fn connect_pool(endpoints: &[String], conns: usize, connect_timeout: Duration) -> Result<Vec<Client>> {
     if endpoints.is_empty() {
         return Err(Error::InvalidArgs("no endpoints".into()));
     }
@@ -66,20 +52,10 @@ async fn connect_one(endpoint: &str, deadline: Instant) -> Result<Client> {
         if left.is_zero() {
             break;
         }
-        let options = ConnectOptions::new()
-            .with_connect_timeout(left)
-            .with_keep_alive(Duration::from_secs(10), Duration::from_secs(10));
+        let options = ConnectOptions::new().with_connect_timeout(left).with_keep_alive(Duration::from_secs(10), Duration::from_secs(10));
         let attempt = async {
-            let mut client =
-                Client::connect([endpoint], Some(options))
-                    .await
-                    .map_err(|source| Error::Connect {
-                        endpoint: endpoint.to_owned(),
-                        source,
-                    })?;
-            client
-                .get(PROBE_KEY, Some(GetOptions::new().with_serializable()))
-                .await?;
+            let mut client = Client::connect([endpoint], Some(options)).await.map_err(|source| Error::Connect { endpoint: endpoint.to_owned(), source })?;
+            client.get(PROBE_KEY, Some(GetOptions::new().with_serializable())).await?;
             Ok::<_, Error>(client)
         };
         match tokio::time::timeout(left, attempt).await {
@@ -91,11 +67,7 @@ async fn connect_one(endpoint: &str, deadline: Instant) -> Result<Client> {
         }
         tokio::time::sleep(Duration::from_millis(200).min(left)).await;
     }
-    Err(Error::Unreachable {
-        endpoint: endpoint.to_owned(),
-        seconds: started.elapsed().as_secs_f64(),
-        last_error,
-    })
+    Err(Error::Unreachable { endpoint: endpoint.to_owned(), seconds: started.elapsed().as_secs_f64(), last_error })
 }
 
 #[cfg(test)]
@@ -104,15 +76,7 @@ mod tests {
 
     #[test]
     fn normalize_adds_scheme_and_drops_blanks() {
-        let raw = vec![
-            "127.0.0.1:2379".to_owned(),
-            " http://h:1 ".to_owned(),
-            String::new(),
-            "https://s:2".to_owned(),
-        ];
-        assert_eq!(
-            normalize_endpoints(&raw),
-            vec!["http://127.0.0.1:2379", "http://h:1", "https://s:2"]
-        );
+        let raw = vec!["127.0.0.1:2379".to_owned(), " http://h:1 ".to_owned(), String::new(), "https://s:2".to_owned()];
+        assert_eq!(normalize_endpoints(&raw), vec!["http://127.0.0.1:2379", "http://h:1", "https://s:2"]);
     }
 }

@@ -41,12 +41,7 @@ pub struct RunResult {
 /// `make_client(i)` builds client `i`'s op factory; each call of the factory
 /// returns the future of one op. Per-op setup (choosing a key) happens in
 /// the factory, the request in the future.
-pub async fn run_closed_loop<M, F, Fut>(
-    clients: usize,
-    tickets: Arc<Tickets>,
-    request_timeout: Duration,
-    mut make_client: M,
-) -> RunResult
+pub async fn run_closed_loop<M, F, Fut>(clients: usize, tickets: Arc<Tickets>, request_timeout: Duration, mut make_client: M) -> RunResult
 where
     M: FnMut(usize) -> F,
     F: FnMut() -> Fut + Send + 'static,
@@ -76,10 +71,7 @@ where
     }
     let join_deadline = tickets.deadline().max(Instant::now()) + request_timeout + JOIN_GRACE;
     let stats = join_stats(set, join_deadline).await;
-    RunResult {
-        stats,
-        elapsed: started.elapsed(),
-    }
+    RunResult { stats, elapsed: started.elapsed() }
 }
 
 /// Collects the stats of every task in `set`, aborting those still running
@@ -111,10 +103,7 @@ mod tests {
     #[tokio::test]
     async fn runs_exactly_total_ops() {
         let tickets = Arc::new(Tickets::new(50, Instant::now() + Duration::from_secs(30)));
-        let r = run_closed_loop(4, tickets, Duration::from_secs(1), |_| {
-            || async { Ok(Outcome::default()) }
-        })
-        .await;
+        let r = run_closed_loop(4, tickets, Duration::from_secs(1), |_| || async { Ok(Outcome::default()) }).await;
         assert_eq!(r.stats.ops, 50);
         assert_eq!(r.stats.errors, 0);
     }
@@ -134,10 +123,7 @@ mod tests {
                             tokio::time::sleep(Duration::from_secs(5)).await;
                             Ok(Outcome::default())
                         }
-                        _ => Ok(Outcome {
-                            conflicts: 1,
-                            miss: true,
-                        }),
+                        _ => Ok(Outcome { conflicts: 1, miss: true }),
                     }
                 }
             }
@@ -145,19 +131,12 @@ mod tests {
         .await;
         assert_eq!((r.stats.ops, r.stats.errors), (2, 2));
         assert_eq!((r.stats.conflicts, r.stats.misses), (2, 2));
-        assert!(r
-            .stats
-            .first_error
-            .as_deref()
-            .is_some_and(|e| e.contains("planted")));
+        assert!(r.stats.first_error.as_deref().is_some_and(|e| e.contains("planted")));
     }
 
     #[tokio::test]
     async fn stops_at_the_deadline() {
-        let tickets = Arc::new(Tickets::new(
-            u64::MAX,
-            Instant::now() + Duration::from_millis(100),
-        ));
+        let tickets = Arc::new(Tickets::new(u64::MAX, Instant::now() + Duration::from_millis(100)));
         let t0 = Instant::now();
         let r = run_closed_loop(2, tickets, Duration::from_secs(1), |_| {
             || async {

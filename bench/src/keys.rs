@@ -28,11 +28,7 @@ impl KeySpace {
     /// A key space of `count` keys (at least 1) under `prefix`, each
     /// `key_size` bytes long where the prefix leaves room.
     pub fn new(prefix: impl Into<String>, key_size: usize, count: u64) -> Self {
-        Self {
-            prefix: prefix.into(),
-            key_size,
-            count: count.max(1),
-        }
+        Self { prefix: prefix.into(), key_size, count: count.max(1) }
     }
 
     /// Number of distinct keys.
@@ -133,12 +129,7 @@ mod tests {
 
     #[test]
     fn foreign_values_do_not_decode() {
-        for v in [
-            &b""[..],
-            b"12345",
-            b"abcdefghijklmnopqrstuvwxyz",
-            b"-0000000000000000001",
-        ] {
+        for v in [&b""[..], b"12345", b"abcdefghijklmnopqrstuvwxyz", b"-0000000000000000001"] {
             assert_eq!(decode_ts_value(v), None, "{v:?}");
         }
     }

@@ -62,14 +62,7 @@ pub struct Report {
 
 impl Report {
     /// A report with the common fields filled from `stats` and `elapsed`.
-    pub fn new(
-        workload: &str,
-        endpoints: &[String],
-        clients: usize,
-        conns: usize,
-        stats: &Stats,
-        elapsed: Duration,
-    ) -> Self {
+    pub fn new(workload: &str, endpoints: &[String], clients: usize, conns: usize, stats: &Stats, elapsed: Duration) -> Self {
         let seconds = elapsed.as_secs_f64();
         Self {
             workload: workload.to_owned(),
@@ -114,21 +107,9 @@ pub fn per_sec(count: u64, seconds: f64) -> f64 {
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "{} against {} ({} clients, {} conns)",
-            self.workload, self.endpoints, self.clients, self.conns
-        )?;
-        writeln!(
-            f,
-            "  ops       {} ok, {} errors in {:.3} s = {:.1} ops/s",
-            self.ops, self.errors, self.seconds, self.ops_per_sec
-        )?;
-        writeln!(
-            f,
-            "  latency   p50 {:.3} ms   p99 {:.3} ms   max {:.3} ms",
-            self.p50_ms, self.p99_ms, self.max_ms
-        )?;
+        writeln!(f, "{} against {} ({} clients, {} conns)", self.workload, self.endpoints, self.clients, self.conns)?;
+        writeln!(f, "  ops       {} ok, {} errors in {:.3} s = {:.1} ops/s", self.ops, self.errors, self.seconds, self.ops_per_sec)?;
+        writeln!(f, "  latency   p50 {:.3} ms   p99 {:.3} ms   max {:.3} ms", self.p50_ms, self.p99_ms, self.max_ms)?;
         if let Some(c) = &self.consistency {
             writeln!(f, "  consistency {c}")?;
         }
@@ -159,27 +140,9 @@ mod tests {
     fn json_has_the_agreed_fields_and_only_relevant_extras() -> serde_json::Result<()> {
         let mut stats = Stats::new();
         stats.record_ok(Duration::from_millis(2));
-        let r = Report::new(
-            "put",
-            &["http://a:1".into(), "http://b:2".into()],
-            8,
-            4,
-            &stats,
-            Duration::from_secs(2),
-        );
+        let r = Report::new("put", &["http://a:1".into(), "http://b:2".into()], 8, 4, &stats, Duration::from_secs(2));
         let v: serde_json::Value = serde_json::from_str(&r.to_json_line()?)?;
-        for field in [
-            "workload",
-            "endpoints",
-            "clients",
-            "ops",
-            "errors",
-            "seconds",
-            "ops_per_sec",
-            "p50_ms",
-            "p99_ms",
-            "max_ms",
-        ] {
+        for field in ["workload", "endpoints", "clients", "ops", "errors", "seconds", "ops_per_sec", "p50_ms", "p99_ms", "max_ms"] {
             assert!(v.get(field).is_some(), "missing {field}");
         }
         assert_eq!(v["endpoints"], "http://a:1,http://b:2");

@@ -24,11 +24,7 @@ pub struct Tickets {
 impl Tickets {
     /// Tickets for `total` ops until `deadline`.
     pub fn new(total: u64, deadline: Instant) -> Self {
-        Self {
-            issued: AtomicU64::new(0),
-            total,
-            deadline,
-        }
+        Self { issued: AtomicU64::new(0), total, deadline }
     }
 
     /// Takes one ticket; `false` once the count or the time is used up.
@@ -38,11 +34,7 @@ impl Tickets {
         }
         // fetch_update rather than fetch_add so the counter never runs past
         // `total` and `issued()` stays exact.
-        self.issued
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                (n < self.total).then_some(n + 1)
-            })
-            .is_ok()
+        self.issued.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < self.total).then_some(n + 1)).is_ok()
     }
 
     /// Tickets handed out so far.
@@ -85,16 +77,8 @@ impl Stats {
         // The bounds are constants that hdrhistogram accepts (low >= 1,
         // high >= 2 * low, sigfig <= 5), so construction cannot fail.
         #[allow(clippy::expect_used)]
-        let hist = Histogram::new_with_bounds(1, MAX_LATENCY_US, 3)
-            .expect("constant histogram bounds are valid");
-        Self {
-            hist,
-            ops: 0,
-            errors: 0,
-            conflicts: 0,
-            misses: 0,
-            first_error: None,
-        }
+        let hist = Histogram::new_with_bounds(1, MAX_LATENCY_US, 3).expect("constant histogram bounds are valid");
+        Self { hist, ops: 0, errors: 0, conflicts: 0, misses: 0, first_error: None }
     }
 
     /// Records one successful op that took `latency`.

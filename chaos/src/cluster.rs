@@ -97,14 +97,7 @@ impl Options {
     /// Defaults for chaos runs: 50 ms heartbeat, 500 ms election timeout,
     /// a snapshot every 200 entries, progress notifications every 500 ms.
     pub fn new(target: Target, dir: &Path) -> Self {
-        Options {
-            target,
-            dir: dir.to_path_buf(),
-            heartbeat_ms: 50,
-            election_ms: 500,
-            snapshot_count: 200,
-            progress_notify_ms: 500,
-        }
+        Options { target, dir: dir.to_path_buf(), heartbeat_ms: 50, election_ms: 500, snapshot_count: 200, progress_notify_ms: 500 }
     }
 }
 
@@ -132,9 +125,7 @@ pub struct Cluster {
 }
 
 fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 /// Connects a client to one endpoint with short timeouts.
@@ -142,9 +133,7 @@ fn free_port() -> Result<u16> {
 /// # Errors
 /// Connection errors from etcd-client.
 pub async fn connect(endpoint: &str, timeout: Duration) -> Result<Client> {
-    let opts = ConnectOptions::new()
-        .with_connect_timeout(timeout)
-        .with_timeout(timeout);
+    let opts = ConnectOptions::new().with_connect_timeout(timeout).with_timeout(timeout);
     Ok(Client::connect([endpoint], Some(opts)).await?)
 }
 
@@ -177,25 +166,11 @@ impl Cluster {
         let n = 3;
         let mut members = Vec::new();
         for i in 0..n {
-            members.push(Member {
-                name: format!("m{i}"),
-                client_port: free_port()?,
-                peer_port: free_port()?,
-                child: None,
-                paused: false,
-                starts: 0,
-            });
+            members.push(Member { name: format!("m{i}"), client_port: free_port()?, peer_port: free_port()?, child: None, paused: false, starts: 0 });
         }
-        let targets = members
-            .iter()
-            .map(|m| std::net::SocketAddr::from(([127, 0, 0, 1], m.peer_port)))
-            .collect();
+        let targets = members.iter().map(|m| std::net::SocketAddr::from(([127, 0, 0, 1], m.peer_port))).collect();
         let proxy = PeerProxy::start(targets).await?;
-        let mut c = Cluster {
-            opts,
-            members,
-            proxy,
-        };
+        let mut c = Cluster { opts, members, proxy };
         for i in 0..n {
             c.spawn(i)?;
         }
@@ -209,12 +184,7 @@ impl Cluster {
     }
 
     fn initial_cluster(&self) -> String {
-        self.members
-            .iter()
-            .enumerate()
-            .map(|(i, m)| format!("{}=http://{}", m.name, self.proxy.addr(i)))
-            .collect::<Vec<_>>()
-            .join(",")
+        self.members.iter().enumerate().map(|(i, m)| format!("{}=http://{}", m.name, self.proxy.addr(i))).collect::<Vec<_>>().join(",")
     }
 
     fn spawn(&mut self, i: usize) -> Result<()> {
@@ -222,48 +192,19 @@ impl Cluster {
         let o = &self.opts;
         let m = &self.members[i];
         let data = o.dir.join(&m.name);
-        let log = File::options()
-            .create(true)
-            .append(true)
-            .open(o.dir.join(format!("{}.log", m.name)))?;
+        let log = File::options().create(true).append(true).open(o.dir.join(format!("{}.log", m.name)))?;
         let client = format!("http://127.0.0.1:{}", m.client_port);
         let mut cmd = Command::new(o.target.bin());
         cmd.args(["--name", &m.name])
             .arg("--data-dir")
             .arg(&data)
-            .args([
-                "--listen-client-urls",
-                &client,
-                "--advertise-client-urls",
-                &client,
-            ])
-            .args([
-                "--listen-peer-urls",
-                &format!("http://127.0.0.1:{}", m.peer_port),
-            ])
-            .args([
-                "--initial-advertise-peer-urls",
-                &format!("http://{}", self.proxy.addr(i)),
-            ])
-            .args([
-                "--initial-cluster",
-                &ic,
-                "--initial-cluster-state",
-                "new",
-                "--initial-cluster-token",
-                "chaos",
-            ])
-            .args([
-                "--heartbeat-interval",
-                &o.heartbeat_ms.to_string(),
-                "--election-timeout",
-                &o.election_ms.to_string(),
-            ])
+            .args(["--listen-client-urls", &client, "--advertise-client-urls", &client])
+            .args(["--listen-peer-urls", &format!("http://127.0.0.1:{}", m.peer_port)])
+            .args(["--initial-advertise-peer-urls", &format!("http://{}", self.proxy.addr(i))])
+            .args(["--initial-cluster", &ic, "--initial-cluster-state", "new", "--initial-cluster-token", "chaos"])
+            .args(["--heartbeat-interval", &o.heartbeat_ms.to_string(), "--election-timeout", &o.election_ms.to_string()])
             .args(["--snapshot-count", &o.snapshot_count.to_string()])
-            .args([
-                "--experimental-watch-progress-notify-interval",
-                &format!("{}ms", o.progress_notify_ms),
-            ])
+            .args(["--experimental-watch-progress-notify-interval", &format!("{}ms", o.progress_notify_ms)])
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
@@ -273,14 +214,9 @@ impl Cluster {
             // raftstore keeps etcd's 5000 entries after a snapshot by
             // default; keep fewer so that snapshot-restart's writes purge
             // the log past the killed member (etcd 3.4 has no such flag).
-            cmd.args([
-                "--experimental-snapshot-catchup-entries",
-                &o.target.entries_kept_after_snapshot().to_string(),
-            ]);
+            cmd.args(["--experimental-snapshot-catchup-entries", &o.target.entries_kept_after_snapshot().to_string()]);
         }
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("start {}", o.target.bin().display()))?;
+        let child = cmd.spawn().with_context(|| format!("start {}", o.target.bin().display()))?;
         self.proxy.set_pid(i, Some(child.id()));
         self.proxy.set_listening(i, true);
         let m = &mut self.members[i];
@@ -313,14 +249,8 @@ impl Cluster {
     }
 
     fn signal(&mut self, i: usize, sig: &str) -> Result<()> {
-        let pid = self.members[i]
-            .child
-            .as_ref()
-            .map(|c| c.id())
-            .ok_or_else(|| anyhow!("member {i} is not running"))?;
-        let st = Command::new("kill")
-            .args([sig, &pid.to_string()])
-            .status()?;
+        let pid = self.members[i].child.as_ref().map(|c| c.id()).ok_or_else(|| anyhow!("member {i} is not running"))?;
+        let st = Command::new("kill").args([sig, &pid.to_string()]).status()?;
         if !st.success() {
             bail!("kill {sig} {pid} failed");
         }
@@ -375,11 +305,7 @@ impl Cluster {
                 continue;
             };
             if let Ok(Ok(l)) = tokio::time::timeout(Duration::from_secs(1), c.member_list()).await {
-                return l
-                    .members()
-                    .iter()
-                    .find(|m| m.id() == leader)
-                    .and_then(|m| self.members.iter().position(|x| x.name == m.name()));
+                return l.members().iter().find(|m| m.id() == leader).and_then(|m| self.members.iter().position(|x| x.name == m.name()));
             }
         }
         None
@@ -403,25 +329,16 @@ impl Cluster {
                     c.get("health", None).await?;
                     anyhow::Ok(())
                 };
-                ok = matches!(
-                    tokio::time::timeout(Duration::from_secs(2), read).await,
-                    Ok(Ok(()))
-                );
+                ok = matches!(tokio::time::timeout(Duration::from_secs(2), read).await, Ok(Ok(())));
             }
             if ok {
                 return Ok(());
             }
             if let Some(i) = self.exited() {
-                bail!(
-                    "m{i} exited; see {}",
-                    self.opts.dir.join(format!("m{i}.log")).display()
-                );
+                bail!("m{i} exited; see {}", self.opts.dir.join(format!("m{i}.log")).display());
             }
             if start.elapsed() > timeout {
-                bail!(
-                    "cluster not healthy after {timeout:?}; logs in {}",
-                    self.opts.dir.display()
-                );
+                bail!("cluster not healthy after {timeout:?}; logs in {}", self.opts.dir.display());
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -430,17 +347,8 @@ impl Cluster {
     /// The first member whose process exited on its own, if any.
     fn exited(&self) -> Option<usize> {
         // An exited child stays a zombie until reaped: state `Z` in /proc.
-        let dead = |pid: u32| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .map(|s| {
-                    s.rsplit_once(')')
-                        .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
-                })
-                .unwrap_or(true)
-        };
-        self.members
-            .iter()
-            .position(|m| m.child.as_ref().is_some_and(|c| dead(c.id())))
+        let dead = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| s.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))).unwrap_or(true);
+        self.members.iter().position(|m| m.child.as_ref().is_some_and(|c| dead(c.id())))
     }
 
     /// How many times member `i` was started.

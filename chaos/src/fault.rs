@@ -92,33 +92,21 @@ impl Fault {
                 "nothing".into()
             }
             Fault::KillLeader | Fault::KillFollower => {
-                let i = if self == Fault::KillLeader {
-                    leader
-                } else {
-                    follower
-                };
+                let i = if self == Fault::KillLeader { leader } else { follower };
                 c.kill(i);
                 tokio::time::sleep(hold).await;
                 c.restart(i)?;
                 format!("killed and restarted m{i}")
             }
             Fault::PauseLeader | Fault::PauseFollower => {
-                let i = if self == Fault::PauseLeader {
-                    leader
-                } else {
-                    follower
-                };
+                let i = if self == Fault::PauseLeader { leader } else { follower };
                 c.pause(i)?;
                 tokio::time::sleep(hold).await;
                 c.resume(i)?;
                 format!("paused and resumed m{i}")
             }
             Fault::PartitionLeader | Fault::PartitionFollower => {
-                let i = if self == Fault::PartitionLeader {
-                    leader
-                } else {
-                    follower
-                };
+                let i = if self == Fault::PartitionLeader { leader } else { follower };
                 let mut f = Faults::default();
                 f.isolate(&[i], n);
                 c.proxy.set(f);
@@ -189,45 +177,25 @@ async fn caught_up_by_snapshot(c: &Cluster, i: usize) -> String {
     let other = (i + 1) % c.members.len();
     let deadline = Instant::now() + Duration::from_secs(20);
     let target = match connect(&c.endpoint(other), Duration::from_secs(2)).await {
-        Ok(mut cl) => cl
-            .get("health", None)
-            .await
-            .ok()
-            .and_then(|r| r.header().map(|h| h.revision()))
-            .unwrap_or(0),
+        Ok(mut cl) => cl.get("health", None).await.ok().and_then(|r| r.header().map(|h| h.revision())).unwrap_or(0),
         Err(_) => 0,
     };
     let mut applied = 0;
     while Instant::now() < deadline {
         if let Ok(mut cl) = connect(&c.endpoint(i), Duration::from_secs(1)).await {
-            applied = cl
-                .get(
-                    "health",
-                    Some(etcd_client::GetOptions::new().with_serializable()),
-                )
-                .await
-                .ok()
-                .and_then(|r| r.header().map(|h| h.revision()))
-                .unwrap_or(0);
+            applied = cl.get("health", Some(etcd_client::GetOptions::new().with_serializable())).await.ok().and_then(|r| r.header().map(|h| h.revision())).unwrap_or(0);
             if applied >= target {
                 break;
             }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let caught = if applied >= target {
-        format!("caught up to revision {target}")
-    } else {
-        format!("only at revision {applied} of {target} after 20s")
-    };
+    let caught = if applied >= target { format!("caught up to revision {target}") } else { format!("only at revision {applied} of {target} after 20s") };
     // The restarted process's own counter of snapshots received (etcd's
     // metric name). Its `snapshots/installed-*` directory is no proof
     // either way: the member prunes it as soon as it builds a snapshot of
     // its own, which the ongoing workload brings within a second.
-    let installed = metric_sum(&c.endpoint(i), "etcd_network_snapshot_receive_success")
-        .await
-        .unwrap_or(0.0)
-        > 0.0;
+    let installed = metric_sum(&c.endpoint(i), "etcd_network_snapshot_receive_success").await.unwrap_or(0.0) > 0.0;
     match c.opts.target {
         crate::cluster::Target::Raftstore(_) if installed => {
             format!("{caught} by installing a snapshot")
@@ -311,10 +279,7 @@ async fn metric_sum(endpoint: &str, name: &str) -> Option<f64> {
 }
 
 async fn fill(c: &Cluster, skip: usize, count: u64) -> Result<u64> {
-    let eps: Vec<String> = (0..c.members.len())
-        .filter(|&i| i != skip)
-        .map(|i| c.endpoint(i))
-        .collect();
+    let eps: Vec<String> = (0..c.members.len()).filter(|&i| i != skip).map(|i| c.endpoint(i)).collect();
     let mut tasks = Vec::new();
     for t in 0..16u64 {
         let ep = eps[t as usize % eps.len()].clone();
@@ -325,12 +290,7 @@ async fn fill(c: &Cluster, skip: usize, count: u64) -> Result<u64> {
             };
             let mut i = t;
             while i < count {
-                if let Ok(Ok(_)) = tokio::time::timeout(
-                    Duration::from_secs(2),
-                    cl.put(format!("/chaos-fill/{}", i % 50), format!("f{i}"), None),
-                )
-                .await
-                {
+                if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(2), cl.put(format!("/chaos-fill/{}", i % 50), format!("f{i}"), None)).await {
                     ok += 1;
                 }
                 i += 16;
@@ -354,15 +314,6 @@ impl fmt::Display for Fault {
 impl FromStr for Fault {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Fault::ALL
-            .iter()
-            .copied()
-            .find(|f| f.name() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown fault {s:?}; one of: {}",
-                    Fault::ALL.map(|f| f.name()).join(", ")
-                )
-            })
+        Fault::ALL.iter().copied().find(|f| f.name() == s).ok_or_else(|| format!("unknown fault {s:?}; one of: {}", Fault::ALL.map(|f| f.name()).join(", ")))
     }
 }

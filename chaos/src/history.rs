@@ -76,10 +76,7 @@ impl Request {
     /// The key this request touches, if it is a KV request.
     pub fn key(&self) -> Option<&str> {
         match self {
-            Request::Put { key, .. }
-            | Request::Get { key }
-            | Request::Cas { key, .. }
-            | Request::Delete { key } => Some(key),
+            Request::Put { key, .. } | Request::Get { key } | Request::Cas { key, .. } | Request::Delete { key } => Some(key),
             _ => None,
         }
     }
@@ -287,9 +284,6 @@ pub struct History {
 impl History {
     /// The reference event stream: the first member's final events.
     pub fn truth(&self) -> &[Event] {
-        self.members
-            .first()
-            .map(|m| m.events.as_slice())
-            .unwrap_or(&[])
+        self.members.first().map(|m| m.events.as_slice()).unwrap_or(&[])
     }
 }

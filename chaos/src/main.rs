@@ -22,11 +22,7 @@ use chaos::run::{run_all, PhaseConfig};
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "chaos",
-    about = "Fault-injection harness for raftstore and etcd",
-    args_conflicts_with_subcommands = true
-)]
+#[command(name = "chaos", about = "Fault-injection harness for raftstore and etcd", args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Cmd>,
@@ -104,14 +100,7 @@ fn real_main() -> Result<bool> {
     if let Some(Cmd::Check { history }) = cli.command {
         let h: History = serde_json::from_slice(&std::fs::read(&history)?)?;
         let v = check_all(&h);
-        println!(
-            "{} {}: {} operations, {} watchers, {} violations",
-            h.target,
-            h.fault,
-            h.operations.len(),
-            h.watchers.len(),
-            v.len()
-        );
+        println!("{} {}: {} operations, {} watchers, {} violations", h.target, h.fault, h.operations.len(), h.watchers.len(), v.len());
         for x in &v {
             println!("VIOLATION {x}");
         }
@@ -134,25 +123,10 @@ fn real_main() -> Result<bool> {
     cfg.seed = cli.seed;
     cfg.save_all = cli.save_all;
     cfg.request_progress = cli.request_progress;
-    let faults = if cli.faults.is_empty() {
-        Fault::ALL.to_vec()
-    } else {
-        cli.faults
-    };
+    let faults = if cli.faults.is_empty() { Fault::ALL.to_vec() } else { cli.faults };
     let rt = tokio::runtime::Runtime::new()?;
-    let reports = rt.block_on(run_all(
-        &target,
-        &faults,
-        &cfg,
-        cli.rounds.unwrap_or(rounds),
-        &cli.out,
-    ))?;
+    let reports = rt.block_on(run_all(&target, &faults, &cfg, cli.rounds.unwrap_or(rounds), &cli.out))?;
     let bad: usize = reports.iter().map(|r| r.violations.len()).sum();
-    println!(
-        "chaos {} {:?}: {} phases, {bad} violations",
-        target.name(),
-        cli.mode,
-        reports.len()
-    );
+    println!("chaos {} {:?}: {} phases, {bad} violations", target.name(), cli.mode, reports.len());
     Ok(bad == 0)
 }

@@ -94,9 +94,7 @@ impl Faults {
     fn is_cut(&self, src: Option<usize>, dst: usize, n: usize) -> bool {
         match src {
             Some(s) => self.cut.contains(&link(s, dst)),
-            None => (0..n)
-                .filter(|&o| o != dst)
-                .all(|o| self.cut.contains(&link(o, dst))),
+            None => (0..n).filter(|&o| o != dst).all(|o| self.cut.contains(&link(o, dst))),
         }
     }
 
@@ -118,8 +116,7 @@ impl Faults {
     }
 
     fn delay_of(&self, src: Option<usize>, dst: usize) -> Duration {
-        src.and_then(|s| self.delay.get(&link(s, dst)).copied())
-            .unwrap_or_default()
+        src.and_then(|s| self.delay.get(&link(s, dst)).copied()).unwrap_or_default()
     }
 
     /// Cuts every link between `group` and the other members of `0..n`.
@@ -172,25 +169,9 @@ impl PeerProxy {
             let (rx, pids) = (faults.subscribe(), pids.clone());
             let (up, up_rx) = watch::channel(true);
             listening.push(up);
-            tasks.push(tokio::spawn(accept_loop(
-                l,
-                up_rx,
-                dst,
-                n,
-                target,
-                rx,
-                pids,
-                stats.clone(),
-            )));
+            tasks.push(tokio::spawn(accept_loop(l, up_rx, dst, n, target, rx, pids, stats.clone())));
         }
-        Ok(Self {
-            faults,
-            listening,
-            pids,
-            addrs,
-            tasks,
-            stats,
-        })
+        Ok(Self { faults, listening, pids, addrs, tasks, stats })
     }
 
     /// The proxy address that stands for member `i` (its advertised peer URL).
@@ -223,10 +204,7 @@ impl PeerProxy {
 
     /// `(identified, unidentified)` connection counts so far.
     pub fn stats(&self) -> (u64, u64) {
-        (
-            self.stats.identified.load(Ordering::Relaxed),
-            self.stats.unidentified.load(Ordering::Relaxed),
-        )
+        (self.stats.identified.load(Ordering::Relaxed), self.stats.unidentified.load(Ordering::Relaxed))
     }
 
     /// Removes every fault.
@@ -244,16 +222,7 @@ impl Drop for PeerProxy {
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn accept_loop(
-    l: TcpListener,
-    mut up: watch::Receiver<bool>,
-    dst: usize,
-    n: usize,
-    target: SocketAddr,
-    rx: watch::Receiver<Faults>,
-    pids: Arc<Mutex<Vec<Option<u32>>>>,
-    stats: Arc<Stats>,
-) {
+async fn accept_loop(l: TcpListener, mut up: watch::Receiver<bool>, dst: usize, n: usize, target: SocketAddr, rx: watch::Receiver<Faults>, pids: Arc<Mutex<Vec<Option<u32>>>>, stats: Arc<Stats>) {
     let Ok(addr) = l.local_addr() else { return };
     let mut l = Some(l);
     loop {
@@ -294,11 +263,7 @@ async fn accept_loop(
         let local = Some(addr);
         tokio::spawn(async move {
             let src = identify(peer, local, &pids).await;
-            let counter = if src.is_some() {
-                &stats.identified
-            } else {
-                &stats.unidentified
-            };
+            let counter = if src.is_some() { &stats.identified } else { &stats.unidentified };
             counter.fetch_add(1, Ordering::Relaxed);
             serve(conn, src, dst, n, target, rx).await;
         });
@@ -306,18 +271,11 @@ async fn accept_loop(
 }
 
 /// Finds which member opened the connection from `peer`.
-async fn identify(
-    peer: SocketAddr,
-    local: Option<SocketAddr>,
-    pids: &Mutex<Vec<Option<u32>>>,
-) -> Option<usize> {
+async fn identify(peer: SocketAddr, local: Option<SocketAddr>, pids: &Mutex<Vec<Option<u32>>>) -> Option<usize> {
     let local = local?;
     for _ in 0..5 {
         let pids = pids.lock().clone();
-        let found = tokio::task::spawn_blocking(move || find_owner(peer, local, &pids))
-            .await
-            .ok()
-            .flatten();
+        let found = tokio::task::spawn_blocking(move || find_owner(peer, local, &pids)).await.ok().flatten();
         if found.is_some() {
             return found;
         }
@@ -328,11 +286,7 @@ async fn identify(
 
 fn find_owner(peer: SocketAddr, local: SocketAddr, pids: &[Option<u32>]) -> Option<usize> {
     let hex = |a: SocketAddr| match a {
-        SocketAddr::V4(v4) => format!(
-            "{:08X}:{:04X}",
-            u32::from_le_bytes(v4.ip().octets()),
-            v4.port()
-        ),
+        SocketAddr::V4(v4) => format!("{:08X}:{:04X}", u32::from_le_bytes(v4.ip().octets()), v4.port()),
         SocketAddr::V6(v6) => format!(":{:04X}", v6.port()),
     };
     let (want_local, want_remote) = (hex(peer), hex(local));
@@ -345,20 +299,11 @@ fn find_owner(peer: SocketAddr, local: SocketAddr, pids: &[Option<u32>]) -> Opti
     pids.iter().enumerate().find_map(|(i, pid)| {
         let pid = (*pid)?;
         let dir = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
-        dir.flatten()
-            .any(|e| std::fs::read_link(e.path()).is_ok_and(|p| p.to_string_lossy() == needle))
-            .then_some(i)
+        dir.flatten().any(|e| std::fs::read_link(e.path()).is_ok_and(|p| p.to_string_lossy() == needle)).then_some(i)
     })
 }
 
-async fn serve(
-    mut conn: TcpStream,
-    src: Option<usize>,
-    dst: usize,
-    n: usize,
-    target: SocketAddr,
-    mut rx: watch::Receiver<Faults>,
-) {
+async fn serve(mut conn: TcpStream, src: Option<usize>, dst: usize, n: usize, target: SocketAddr, mut rx: watch::Receiver<Faults>) {
     // Black-hole while cut, then close so the member reconnects.
     if rx.borrow_and_update().is_cut(src, dst, n) {
         let mut buf = vec![0u8; 16 * 1024];
@@ -401,13 +346,7 @@ async fn serve(
 /// Copies one direction, delaying chunks by the link's current delay,
 /// keeping them back while the direction is held, and discarding them once
 /// the connection is stalled (unless `stall_exempt`).
-async fn pump(
-    mut r: tokio::net::tcp::OwnedReadHalf,
-    mut w: tokio::net::tcp::OwnedWriteHalf,
-    ends: Link,
-    way: Way,
-    mut rx: watch::Receiver<Faults>,
-) {
+async fn pump(mut r: tokio::net::tcp::OwnedReadHalf, mut w: tokio::net::tcp::OwnedWriteHalf, ends: Link, way: Way, mut rx: watch::Receiver<Faults>) {
     let Link { src, dst, n, stall_exempt } = ends;
     let mut stalled = false;
     let (tx, mut q) = mpsc::channel::<(Instant, Vec<u8>)>(1024);
@@ -519,29 +458,17 @@ mod tests {
         f.cut.insert(link(1, 0));
         p.set(f);
         let mut buf = [0u8; 4];
-        let r = tokio::time::timeout(Duration::from_secs(5), to1.read(&mut buf))
-            .await
-            .expect("closed, not hung");
-        assert!(
-            matches!(r, Ok(0) | Err(_)),
-            "the cut connection is closed: {r:?}"
-        );
+        let r = tokio::time::timeout(Duration::from_secs(5), to1.read(&mut buf)).await.expect("closed, not hung");
+        assert!(matches!(r, Ok(0) | Err(_)), "the cut connection is closed: {r:?}");
         assert_eq!(roundtrip(&mut to2).await.unwrap(), b"ping");
         // A new connection on the cut link is black-holed: nothing comes back.
         let mut again = TcpStream::connect(p.addr(1)).await.unwrap();
         again.write_all(b"ping").await.unwrap();
-        assert!(
-            tokio::time::timeout(Duration::from_millis(300), again.read(&mut buf))
-                .await
-                .is_err(),
-            "black-holed"
-        );
+        assert!(tokio::time::timeout(Duration::from_millis(300), again.read(&mut buf)).await.is_err(), "black-holed");
 
         // Heal: the black-holed connection is closed so the member reconnects; new ones pass.
         p.heal();
-        let r = tokio::time::timeout(Duration::from_secs(5), again.read(&mut buf))
-            .await
-            .expect("closed on heal");
+        let r = tokio::time::timeout(Duration::from_secs(5), again.read(&mut buf)).await.expect("closed on heal");
         assert!(matches!(r, Ok(0) | Err(_)));
         let mut fresh = TcpStream::connect(p.addr(1)).await.unwrap();
         assert_eq!(roundtrip(&mut fresh).await.unwrap(), b"ping");
@@ -552,11 +479,7 @@ mod tests {
         p.set(f);
         let start = std::time::Instant::now();
         assert_eq!(roundtrip(&mut to2).await.unwrap(), b"ping");
-        assert!(
-            start.elapsed() >= Duration::from_millis(400),
-            "delayed: {:?}",
-            start.elapsed()
-        );
+        assert!(start.elapsed() >= Duration::from_millis(400), "delayed: {:?}", start.elapsed());
     }
 
     /// A stall silences the connections the opener has open to the
@@ -564,9 +487,7 @@ mod tests {
     /// other destinations are untouched.
     #[tokio::test]
     async fn stall_silences_open_connections_only() {
-        let p = PeerProxy::start(vec![echo().await, echo().await, echo().await])
-            .await
-            .unwrap();
+        let p = PeerProxy::start(vec![echo().await, echo().await, echo().await]).await.unwrap();
         p.set_pid(0, Some(std::process::id()));
         let mut to1 = TcpStream::connect(p.addr(1)).await.unwrap();
         let mut to2 = TcpStream::connect(p.addr(2)).await.unwrap();
@@ -578,24 +499,14 @@ mod tests {
         p.set(f);
         to1.write_all(b"ping").await.unwrap();
         let mut buf = [0u8; 4];
-        assert!(
-            tokio::time::timeout(Duration::from_millis(300), to1.read(&mut buf))
-                .await
-                .is_err(),
-            "silent, and not closed"
-        );
+        assert!(tokio::time::timeout(Duration::from_millis(300), to1.read(&mut buf)).await.is_err(), "silent, and not closed");
         assert_eq!(roundtrip(&mut to2).await.unwrap(), b"ping");
         let mut fresh = TcpStream::connect(p.addr(1)).await.unwrap();
         assert_eq!(roundtrip(&mut fresh).await.unwrap(), b"ping");
         // Healing does not revive the stalled connection.
         p.heal();
         to1.write_all(b"ping").await.unwrap();
-        assert!(
-            tokio::time::timeout(Duration::from_millis(300), to1.read(&mut buf))
-                .await
-                .is_err(),
-            "still silent"
-        );
+        assert!(tokio::time::timeout(Duration::from_millis(300), to1.read(&mut buf)).await.is_err(), "still silent");
     }
 
     /// A hold keeps one direction of the opener's connections back, in
@@ -603,9 +514,7 @@ mod tests {
     /// destinations pass meanwhile.
     #[tokio::test]
     async fn hold_keeps_one_direction_back_until_lifted() {
-        let p = PeerProxy::start(vec![echo().await, echo().await, echo().await])
-            .await
-            .unwrap();
+        let p = PeerProxy::start(vec![echo().await, echo().await, echo().await]).await.unwrap();
         p.set_pid(0, Some(std::process::id()));
         let mut to1 = TcpStream::connect(p.addr(1)).await.unwrap();
         let mut to2 = TcpStream::connect(p.addr(2)).await.unwrap();
@@ -618,12 +527,7 @@ mod tests {
         to1.write_all(b"ab").await.unwrap();
         to1.write_all(b"cd").await.unwrap();
         let mut buf = [0u8; 4];
-        assert!(
-            tokio::time::timeout(Duration::from_millis(300), to1.read(&mut buf))
-                .await
-                .is_err(),
-            "answers held"
-        );
+        assert!(tokio::time::timeout(Duration::from_millis(300), to1.read(&mut buf)).await.is_err(), "answers held");
         assert_eq!(roundtrip(&mut to2).await.unwrap(), b"ping");
 
         // Requests to 1 held as well, then answers released: only what was
@@ -634,23 +538,12 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(100)).await;
         f.hold_answers.clear();
         p.set(f.clone());
-        tokio::time::timeout(Duration::from_secs(5), to1.read_exact(&mut buf))
-            .await
-            .expect("released")
-            .unwrap();
+        tokio::time::timeout(Duration::from_secs(5), to1.read_exact(&mut buf)).await.expect("released").unwrap();
         assert_eq!(&buf, b"abcd", "held answers arrive in order");
         let mut two = [0u8; 2];
-        assert!(
-            tokio::time::timeout(Duration::from_millis(300), to1.read_exact(&mut two))
-                .await
-                .is_err(),
-            "the held request has not reached the echo"
-        );
+        assert!(tokio::time::timeout(Duration::from_millis(300), to1.read_exact(&mut two)).await.is_err(), "the held request has not reached the echo");
         p.heal();
-        tokio::time::timeout(Duration::from_secs(5), to1.read_exact(&mut two))
-            .await
-            .expect("request released and echoed")
-            .unwrap();
+        tokio::time::timeout(Duration::from_secs(5), to1.read_exact(&mut two)).await.expect("request released and echoed").unwrap();
         assert_eq!(&two, b"ef");
     }
 
@@ -658,9 +551,7 @@ mod tests {
     /// without the proxy; reopened, its address accepts again.
     #[tokio::test]
     async fn a_down_member_refuses_connections() {
-        let p = PeerProxy::start(vec![echo().await, echo().await])
-            .await
-            .unwrap();
+        let p = PeerProxy::start(vec![echo().await, echo().await]).await.unwrap();
         p.set_listening(1, false);
         let mut refused = false;
         for _ in 0..100 {

@@ -108,10 +108,7 @@ pub struct PhaseReport {
 
 impl fmt::Display for PhaseReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (ok, failed, unknown) = self
-            .counts
-            .values()
-            .fold((0, 0, 0), |a, c| (a.0 + c[0], a.1 + c[1], a.2 + c[2]));
+        let (ok, failed, unknown) = self.counts.values().fold((0, 0, 0), |a, c| (a.0 + c[0], a.1 + c[1], a.2 + c[2]));
         writeln!(
             f,
             "{:<20} {:>6} ops ({ok} ok, {failed} failed, {unknown} unknown), {} watch events in {} sessions, final revision {}, {} violations, {:.1}s — {}",
@@ -124,18 +121,8 @@ impl fmt::Display for PhaseReport {
             self.elapsed.as_secs_f64(),
             self.action
         )?;
-        let per_kind: Vec<String> = self
-            .counts
-            .iter()
-            .map(|(k, c)| format!("{k} {}/{}/{}", c[0], c[1], c[2]))
-            .collect();
-        writeln!(
-            f,
-            "    ok/failed/unknown: {}; peer connections attributed/unattributed: {}/{}",
-            per_kind.join(", "),
-            self.proxy_connections.0,
-            self.proxy_connections.1
-        )?;
+        let per_kind: Vec<String> = self.counts.iter().map(|(k, c)| format!("{k} {}/{}/{}", c[0], c[1], c[2])).collect();
+        writeln!(f, "    ok/failed/unknown: {}; peer connections attributed/unattributed: {}/{}", per_kind.join(", "), self.proxy_connections.0, self.proxy_connections.1)?;
         for (e, k) in &self.top_errors {
             writeln!(f, "    {k:>5} x {e}")?;
         }
@@ -143,12 +130,7 @@ impl fmt::Display for PhaseReport {
             writeln!(f, "    VIOLATION {v}")?;
         }
         if let Some(p) = &self.saved {
-            writeln!(
-                f,
-                "    history saved to {} (replay: chaos check --history {})",
-                p.display(),
-                p.display()
-            )?;
+            writeln!(f, "    history saved to {} (replay: chaos check --history {})", p.display(), p.display())?;
         }
         Ok(())
     }
@@ -172,64 +154,26 @@ fn kind_name(r: &Request) -> &'static str {
 /// # Errors
 /// If the cluster cannot start or heal (a violation is not an error; it is
 /// in the report).
-pub async fn run_phase(
-    target: &Target,
-    fault: Fault,
-    cfg: &PhaseConfig,
-    out: &Path,
-) -> Result<PhaseReport> {
+pub async fn run_phase(target: &Target, fault: Fault, cfg: &PhaseConfig, out: &Path) -> Result<PhaseReport> {
     let started = Instant::now();
-    let dir = tempfile::Builder::new()
-        .prefix(&format!("chaos-{}-{}-", target.name(), fault.name()))
-        .tempdir()?;
+    let dir = tempfile::Builder::new().prefix(&format!("chaos-{}-{}-", target.name(), fault.name())).tempdir()?;
     let mut cluster = match Cluster::start(Options::new(target.clone(), dir.path())).await {
         Ok(c) => c,
         Err(e) => {
             // Keep the member logs to see why.
             std::fs::create_dir_all(out)?;
             for i in 0..3 {
-                let _ = std::fs::copy(
-                    dir.path().join(format!("m{i}.log")),
-                    out.join(format!("{}-{}-m{i}.start.log", target.name(), fault.name())),
-                );
+                let _ = std::fs::copy(dir.path().join(format!("m{i}.log")), out.join(format!("{}-{}-m{i}.start.log", target.name(), fault.name())));
             }
-            return Err(e).with_context(|| {
-                format!(
-                    "starting {} for {fault} (member logs in {})",
-                    target.name(),
-                    out.display()
-                )
-            });
+            return Err(e).with_context(|| format!("starting {} for {fault} (member logs in {})", target.name(), out.display()));
         }
     };
     let rec = Recorder::new("/chaos/k/", cfg.keys);
-    let request_progress = cfg
-        .request_progress
-        .unwrap_or(matches!(target, Target::Raftstore(_)));
+    let request_progress = cfg.request_progress.unwrap_or(matches!(target, Target::Raftstore(_)));
     let n = cluster.members.len();
     let endpoints: Vec<String> = (0..n).map(|i| cluster.endpoint(i)).collect();
-    let workers: Vec<_> = (0..cfg.clients)
-        .map(|id| {
-            tokio::spawn(workload::worker(
-                rec.clone(),
-                id,
-                id % n,
-                endpoints[id % n].clone(),
-                cfg.seed * 1000 + id as u64,
-            ))
-        })
-        .collect();
-    let watchers: Vec<_> = (0..cfg.watchers)
-        .map(|id| {
-            tokio::spawn(workload::watcher(
-                rec.clone(),
-                id,
-                id % n,
-                endpoints.clone(),
-                request_progress,
-            ))
-        })
-        .collect();
+    let workers: Vec<_> = (0..cfg.clients).map(|id| tokio::spawn(workload::worker(rec.clone(), id, id % n, endpoints[id % n].clone(), cfg.seed * 1000 + id as u64))).collect();
+    let watchers: Vec<_> = (0..cfg.watchers).map(|id| tokio::spawn(workload::watcher(rec.clone(), id, id % n, endpoints.clone(), request_progress))).collect();
     tokio::time::sleep(cfg.warmup).await;
     let action = match fault.inject(&mut cluster, cfg.hold, cfg.seed).await {
         Ok(a) => a,
@@ -240,22 +184,13 @@ pub async fn run_phase(
     for w in workers {
         let _ = w.await;
     }
-    let mut h = History {
-        target: target.name().into(),
-        fault: fault.name().into(),
-        prefix: rec.prefix.clone(),
-        ..Default::default()
-    };
+    let mut h = History { target: target.name().into(), fault: fault.name().into(), prefix: rec.prefix.clone(), ..Default::default() };
     let fin = finish(&cluster, &rec).await;
     // Watchers stop once they reach the final revision; a watcher still
     // behind after WATCH_CATCH_UP is stopped and reported by the checker.
     let stopper = {
         let rec = rec.clone();
-        let wait = if fin.is_ok() {
-            WATCH_CATCH_UP
-        } else {
-            Duration::ZERO
-        };
+        let wait = if fin.is_ok() { WATCH_CATCH_UP } else { Duration::ZERO };
         tokio::spawn(async move {
             tokio::time::sleep(wait).await;
             rec.give_up();
@@ -275,10 +210,7 @@ pub async fn run_phase(
             h.members = members;
             violations.extend(check_all(&h));
         }
-        Err(e) => violations.push(Violation {
-            checker: "durability".into(),
-            message: format!("cluster did not heal: {e:#}"),
-        }),
+        Err(e) => violations.push(Violation { checker: "durability".into(), message: format!("cluster did not heal: {e:#}") }),
     }
     let mut counts: BTreeMap<String, [usize; 3]> = BTreeMap::new();
     for op in &h.operations {
@@ -306,10 +238,7 @@ pub async fn run_phase(
         std::fs::write(&p, serde_json::to_vec(&h)?)?;
         // Keep the member logs next to the history.
         for m in &cluster.members {
-            let _ = std::fs::copy(
-                dir.path().join(format!("{}.log", m.name)),
-                out.join(format!("{}-{}-{}.log", target.name(), fault.name(), m.name)),
-            );
+            let _ = std::fs::copy(dir.path().join(format!("{}.log", m.name)), out.join(format!("{}-{}-{}.log", target.name(), fault.name(), m.name)));
         }
         Some(p)
     };
@@ -319,13 +248,7 @@ pub async fn run_phase(
         counts,
         top_errors,
         watch_sessions: h.watchers.iter().map(|w| w.sessions.len()).sum(),
-        watch_events: h
-            .watchers
-            .iter()
-            .flat_map(|w| &w.sessions)
-            .flat_map(|s| &s.responses)
-            .map(|r| r.events.len())
-            .sum(),
+        watch_events: h.watchers.iter().flat_map(|w| &w.sessions).flat_map(|s| &s.responses).map(|r| r.events.len()).sum(),
         final_revision: h.final_revision,
         violations,
         saved,
@@ -343,35 +266,17 @@ async fn finish(c: &Cluster, rec: &Arc<Recorder>) -> Result<(i64, Vec<MemberFina
     let deadline = Instant::now() + Duration::from_secs(20);
     let rev = loop {
         let call_ns = rec.now();
-        let req = Request::Put {
-            key: sentinel.clone(),
-            value: "sentinel".into(),
-            lease: 0,
-        };
+        let req = Request::Put { key: sentinel.clone(), value: "sentinel".into(), lease: 0 };
         let res = async {
             let mut cl = connect(&c.endpoint(0), workload::OP_TIMEOUT).await?;
-            Ok::<_, anyhow::Error>(
-                tokio::time::timeout(workload::OP_TIMEOUT, workload::execute(&mut cl, &req))
-                    .await??,
-            )
+            Ok::<_, anyhow::Error>(tokio::time::timeout(workload::OP_TIMEOUT, workload::execute(&mut cl, &req)).await??)
         }
         .await;
         let outcome = match &res {
-            Ok(r) => Outcome::Ok {
-                response: r.clone(),
-            },
-            Err(e) => Outcome::Unknown {
-                error: format!("{e:#}"),
-            },
+            Ok(r) => Outcome::Ok { response: r.clone() },
+            Err(e) => Outcome::Unknown { error: format!("{e:#}") },
         };
-        rec.record(Operation {
-            client: usize::MAX,
-            member: 0,
-            call_ns,
-            return_ns: rec.now(),
-            request: req,
-            outcome,
-        });
+        rec.record(Operation { client: usize::MAX, member: 0, call_ns, return_ns: rec.now(), request: req, outcome });
         if let Ok(r) = res {
             break r.revision();
         }
@@ -383,11 +288,7 @@ async fn finish(c: &Cluster, rec: &Arc<Recorder>) -> Result<(i64, Vec<MemberFina
     rec.set_final_revision(rev);
     let mut members = Vec::new();
     for i in 0..c.members.len() {
-        members.push(
-            member_final(c, i, rev, &rec.prefix)
-                .await
-                .with_context(|| format!("final view of m{i}"))?,
-        );
+        members.push(member_final(c, i, rev, &rec.prefix).await.with_context(|| format!("final view of m{i}"))?);
     }
     Ok((rev, members))
 }
@@ -397,14 +298,8 @@ async fn member_final(c: &Cluster, i: usize, rev: i64, prefix: &str) -> Result<M
     // Wait until the member applied `rev` (serializable reads are local).
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let r = cl
-            .get("health", Some(GetOptions::new().with_serializable()))
-            .await;
-        if r.as_ref()
-            .ok()
-            .and_then(|r| r.header())
-            .is_some_and(|h| h.revision() >= rev)
-        {
+        let r = cl.get("health", Some(GetOptions::new().with_serializable())).await;
+        if r.as_ref().ok().and_then(|r| r.header()).is_some_and(|h| h.revision() >= rev) {
             break;
         }
         if Instant::now() > deadline {
@@ -412,66 +307,28 @@ async fn member_final(c: &Cluster, i: usize, rev: i64, prefix: &str) -> Result<M
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let range = cl
-        .get(
-            prefix,
-            Some(
-                GetOptions::new()
-                    .with_prefix()
-                    .with_revision(rev)
-                    .with_serializable(),
-            ),
-        )
-        .await?;
+    let range = cl.get(prefix, Some(GetOptions::new().with_prefix().with_revision(rev).with_serializable())).await?;
     let kvs = range.kvs().iter().map(workload::to_kv).collect();
     let hash_kv = cl.maintenance_client().hash_kv(rev).await?.hash();
     let mut events = Vec::new();
-    let mut stream = cl
-        .watch(
-            prefix,
-            Some(
-                WatchOptions::new()
-                    .with_prefix()
-                    .with_start_revision(1)
-                    .with_prev_key(),
-            ),
-        )
-        .await?;
-    while events
-        .last()
-        .is_none_or(|e: &Event| e.kv.mod_revision < rev)
-    {
-        let msg = tokio::time::timeout(Duration::from_secs(10), stream.message())
-            .await
-            .context("reading the event stream timed out")??;
-        let Some(resp) = msg else {
-            bail!("event stream ended before revision {rev}")
-        };
+    let mut stream = cl.watch(prefix, Some(WatchOptions::new().with_prefix().with_start_revision(1).with_prev_key())).await?;
+    while events.last().is_none_or(|e: &Event| e.kv.mod_revision < rev) {
+        let msg = tokio::time::timeout(Duration::from_secs(10), stream.message()).await.context("reading the event stream timed out")??;
+        let Some(resp) = msg else { bail!("event stream ended before revision {rev}") };
         if resp.canceled() {
             bail!("event stream canceled: {}", resp.cancel_reason());
         }
         events.extend(resp.events().iter().filter_map(workload::to_event));
     }
     events.retain(|e| e.kv.mod_revision <= rev);
-    Ok(MemberFinal {
-        member: i,
-        kvs,
-        hash_kv,
-        events,
-    })
+    Ok(MemberFinal { member: i, kvs, hash_kv, events })
 }
 
 /// Runs `faults` in order and prints each report; returns all reports.
 ///
 /// # Errors
 /// If a phase cannot run at all.
-pub async fn run_all(
-    target: &Target,
-    faults: &[Fault],
-    cfg: &PhaseConfig,
-    rounds: usize,
-    out: &Path,
-) -> Result<Vec<PhaseReport>> {
+pub async fn run_all(target: &Target, faults: &[Fault], cfg: &PhaseConfig, rounds: usize, out: &Path) -> Result<Vec<PhaseReport>> {
     let mut reports = Vec::new();
     for round in 0..rounds {
         for (k, &fault) in faults.iter().enumerate() {

@@ -101,14 +101,7 @@ pub fn classify(e: &etcd_client::Error) -> Outcome {
         etcd_client::Error::GRpcStatus(s)
             if matches!(
                 s.code(),
-                Code::InvalidArgument
-                    | Code::NotFound
-                    | Code::FailedPrecondition
-                    | Code::OutOfRange
-                    | Code::AlreadyExists
-                    | Code::PermissionDenied
-                    | Code::Unauthenticated
-                    | Code::Unimplemented
+                Code::InvalidArgument | Code::NotFound | Code::FailedPrecondition | Code::OutOfRange | Code::AlreadyExists | Code::PermissionDenied | Code::Unauthenticated | Code::Unimplemented
             ) =>
         {
             Outcome::Failed { error }
@@ -134,11 +127,7 @@ pub(crate) fn to_event(e: &etcd_client::Event) -> Option<Event> {
         EventType::Put => EventKind::Put,
         EventType::Delete => EventKind::Delete,
     };
-    Some(Event {
-        kind,
-        kv,
-        prev_kv: e.prev_kv().map(to_kv),
-    })
+    Some(Event { kind, kv, prev_kv: e.prev_kv().map(to_kv) })
 }
 
 fn header_rev(h: Option<&etcd_client::ResponseHeader>) -> i64 {
@@ -151,54 +140,28 @@ pub async fn execute(c: &mut Client, req: &Request) -> Result<Response, etcd_cli
         Request::Put { key, value, lease } => {
             let opts = (*lease != 0).then(|| PutOptions::new().with_lease(*lease));
             let r = c.put(key.as_str(), value.as_str(), opts).await?;
-            Response::Put {
-                revision: header_rev(r.header()),
-            }
+            Response::Put { revision: header_rev(r.header()) }
         }
         Request::Get { key } => {
             let r = c.get(key.as_str(), None).await?;
-            Response::Get {
-                revision: header_rev(r.header()),
-                kv: r.kvs().first().map(to_kv),
-            }
+            Response::Get { revision: header_rev(r.header()), kv: r.kvs().first().map(to_kv) }
         }
-        Request::Cas {
-            key,
-            expected_mod_revision,
-            value,
-        } => {
-            let txn = Txn::new()
-                .when([Compare::mod_revision(
-                    key.as_str(),
-                    CompareOp::Equal,
-                    *expected_mod_revision,
-                )])
-                .and_then([TxnOp::put(key.as_str(), value.as_str(), None)]);
+        Request::Cas { key, expected_mod_revision, value } => {
+            let txn = Txn::new().when([Compare::mod_revision(key.as_str(), CompareOp::Equal, *expected_mod_revision)]).and_then([TxnOp::put(key.as_str(), value.as_str(), None)]);
             let r = c.txn(txn).await?;
-            Response::Cas {
-                revision: header_rev(r.header()),
-                succeeded: r.succeeded(),
-            }
+            Response::Cas { revision: header_rev(r.header()), succeeded: r.succeeded() }
         }
         Request::Delete { key } => {
             let r = c.delete(key.as_str(), None).await?;
-            Response::Delete {
-                revision: header_rev(r.header()),
-                deleted: r.deleted(),
-            }
+            Response::Delete { revision: header_rev(r.header()), deleted: r.deleted() }
         }
         Request::LeaseGrant { ttl } => {
             let r = c.lease_grant(*ttl, None).await?;
-            Response::LeaseGrant {
-                revision: header_rev(r.header()),
-                lease: r.id(),
-            }
+            Response::LeaseGrant { revision: header_rev(r.header()), lease: r.id() }
         }
         Request::LeaseRevoke { lease } => {
             let r = c.lease_revoke(*lease).await?;
-            Response::LeaseRevoke {
-                revision: header_rev(r.header()),
-            }
+            Response::LeaseRevoke { revision: header_rev(r.header()) }
         }
     })
 }
@@ -227,25 +190,13 @@ pub async fn worker(rec: Arc<Recorder>, id: usize, member: usize, endpoint: Stri
         let value = format!("c{id}-{seq}");
         let roll = rng.random_range(0..100);
         let req = match roll {
-            0..30 => Request::Put {
-                key,
-                value,
-                lease: 0,
-            },
+            0..30 => Request::Put { key, value, lease: 0 },
             30..60 => Request::Get { key },
-            60..75 => Request::Cas {
-                expected_mod_revision: mod_revs.get(&key).copied().unwrap_or(0),
-                key,
-                value,
-            },
+            60..75 => Request::Cas { expected_mod_revision: mod_revs.get(&key).copied().unwrap_or(0), key, value },
             75..85 => Request::Delete { key },
             _ => match lease {
                 None => Request::LeaseGrant { ttl: LEASE_TTL },
-                Some(l) if roll < 95 => Request::Put {
-                    key,
-                    value,
-                    lease: l,
-                },
+                Some(l) if roll < 95 => Request::Put { key, value, lease: l },
                 Some(l) => Request::LeaseRevoke { lease: l },
             },
         };
@@ -256,23 +207,16 @@ pub async fn worker(rec: Arc<Recorder>, id: usize, member: usize, endpoint: Stri
             Ok(Ok(response)) => {
                 match (&req, &response) {
                     (Request::Get { key }, Response::Get { kv, .. }) => {
-                        mod_revs.insert(
-                            key.clone(),
-                            kv.as_ref().map(|kv| kv.mod_revision).unwrap_or(0),
-                        );
+                        mod_revs.insert(key.clone(), kv.as_ref().map(|kv| kv.mod_revision).unwrap_or(0));
                     }
-                    (Request::LeaseGrant { .. }, Response::LeaseGrant { lease: l, .. }) => {
-                        lease = Some(*l)
-                    }
+                    (Request::LeaseGrant { .. }, Response::LeaseGrant { lease: l, .. }) => lease = Some(*l),
                     (Request::LeaseRevoke { .. }, _) => lease = None,
                     _ => {}
                 }
                 Outcome::Ok { response }
             }
             Ok(Err(e)) => classify(&e),
-            Err(_) => Outcome::Unknown {
-                error: format!("client timeout after {OP_TIMEOUT:?}"),
-            },
+            Err(_) => Outcome::Unknown { error: format!("client timeout after {OP_TIMEOUT:?}") },
         };
         let failed = !matches!(outcome, Outcome::Ok { .. });
         if failed {
@@ -281,14 +225,7 @@ pub async fn worker(rec: Arc<Recorder>, id: usize, member: usize, endpoint: Stri
                 lease = None;
             }
         }
-        rec.record(Operation {
-            client: id,
-            member,
-            call_ns,
-            return_ns,
-            request: req,
-            outcome,
-        });
+        rec.record(Operation { client: id, member, call_ns, return_ns, request: req, outcome });
         if failed {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -305,17 +242,8 @@ pub async fn worker(rec: Arc<Recorder>, id: usize, member: usize, endpoint: Stri
 /// notification every [`PROGRESS_REQUEST_EVERY`] (etcd RequestProgress), so
 /// bookmarks arrive mid-stream and while catching up, where they are most
 /// likely to run ahead of events (etcd-io/etcd#15220).
-pub async fn watcher(
-    rec: Arc<Recorder>,
-    id: usize,
-    first_member: usize,
-    endpoints: Vec<String>,
-    request_progress: bool,
-) -> Watcher {
-    let mut w = Watcher {
-        id,
-        sessions: Vec::new(),
-    };
+pub async fn watcher(rec: Arc<Recorder>, id: usize, first_member: usize, endpoints: Vec<String>, request_progress: bool) -> Watcher {
+    let mut w = Watcher { id, sessions: Vec::new() };
     let mut member = first_member;
     let mut next = 1i64;
     let mut upper = 0i64;
@@ -324,22 +252,8 @@ pub async fn watcher(
         (f > 0 && upper >= f) || rec.give_up.load(Ordering::SeqCst)
     };
     while !done(upper) {
-        let mut s = WatchSession {
-            member,
-            start_revision: next,
-            responses: Vec::new(),
-            error: None,
-        };
-        let err = watch_session(
-            &rec,
-            &endpoints[member],
-            &mut s,
-            &mut next,
-            &mut upper,
-            &done,
-            request_progress,
-        )
-        .await;
+        let mut s = WatchSession { member, start_revision: next, responses: Vec::new(), error: None };
+        let err = watch_session(&rec, &endpoints[member], &mut s, &mut next, &mut upper, &done, request_progress).await;
         s.error = err;
         let failed = s.error.is_some();
         w.sessions.push(s);
@@ -351,30 +265,17 @@ pub async fn watcher(
     w
 }
 
-async fn watch_session(
-    rec: &Recorder,
-    endpoint: &str,
-    s: &mut WatchSession,
-    next: &mut i64,
-    upper: &mut i64,
-    done: &impl Fn(i64) -> bool,
-    request_progress: bool,
-) -> Option<String> {
+async fn watch_session(rec: &Recorder, endpoint: &str, s: &mut WatchSession, next: &mut i64, upper: &mut i64, done: &impl Fn(i64) -> bool, request_progress: bool) -> Option<String> {
     let mut c = match connect(endpoint, OP_TIMEOUT).await {
         Ok(c) => c,
         Err(e) => return Some(format!("connect: {e}")),
     };
-    let opts = WatchOptions::new()
-        .with_prefix()
-        .with_start_revision(s.start_revision)
-        .with_prev_key()
-        .with_progress_notify();
-    let mut stream =
-        match tokio::time::timeout(OP_TIMEOUT, c.watch(rec.prefix.as_str(), Some(opts))).await {
-            Ok(Ok(st)) => st,
-            Ok(Err(e)) => return Some(format!("watch: {e}")),
-            Err(_) => return Some("watch: timeout".into()),
-        };
+    let opts = WatchOptions::new().with_prefix().with_start_revision(s.start_revision).with_prev_key().with_progress_notify();
+    let mut stream = match tokio::time::timeout(OP_TIMEOUT, c.watch(rec.prefix.as_str(), Some(opts))).await {
+        Ok(Ok(st)) => st,
+        Ok(Err(e)) => return Some(format!("watch: {e}")),
+        Err(_) => return Some("watch: timeout".into()),
+    };
     let mut last_response = Instant::now();
     let mut tick = tokio::time::interval(PROGRESS_REQUEST_EVERY);
     loop {

@@ -7,9 +7,8 @@
 
 use prost::Message;
 use proto::etcdserverpb::{
-    CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse,
-    LeaseGrantRequest, LeaseGrantResponse, LeaseRevokeRequest, LeaseRevokeResponse, Member, PutRequest,
-    PutResponse, TxnRequest, TxnResponse,
+    CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, LeaseGrantRequest, LeaseGrantResponse, LeaseRevokeRequest, LeaseRevokeResponse, Member, PutRequest, PutResponse,
+    TxnRequest, TxnResponse,
 };
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 

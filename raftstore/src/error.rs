@@ -117,14 +117,9 @@ impl Error {
     pub fn code(&self) -> Code {
         match self {
             Error::Compacted | Error::FutureRevision | Error::LeaseTtlTooLarge => Code::OutOfRange,
-            Error::RequestTooLarge
-            | Error::TooManyOps
-            | Error::DuplicateKey
-            | Error::EmptyKey
-            | Error::KeyNotFound
-            | Error::ValueProvided
-            | Error::LeaseProvided
-            | Error::InvalidArgument(_) => Code::InvalidArgument,
+            Error::RequestTooLarge | Error::TooManyOps | Error::DuplicateKey | Error::EmptyKey | Error::KeyNotFound | Error::ValueProvided | Error::LeaseProvided | Error::InvalidArgument(_) => {
+                Code::InvalidArgument
+            }
             Error::LeaseNotFound | Error::MemberNotFound => Code::NotFound,
             Error::LeaseExist
             | Error::MemberExist
@@ -135,13 +130,7 @@ impl Error {
             | Error::TooManyLearners
             | Error::NotLeader => Code::FailedPrecondition,
             Error::MemberBadUrls => Code::InvalidArgument,
-            Error::NoLeader
-            | Error::LeaderChanged
-            | Error::Timeout
-            | Error::Stopped
-            | Error::NotSupportedForLearner => {
-                Code::Unavailable
-            }
+            Error::NoLeader | Error::LeaderChanged | Error::Timeout | Error::Stopped | Error::NotSupportedForLearner => Code::Unavailable,
             Error::TooManyRequests => Code::ResourceExhausted,
             Error::Unimplemented(_) => Code::Unimplemented,
             Error::Internal(_) => Code::Internal,

@@ -14,10 +14,7 @@
 
 use std::sync::LazyLock;
 
-use prometheus::{
-    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
-};
+use prometheus::{Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
 
 /// Every metric raftstore exports.
 pub struct Metrics {
@@ -87,24 +84,14 @@ fn disk_buckets() -> Vec<f64> {
 
 fn build() -> Result<Metrics, prometheus::Error> {
     let r = Registry::new();
-    fn reg<T: prometheus::core::Collector + Clone + 'static>(
-        r: &Registry,
-        m: T,
-    ) -> Result<T, prometheus::Error> {
+    fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, m: T) -> Result<T, prometheus::Error> {
         r.register(Box::new(m.clone()))?;
         Ok(m)
     }
     let gauge = |name: &str, help: &str| reg(&r, IntGauge::new(name, help)?);
     let counter = |name: &str, help: &str| reg(&r, IntCounter::new(name, help)?);
-    let counter_vec = |name: &str, help: &str, label: &str| {
-        reg(&r, IntCounterVec::new(Opts::new(name, help), &[label])?)
-    };
-    let hist = |name: &str, help: &str| {
-        reg(
-            &r,
-            Histogram::with_opts(HistogramOpts::new(name, help).buckets(disk_buckets()))?,
-        )
-    };
+    let counter_vec = |name: &str, help: &str, label: &str| reg(&r, IntCounterVec::new(Opts::new(name, help), &[label])?);
+    let hist = |name: &str, help: &str| reg(&r, Histogram::with_opts(HistogramOpts::new(name, help).buckets(disk_buckets()))?);
     let m = Metrics {
         has_leader: gauge("etcd_server_has_leader", "Whether or not a leader exists. 1 is existence, 0 is not.")?,
         is_leader: gauge("etcd_server_is_leader", "Whether or not this member is a leader. 1 if is, 0 otherwise.")?,
@@ -133,9 +120,7 @@ fn build() -> Result<Metrics, prometheus::Error> {
     };
     // Process CPU, memory and file descriptor metrics (Linux only).
     #[cfg(target_os = "linux")]
-    m.registry.register(Box::new(
-        prometheus::process_collector::ProcessCollector::for_self(),
-    ))?;
+    m.registry.register(Box::new(prometheus::process_collector::ProcessCollector::for_self()))?;
     Ok(m)
 }
 

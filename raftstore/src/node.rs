@@ -143,10 +143,7 @@ impl TlsFiles {
     /// [`Error::InvalidArgument`] for unreadable files or a missing CA.
     pub fn client_config(&self, prefix: &str) -> Result<tonic::transport::ClientTlsConfig> {
         use tonic::transport::{Certificate, ClientTlsConfig, Identity};
-        let ca = self
-            .trusted_ca_file
-            .as_ref()
-            .ok_or_else(|| Error::InvalidArgument(format!("https peer URLs need --{prefix}trusted-ca-file to verify the other members")))?;
+        let ca = self.trusted_ca_file.as_ref().ok_or_else(|| Error::InvalidArgument(format!("https peer URLs need --{prefix}trusted-ca-file to verify the other members")))?;
         let ca = read_pem(&format!("--{prefix}trusted-ca-file"), ca)?;
         let cert = read_pem(&format!("--{prefix}cert-file"), &self.cert_file)?;
         let key = read_pem(&format!("--{prefix}key-file"), &self.key_file)?;
@@ -217,10 +214,7 @@ async fn discover(cfg: &Config, my_peer_url: &str, tls: Option<tonic::transport:
             Err(e) => last_err = Some(format!("{url}: {e}")),
         }
     }
-    Err(Error::InvalidArgument(format!(
-        "cannot fetch cluster info from peer urls in --initial-cluster: {}",
-        last_err.unwrap_or_else(|| "no other member listed".into())
-    )))
+    Err(Error::InvalidArgument(format!("cannot fetch cluster info from peer urls in --initial-cluster: {}", last_err.unwrap_or_else(|| "no other member listed".into()))))
 }
 
 /// A member ID derived from the name, peer URLs and cluster token, so every

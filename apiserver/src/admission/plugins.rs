@@ -85,12 +85,7 @@ pub const DEFAULT_ON: &[&str] = &[
 /// [`Error::EnabledAndDisabled`] for a name in both lists.
 pub fn enabled(enable: &[String], disable: &[String]) -> Result<Vec<&'static str>, Error> {
     let known = |flag: &'static str, names: &[String]| -> Result<Vec<&'static str>, Error> {
-        names
-            .iter()
-            .map(|n| n.trim())
-            .filter(|n| !n.is_empty())
-            .map(|n| ORDERED.iter().find(|k| **k == n).copied().ok_or_else(|| Error::UnknownPlugin { flag, name: n.to_string() }))
-            .collect()
+        names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()).map(|n| ORDERED.iter().find(|k| **k == n).copied().ok_or_else(|| Error::UnknownPlugin { flag, name: n.to_string() })).collect()
     };
     let on = known("enable-admission-plugins", enable)?;
     let off = known("disable-admission-plugins", disable)?;

@@ -34,7 +34,7 @@ use super::queue::Queue;
 use crate::errors::Status;
 use crate::meta;
 use crate::registry::apiextensions::{condition_true, set_condition, CrdSpec, CLEANUP_FINALIZER};
-use crate::registry::rest::{CollectionDeleter as _, Context, Lister as _, DeleteOptions, FieldValidation, ListOptions, UpdatedObjectInfo, WriteOptions};
+use crate::registry::rest::{CollectionDeleter as _, Context, DeleteOptions, FieldValidation, ListOptions, Lister as _, UpdatedObjectInfo, WriteOptions};
 use crate::registry::store::{Part, Store};
 use crate::registry::Registry;
 use crate::schema::SchemaStore;

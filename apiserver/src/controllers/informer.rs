@@ -109,7 +109,13 @@ pub fn start(store: Arc<Store>, handler: Arc<dyn EventHandler>, mut stop: watch:
 }
 
 /// One list and the watch after it, until the watch ends.
-async fn run_once(store: &Store, ctx: &Context<'_>, objects: &ArcSwap<imbl::OrdMap<String, Arc<Value>>>, handler: &dyn EventHandler, synced: &watch::Sender<bool>) -> Result<(), crate::errors::Status> {
+async fn run_once(
+    store: &Store,
+    ctx: &Context<'_>,
+    objects: &ArcSwap<imbl::OrdMap<String, Arc<Value>>>,
+    handler: &dyn EventHandler,
+    synced: &watch::Sender<bool>,
+) -> Result<(), crate::errors::Status> {
     let listed = store.list(ctx, &ListOptions::default()).await?;
     let mut fresh = imbl::OrdMap::new();
     for o in listed.items {

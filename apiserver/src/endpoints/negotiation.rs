@@ -102,9 +102,9 @@ impl IncludeObject {
     pub fn validate(v: Option<&str>) -> Result<(), crate::errors::Status> {
         match v {
             None | Some("" | "None" | "Metadata" | "Object") => Ok(()),
-            Some(other) => Err(crate::errors::Status::bad_request(format!(
-                "Unable to convert to Table as requested: includeObject: Invalid value: {other:?}: must be 'Metadata', 'Object', 'None', or empty"
-            ))),
+            Some(other) => {
+                Err(crate::errors::Status::bad_request(format!("Unable to convert to Table as requested: includeObject: Invalid value: {other:?}: must be 'Metadata', 'Object', 'None', or empty")))
+            }
         }
     }
 }

@@ -12,8 +12,8 @@
 use proto::openapiv2 as pb;
 use serde_json::{json, Map, Value};
 
-use crate::schema::{SchemaSource, REF_PREFIX};
 use crate::registry::Resource;
+use crate::schema::{SchemaSource, REF_PREFIX};
 
 /// The media type clients ask for to get the v2 document as protobuf.
 pub const PROTOBUF_ACCEPT: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
@@ -172,7 +172,10 @@ fn schema_pb(v: &Value) -> pb::Schema {
         r#type: m.get("type").and_then(Value::as_str).map(|t| pb::TypeItem { value: vec![t.to_string()] }),
         items: m.get("items").map(|i| pb::ItemsItem { schema: vec![schema_pb(i)] }),
         all_of: m.get("allOf").and_then(Value::as_array).map(|a| a.iter().map(schema_pb).collect()).unwrap_or_default(),
-        properties: m.get("properties").and_then(Value::as_object).map(|p| pb::Properties { additional_properties: p.iter().map(|(n, s)| pb::NamedSchema { name: n.clone(), value: Some(schema_pb(s)) }).collect() }),
+        properties: m
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|p| pb::Properties { additional_properties: p.iter().map(|(n, s)| pb::NamedSchema { name: n.clone(), value: Some(schema_pb(s)) }).collect() }),
         vendor_extension: extensions(m),
     }
 }
@@ -181,12 +184,26 @@ fn param_pb(p: &Value) -> pb::ParametersItem {
     use pb::non_body_parameter::Oneof as NonBody;
     use pb::parameter::Oneof as Param;
     let parameter = if p["in"] == "body" {
-        Param::BodyParameter(pb::BodyParameter { description: str_field(p, "description"), name: str_field(p, "name"), r#in: "body".into(), required: p["required"].as_bool().unwrap_or(false), schema: Some(schema_pb(&p["schema"])) })
+        Param::BodyParameter(pb::BodyParameter {
+            description: str_field(p, "description"),
+            name: str_field(p, "name"),
+            r#in: "body".into(),
+            required: p["required"].as_bool().unwrap_or(false),
+            schema: Some(schema_pb(&p["schema"])),
+        })
     } else if p["in"] == "path" {
-        let pp = pb::PathParameterSubSchema { required: true, r#in: "path".into(), description: str_field(p, "description"), name: str_field(p, "name"), r#type: str_field(p, "type"), unique_items: true };
+        let pp =
+            pb::PathParameterSubSchema { required: true, r#in: "path".into(), description: str_field(p, "description"), name: str_field(p, "name"), r#type: str_field(p, "type"), unique_items: true };
         Param::NonBodyParameter(pb::NonBodyParameter { oneof: Some(NonBody::PathParameterSubSchema(pp)) })
     } else {
-        let qp = pb::QueryParameterSubSchema { required: false, r#in: "query".into(), description: str_field(p, "description"), name: str_field(p, "name"), r#type: str_field(p, "type"), unique_items: true };
+        let qp = pb::QueryParameterSubSchema {
+            required: false,
+            r#in: "query".into(),
+            description: str_field(p, "description"),
+            name: str_field(p, "name"),
+            r#type: str_field(p, "type"),
+            unique_items: true,
+        };
         Param::NonBodyParameter(pb::NonBodyParameter { oneof: Some(NonBody::QueryParameterSubSchema(qp)) })
     };
     pb::ParametersItem { oneof: Some(pb::parameters_item::Oneof::Parameter(pb::Parameter { oneof: Some(parameter) })) }
@@ -244,7 +261,8 @@ pub fn encode(doc: &Value) -> Vec<u8> {
             })
             .collect(),
     });
-    let definitions = doc["definitions"].as_object().map(|ds| pb::Definitions { additional_properties: ds.iter().map(|(n, s)| pb::NamedSchema { name: n.clone(), value: Some(schema_pb(s)) }).collect() });
+    let definitions =
+        doc["definitions"].as_object().map(|ds| pb::Definitions { additional_properties: ds.iter().map(|(n, s)| pb::NamedSchema { name: n.clone(), value: Some(schema_pb(s)) }).collect() });
     let d = pb::Document { swagger: str_field(doc, "swagger"), info: Some(pb::Info { title: str_field(&doc["info"], "title"), version: str_field(&doc["info"], "version") }), paths, definitions };
     d.encode_to_vec()
 }

@@ -13,8 +13,8 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::schema::{SchemaSource, REF_PREFIX};
 use crate::registry::Resource;
+use crate::schema::{SchemaSource, REF_PREFIX};
 
 /// Meta types every group-version document carries.
 pub const META_TYPES: &[&str] = &[

@@ -188,7 +188,8 @@ mod tests {
                 resource: None,
             }),
         };
-        let rule = networking::v1::IngressRule { host: s("foo.com"), ingress_rule_value: Some(networking::v1::IngressRuleValue { http: Some(networking::v1::HttpIngressRuleValue { paths: vec![path] }) }) };
+        let rule =
+            networking::v1::IngressRule { host: s("foo.com"), ingress_rule_value: Some(networking::v1::IngressRuleValue { http: Some(networking::v1::HttpIngressRuleValue { paths: vec![path] }) }) };
         let ing = networking::v1::Ingress { metadata: None, spec: Some(networking::v1::IngressSpec { rules: vec![rule], ..Default::default() }), status: None };
         let v = decode(&envelope("networking.k8s.io/v1", "Ingress", ing.encode_to_vec())).unwrap();
         assert_eq!(v["spec"]["rules"], json!([{"host": "foo.com", "http": {"paths": [{"path": "/bar", "pathType": "Exact", "backend": {"service": {"name": "svc", "port": {"number": 8080}}}}]}}]));

@@ -47,7 +47,11 @@ fn webhook_validate(o: &Value) -> Vec<Cause> {
             causes.push(Cause::required(&format!("webhooks[{i}].name"), ""));
         }
         if w["sideEffects"].is_null() {
-            causes.push(Cause { reason: "FieldValueNotSupported".into(), message: "Unsupported value: \"\": supported values: \"None\", \"NoneOnDryRun\"".into(), field: format!("webhooks[{i}].sideEffects") });
+            causes.push(Cause {
+                reason: "FieldValueNotSupported".into(),
+                message: "Unsupported value: \"\": supported values: \"None\", \"NoneOnDryRun\"".into(),
+                field: format!("webhooks[{i}].sideEffects"),
+            });
         }
         if w["admissionReviewVersions"].as_array().is_none_or(Vec::is_empty) {
             causes.push(Cause::required(&format!("webhooks[{i}].admissionReviewVersions"), "must specify one of \"v1\", \"v1beta1\""));
@@ -131,19 +135,37 @@ fn vapb_cells(o: &Value) -> Vec<Value> {
 /// admissionregistration.k8s.io/v1 resources.
 pub fn resources() -> Vec<ResourceDef> {
     vec![
-        def("mutatingwebhookconfigurations", "mutatingwebhookconfiguration", "MutatingWebhookConfiguration", false, &[], &["api-extensions"])
-            .build(GROUP, "v1", Box::new(Simple::new().with_defaults(|o| webhook_defaults(o, true)).with_validation(webhook_validate).with_table(webhook_columns, webhook_cells))),
-        def("validatingadmissionpolicies", "validatingadmissionpolicy", "ValidatingAdmissionPolicy", false, &[], &["api-extensions"])
-            .build(GROUP, "v1", Box::new(Simple::new().with_status().with_defaults(vap_defaults).with_table(vap_columns, vap_cells))),
-        def("validatingadmissionpolicybindings", "validatingadmissionpolicybinding", "ValidatingAdmissionPolicyBinding", false, &[], &["api-extensions"])
-            .build(GROUP, "v1", Box::new(Simple::new().with_generation().with_table(vapb_columns, vapb_cells))),
+        def("mutatingwebhookconfigurations", "mutatingwebhookconfiguration", "MutatingWebhookConfiguration", false, &[], &["api-extensions"]).build(
+            GROUP,
+            "v1",
+            Box::new(Simple::new().with_defaults(|o| webhook_defaults(o, true)).with_validation(webhook_validate).with_table(webhook_columns, webhook_cells)),
+        ),
+        def("validatingadmissionpolicies", "validatingadmissionpolicy", "ValidatingAdmissionPolicy", false, &[], &["api-extensions"]).build(
+            GROUP,
+            "v1",
+            Box::new(Simple::new().with_status().with_defaults(vap_defaults).with_table(vap_columns, vap_cells)),
+        ),
+        def("validatingadmissionpolicybindings", "validatingadmissionpolicybinding", "ValidatingAdmissionPolicyBinding", false, &[], &["api-extensions"]).build(
+            GROUP,
+            "v1",
+            Box::new(Simple::new().with_generation().with_table(vapb_columns, vapb_cells)),
+        ),
         // The fixture's version: MutatingAdmissionPolicy is alpha/beta in
         // kube 1.33 and v1 later; served as v1 only, as it is used here.
-        def("mutatingadmissionpolicies", "mutatingadmissionpolicy", "MutatingAdmissionPolicy", false, &[], &["api-extensions"])
-            .build(GROUP, "v1", Box::new(Simple::new().with_generation().with_defaults(map_defaults).with_table(map_columns, map_cells))),
-        def("mutatingadmissionpolicybindings", "mutatingadmissionpolicybinding", "MutatingAdmissionPolicyBinding", false, &[], &["api-extensions"])
-            .build(GROUP, "v1", Box::new(Simple::new().with_generation().with_table(vapb_columns, vapb_cells))),
-        def("validatingwebhookconfigurations", "validatingwebhookconfiguration", "ValidatingWebhookConfiguration", false, &[], &["api-extensions"])
-            .build(GROUP, "v1", Box::new(Simple::new().with_defaults(|o| webhook_defaults(o, false)).with_validation(webhook_validate).with_table(webhook_columns, webhook_cells))),
+        def("mutatingadmissionpolicies", "mutatingadmissionpolicy", "MutatingAdmissionPolicy", false, &[], &["api-extensions"]).build(
+            GROUP,
+            "v1",
+            Box::new(Simple::new().with_generation().with_defaults(map_defaults).with_table(map_columns, map_cells)),
+        ),
+        def("mutatingadmissionpolicybindings", "mutatingadmissionpolicybinding", "MutatingAdmissionPolicyBinding", false, &[], &["api-extensions"]).build(
+            GROUP,
+            "v1",
+            Box::new(Simple::new().with_generation().with_table(vapb_columns, vapb_cells)),
+        ),
+        def("validatingwebhookconfigurations", "validatingwebhookconfiguration", "ValidatingWebhookConfiguration", false, &[], &["api-extensions"]).build(
+            GROUP,
+            "v1",
+            Box::new(Simple::new().with_defaults(|o| webhook_defaults(o, false)).with_validation(webhook_validate).with_table(webhook_columns, webhook_cells)),
+        ),
     ]
 }

@@ -201,7 +201,11 @@ fn validate_hub(o: &Value) -> Vec<Cause> {
 fn hpa_columns() -> Vec<Column> {
     vec![
         NAME_COLUMN,
-        Column::new("Reference", "string", "reference to scaled resource; horizontal pod autoscaler will learn the current resource consumption and will set the desired number of pods by using its Scale subresource."),
+        Column::new(
+            "Reference",
+            "string",
+            "reference to scaled resource; horizontal pod autoscaler will learn the current resource consumption and will set the desired number of pods by using its Scale subresource.",
+        ),
         Column::new("Targets", "string", "the target value of the metrics and their current value"),
         Column::new("MinPods", "string", "lower limit for the number of pods that can be set by the autoscaler, default 1."),
         Column::new("MaxPods", "string", "upper limit for the number of pods that can be set by the autoscaler; cannot be smaller than MinReplicas."),

@@ -219,7 +219,11 @@ fn cronjob_cells(o: &Value) -> Vec<Value> {
 /// batch/v1 resources.
 pub fn resources() -> Vec<ResourceDef> {
     vec![
-        def("cronjobs", "cronjob", "CronJob", true, &["cj"], &["all"]).build(GROUP, "v1", Box::new(Simple::new().with_status().with_defaults(cronjob_defaults).with_validation(cronjob_validate).with_table(cronjob_columns, cronjob_cells))),
+        def("cronjobs", "cronjob", "CronJob", true, &["cj"], &["all"]).build(
+            GROUP,
+            "v1",
+            Box::new(Simple::new().with_status().with_defaults(cronjob_defaults).with_validation(cronjob_validate).with_table(cronjob_columns, cronjob_cells)),
+        ),
         def("jobs", "job", "Job", true, &[], &["all"]).build(GROUP, "v1", Box::new(Jobs)),
     ]
 }

@@ -191,7 +191,11 @@ fn rc_validate(o: &Value) -> Vec<Cause> {
         return vec![Cause::required("handler", "")];
     }
     if !super::validation::name_errors(h, super::strategy::NameRule::Label).is_empty() {
-        return vec![Cause::invalid("handler", &o["handler"], "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character")];
+        return vec![Cause::invalid(
+            "handler",
+            &o["handler"],
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character",
+        )];
     }
     Vec::new()
 }
@@ -236,10 +240,26 @@ pub fn resources() -> Vec<ResourceDef> {
     vec![
         def("leases", "lease", "Lease", true, &[], &[]).build("coordination.k8s.io", "v1", Box::new(Simple::new().with_table(lease_columns, lease_cells))),
         def("events", "event", "Event", true, &["ev"], &[]).build("events.k8s.io", "v1", Box::new(EventsV1)),
-        def("poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", true, &["pdb"], &[]).build("policy", "v1", Box::new(Simple::new().with_status().with_validation(pdb_validate).with_table(pdb_columns, pdb_cells))),
-        def("storageclasses", "storageclass", "StorageClass", false, &["sc"], &[]).build("storage.k8s.io", "v1", Box::new(Simple::new().with_defaults(sc_defaults).with_validation(sc_validate).with_table(sc_columns, sc_cells))),
-        def("priorityclasses", "priorityclass", "PriorityClass", false, &["pc"], &[]).build("scheduling.k8s.io", "v1", Box::new(Simple::new().with_defaults(pc_defaults).with_validation(pc_validate).with_table(pc_columns, pc_cells))),
+        def("poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", true, &["pdb"], &[]).build(
+            "policy",
+            "v1",
+            Box::new(Simple::new().with_status().with_validation(pdb_validate).with_table(pdb_columns, pdb_cells)),
+        ),
+        def("storageclasses", "storageclass", "StorageClass", false, &["sc"], &[]).build(
+            "storage.k8s.io",
+            "v1",
+            Box::new(Simple::new().with_defaults(sc_defaults).with_validation(sc_validate).with_table(sc_columns, sc_cells)),
+        ),
+        def("priorityclasses", "priorityclass", "PriorityClass", false, &["pc"], &[]).build(
+            "scheduling.k8s.io",
+            "v1",
+            Box::new(Simple::new().with_defaults(pc_defaults).with_validation(pc_validate).with_table(pc_columns, pc_cells)),
+        ),
         def("runtimeclasses", "runtimeclass", "RuntimeClass", false, &[], &[]).build("node.k8s.io", "v1", Box::new(Simple::new().with_validation(rc_validate).with_table(rc_columns, rc_cells))),
-        def("apiservices", "apiservice", "APIService", false, &[], &["api-extensions"]).build("apiregistration.k8s.io", "v1", Box::new(Simple::new().with_status().with_validation(apiservice_validate).with_table(apiservice_columns, apiservice_cells))),
+        def("apiservices", "apiservice", "APIService", false, &[], &["api-extensions"]).build(
+            "apiregistration.k8s.io",
+            "v1",
+            Box::new(Simple::new().with_status().with_validation(apiservice_validate).with_table(apiservice_columns, apiservice_cells)),
+        ),
     ]
 }

@@ -34,7 +34,7 @@ use tokio::sync::mpsc;
 
 use super::Resource;
 use crate::errors::Status;
-use crate::storage::{Error, ListOptions, ListResult, Predicate, Preconditions, Result, Storage, TryUpdate, Update, WatchOptions, WatchStream};
+use crate::storage::{Error, ListOptions, ListResult, Preconditions, Predicate, Result, Storage, TryUpdate, Update, WatchOptions, WatchStream};
 
 /// Converts objects between the versions of one resource.
 #[async_trait]

@@ -163,7 +163,9 @@ fn config_key_causes(bag: &str, key: &str) -> Vec<Cause> {
         errs.push("must be no more than 253 characters".to_string());
     }
     if key.is_empty() || !key.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_')) {
-        errs.push("a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')".to_string());
+        errs.push(
+            "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')".to_string(),
+        );
     }
     if key == "." {
         errs.push("must not be '.'".to_string());
@@ -326,7 +328,11 @@ fn validate_service_spec(spec: &Value) -> Vec<Cause> {
         }
         let proto = p["protocol"].as_str().unwrap_or("TCP");
         if !["SCTP", "TCP", "UDP"].contains(&proto) {
-            causes.push(Cause { reason: "FieldValueNotSupported".into(), message: format!("Unsupported value: {proto:?}: supported values: \"SCTP\", \"TCP\", \"UDP\""), field: format!("{path}.protocol") });
+            causes.push(Cause {
+                reason: "FieldValueNotSupported".into(),
+                message: format!("Unsupported value: {proto:?}: supported values: \"SCTP\", \"TCP\", \"UDP\""),
+                field: format!("{path}.protocol"),
+            });
         }
     }
     causes

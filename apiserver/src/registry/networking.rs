@@ -106,9 +106,17 @@ fn endpointslice_cells(o: &Value) -> Vec<Value> {
 pub fn resources() -> Vec<ResourceDef> {
     const NET: &str = "networking.k8s.io";
     vec![
-        def("endpointslices", "endpointslice", "EndpointSlice", true, &[], &[]).build("discovery.k8s.io", "v1", Box::new(Simple::new().with_fields(&["addressType"]).with_table(endpointslice_columns, endpointslice_cells))),
+        def("endpointslices", "endpointslice", "EndpointSlice", true, &[], &[]).build(
+            "discovery.k8s.io",
+            "v1",
+            Box::new(Simple::new().with_fields(&["addressType"]).with_table(endpointslice_columns, endpointslice_cells)),
+        ),
         def("ingressclasses", "ingressclass", "IngressClass", false, &[], &[]).build(NET, "v1", Box::new(Simple::new().with_table(ingressclass_columns, ingressclass_cells))),
         def("ingresses", "ingress", "Ingress", true, &["ing"], &[]).build(NET, "v1", Box::new(Simple::new().with_status().with_defaults(ingress_defaults).with_table(ingress_columns, ingress_cells))),
-        def("networkpolicies", "networkpolicy", "NetworkPolicy", true, &["netpol"], &[]).build(NET, "v1", Box::new(Simple::new().with_generation().with_defaults(netpol_defaults).with_table(netpol_columns, netpol_cells))),
+        def("networkpolicies", "networkpolicy", "NetworkPolicy", true, &["netpol"], &[]).build(
+            NET,
+            "v1",
+            Box::new(Simple::new().with_generation().with_defaults(netpol_defaults).with_table(netpol_columns, netpol_cells)),
+        ),
     ]
 }

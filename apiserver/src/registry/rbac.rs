@@ -65,7 +65,11 @@ fn binding_validate(o: &Value) -> Vec<Cause> {
     }
     match r["kind"].as_str() {
         Some("Role" | "ClusterRole") => {}
-        _ => causes.push(Cause { reason: "FieldValueNotSupported".into(), message: format!("Unsupported value: {}: supported values: \"Role\", \"ClusterRole\"", r["kind"]), field: "roleRef.kind".into() }),
+        _ => causes.push(Cause {
+            reason: "FieldValueNotSupported".into(),
+            message: format!("Unsupported value: {}: supported values: \"Role\", \"ClusterRole\"", r["kind"]),
+            field: "roleRef.kind".into(),
+        }),
     }
     for (i, s) in o["subjects"].as_array().into_iter().flatten().enumerate() {
         if s["name"].as_str().is_none_or(str::is_empty) {

@@ -19,10 +19,10 @@
 use async_trait::async_trait;
 use serde_json::Value;
 
-pub use crate::storage::{EventType, ListResult, WatchEvent, WatchStream, INITIAL_EVENTS_END};
 use crate::authn::UserInfo;
 use crate::errors::Status;
 use crate::selectors::{FieldSelector, LabelSelector};
+pub use crate::storage::{EventType, ListResult, WatchEvent, WatchStream, INITIAL_EVENTS_END};
 use crate::warning::Warnings;
 
 /// What a request brings besides its object and options (kube's request

@@ -33,7 +33,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::rest::{Context, CollectionDeleter, Creater, DeleteOptions, Deleter, FieldValidation, GetOptions, Getter, Gvk, ListOptions, Lister, Rest, Selectors, UpdatedObjectInfo, Updater, WatchOptions, Watcher, WriteOptions};
+use super::rest::{
+    CollectionDeleter, Context, Creater, DeleteOptions, Deleter, FieldValidation, GetOptions, Getter, Gvk, ListOptions, Lister, Rest, Selectors, UpdatedObjectInfo, Updater, WatchOptions, Watcher,
+    WriteOptions,
+};
 use super::{validation, Resource, Strategy};
 use crate::admission::{self, Attributes, Chain, Operation};
 use crate::errors::{Cause, Status};
@@ -422,7 +425,18 @@ impl Store {
 
     /// The admission attributes of a write of this resource.
     #[allow(clippy::too_many_arguments)] // kube's attributes record
-    fn attributes<'a>(&'a self, ctx: &'a Context<'_>, op: Operation, part: Part, name: &'a str, namespace: &'a str, object: Option<Value>, old: Option<&'a Value>, options: &'a Value, dry_run: bool) -> Attributes<'a> {
+    fn attributes<'a>(
+        &'a self,
+        ctx: &'a Context<'_>,
+        op: Operation,
+        part: Part,
+        name: &'a str,
+        namespace: &'a str,
+        object: Option<Value>,
+        old: Option<&'a Value>,
+        options: &'a Value,
+        dry_run: bool,
+    ) -> Attributes<'a> {
         let r = &self.resource;
         let kind = admission::Kind { group: &r.group, version: &r.version, kind: &r.kind };
         Attributes {

@@ -25,10 +25,7 @@ const DNS1035_LABEL_MSG: &str = "a DNS-1035 label must consist of lower case alp
 
 fn is_label(s: &str) -> bool {
     let b = s.as_bytes();
-    !b.is_empty()
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[0] != b'-'
-        && b[b.len() - 1] != b'-'
+    !b.is_empty() && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-') && b[0] != b'-' && b[b.len() - 1] != b'-'
 }
 
 /// Errors of a name under `rule`, as kube's `IsDNS1123Subdomain` & co.
@@ -146,10 +143,7 @@ const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist 
 /// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`, non-empty.
 fn is_qualified_part(s: &str) -> bool {
     let b = s.as_bytes();
-    !b.is_empty()
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
+    !b.is_empty() && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.')) && b[0].is_ascii_alphanumeric() && b[b.len() - 1].is_ascii_alphanumeric()
 }
 
 /// Errors of a label key or annotation key, as kube's `IsQualifiedName`: an

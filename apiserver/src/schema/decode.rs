@@ -250,10 +250,8 @@ fn check_type(s: SchemaRef<'_>, v: &Value, parent: &str, path: &str) -> Option<S
 pub fn go_base64(text: &str) -> Result<Vec<u8>, usize> {
     use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
     use base64::{DecodeError, Engine as _};
-    const GO_STD: GeneralPurpose = GeneralPurpose::new(
-        &base64::alphabet::STANDARD,
-        GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true).with_decode_padding_mode(DecodePaddingMode::RequireCanonical),
-    );
+    const GO_STD: GeneralPurpose =
+        GeneralPurpose::new(&base64::alphabet::STANDARD, GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true).with_decode_padding_mode(DecodePaddingMode::RequireCanonical));
     let clean: String = text.chars().filter(|c| *c != '\r' && *c != '\n').collect();
     GO_STD.decode(&clean).map_err(|e| match e {
         DecodeError::InvalidByte(at, _) | DecodeError::InvalidLastSymbol(at, _) => at,
@@ -285,7 +283,10 @@ mod tests {
             (json!({"spec": {"replicas": "3"}}), Some("json: cannot unmarshal string into Go struct field DeploymentSpec.spec.replicas of type int32")),
             (json!({"spec": {"replicas": 1.5}}), Some("json: cannot unmarshal number 1.5 into Go struct field DeploymentSpec.spec.replicas of type int32")),
             (json!({"metadata": {"labels": {"a": 1}}}), Some("json: cannot unmarshal number into Go struct field ObjectMeta.metadata.labels.a of type string")),
-            (json!({"spec": {"template": {"spec": {"containers": [{"name": 1}]}}}}), Some("json: cannot unmarshal number into Go struct field Container.spec.template.spec.containers.name of type string")),
+            (
+                json!({"spec": {"template": {"spec": {"containers": [{"name": 1}]}}}}),
+                Some("json: cannot unmarshal number into Go struct field Container.spec.template.spec.containers.name of type string"),
+            ),
             (json!({"spec": {"template": {"spec": {"containers": {}}}}}), Some("json: cannot unmarshal object into Go struct field PodSpec.spec.template.spec.containers of type []v1.Container")),
             (json!({"spec": "x"}), Some("json: cannot unmarshal string into Go struct field Deployment.spec of type v1.DeploymentSpec")),
             (json!({"spec": {"replicas": null, "strategy": {"rollingUpdate": {"maxSurge": 1, "maxUnavailable": "25%"}}}}), None),

@@ -112,8 +112,28 @@ const FIELDS: &[(&str, &str)] = &[
 ];
 
 const ROOT_WITH_STATUS: &[&str] = &[
-    "Description", "Type", "Format", "Title", "Maximum", "ExclusiveMaximum", "Minimum", "ExclusiveMinimum", "MaxLength", "MinLength", "Pattern", "MaxItems", "MinItems", "UniqueItems", "MultipleOf", "Required", "Items", "Properties", "ExternalDocs", "Example",
-    "XPreserveUnknownFields", "XValidations",
+    "Description",
+    "Type",
+    "Format",
+    "Title",
+    "Maximum",
+    "ExclusiveMaximum",
+    "Minimum",
+    "ExclusiveMinimum",
+    "MaxLength",
+    "MinLength",
+    "Pattern",
+    "MaxItems",
+    "MinItems",
+    "UniqueItems",
+    "MultipleOf",
+    "Required",
+    "Items",
+    "Properties",
+    "ExternalDocs",
+    "Example",
+    "XPreserveUnknownFields",
+    "XValidations",
 ];
 
 /// Whether a JSON value is Go's zero value of its field.
@@ -592,13 +612,23 @@ fn extensions(s: &Map<String, Value>, p: &str, out: &mut Vec<FieldError>) {
                         Some(ks) => {
                             if matches!(str_of(ks, "type"), "array" | "object") {
                                 // kube prints the items' type here.
-                                out.push(FieldError::invalid(format!("{p}.items.properties[{k}].type"), Value::String(ity.into()), "must be a scalar type if parent array's x-kubernetes-list-type is map"));
+                                out.push(FieldError::invalid(
+                                    format!("{p}.items.properties[{k}].type"),
+                                    Value::String(ity.into()),
+                                    "must be a scalar type if parent array's x-kubernetes-list-type is map",
+                                ));
                             }
                         }
-                        None => out.push(FieldError { value: super::field::BadValue::Go(go_strings(keys)), ..FieldError::invalid(format!("{p}.x-kubernetes-list-map-keys"), Value::Null, "entries must all be names of item properties") }),
+                        None => out.push(FieldError {
+                            value: super::field::BadValue::Go(go_strings(keys)),
+                            ..FieldError::invalid(format!("{p}.x-kubernetes-list-map-keys"), Value::Null, "entries must all be names of item properties")
+                        }),
                     }
                     if seen.contains(&k) {
-                        out.push(FieldError { value: super::field::BadValue::Go(go_strings(keys)), ..FieldError::invalid(format!("{p}.x-kubernetes-list-map-keys"), Value::Null, "must not contain duplicate entries") });
+                        out.push(FieldError {
+                            value: super::field::BadValue::Go(go_strings(keys)),
+                            ..FieldError::invalid(format!("{p}.x-kubernetes-list-map-keys"), Value::Null, "must not contain duplicate entries")
+                        });
                     }
                     seen.push(k);
                 }

@@ -69,8 +69,14 @@ fn custom_resource_validation() {
         (json!({"image": "x", "mode": "c"}), vec![r#"spec.mode: Unsupported value: "c": supported values: "a", "b""#]),
         (json!({"image": "x", "level": 3}), vec![r#"spec.level: Unsupported value: 3: supported values: "1", "2""#]),
         // A type error does not stop the enum check; null is checked for both.
-        (json!({"image": "x", "mode": null}), vec![r#"spec.mode: Invalid value: "null": spec.mode in body must be of type string: "null""#, r#"spec.mode: Unsupported value: "null": supported values: "a", "b""#]),
-        (json!({"image": "x", "mode": true}), vec![r#"spec.mode: Invalid value: "boolean": spec.mode in body must be of type string: "boolean""#, r#"spec.mode: Unsupported value: true: supported values: "a", "b""#]),
+        (
+            json!({"image": "x", "mode": null}),
+            vec![r#"spec.mode: Invalid value: "null": spec.mode in body must be of type string: "null""#, r#"spec.mode: Unsupported value: "null": supported values: "a", "b""#],
+        ),
+        (
+            json!({"image": "x", "mode": true}),
+            vec![r#"spec.mode: Invalid value: "boolean": spec.mode in body must be of type string: "boolean""#, r#"spec.mode: Unsupported value: true: supported values: "a", "b""#],
+        ),
         (json!({"image": "x", "ratio": 0}), vec!["spec.ratio: Invalid value: 0: spec.ratio in body should be greater than 0"]),
         (json!({"image": "x", "ratio": 1.0}), vec!["spec.ratio: Invalid value: 1: spec.ratio in body should be less than 1"]),
         (json!({"image": "x", "ratio": 0.5}), vec![]),
@@ -175,9 +181,17 @@ fn crd_schema_checks() {
         (json!({"type": "string"}), false, vec![format!(r#"{P}.type: Invalid value: "string": must be object at the root"#)]),
         (json!({"type": "object", "properties": {"spec": {"properties": {}}}}), false, vec![format!("{P}.properties[spec].type: Required value: must not be empty for specified object fields")]),
         (json!({"type": "object", "properties": {"a": {"type": "array"}}}), false, vec![format!("{P}.properties[a].items: Required value: must be specified")]),
-        (json!({"type": "object", "properties": {"a": {"type": "array", "items": {}}}}), false, vec![format!("{P}.properties[a].items.type: Required value: must not be empty for specified array items")]),
+        (
+            json!({"type": "object", "properties": {"a": {"type": "array", "items": {}}}}),
+            false,
+            vec![format!("{P}.properties[a].items.type: Required value: must not be empty for specified array items")],
+        ),
         (json!({"type": "object", "additionalProperties": {"type": "string"}}), false, vec![format!("{P}.additionalProperties: Forbidden: must not be used at the root")]),
-        (json!({"type": "object", "properties": {"a": {"type": "string", "anyOf": [{"type": "string"}]}}}), false, vec![format!("{P}.properties[a].anyOf[0].type: Forbidden: must be empty to be structural")]),
+        (
+            json!({"type": "object", "properties": {"a": {"type": "string", "anyOf": [{"type": "string"}]}}}),
+            false,
+            vec![format!("{P}.properties[a].anyOf[0].type: Forbidden: must be empty to be structural")],
+        ),
         (json!({"type": "object", "properties": {"a": {"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}]}}}), false, vec![]),
         (json!({"type": "object", "properties": {"a": {"x-kubernetes-int-or-string": true, "allOf": [{"anyOf": [{"type": "integer"}, {"type": "string"}]}, {"pattern": "^a"}]}}}), false, vec![]),
         (
@@ -189,7 +203,11 @@ fn crd_schema_checks() {
                 format!("{P}.properties[a].allOf[0].type: Required value: must be array if x-kubernetes-list-type is specified"),
             ],
         ),
-        (json!({"type": "object", "properties": {"a": {"type": "string"}}, "anyOf": [{"properties": {"b": {}}}]}), false, vec![format!("{P}.properties[b]: Required value: because it is defined in {P}.anyOf[0].properties[b]")]),
+        (
+            json!({"type": "object", "properties": {"a": {"type": "string"}}, "anyOf": [{"properties": {"b": {}}}]}),
+            false,
+            vec![format!("{P}.properties[b]: Required value: because it is defined in {P}.anyOf[0].properties[b]")],
+        ),
         (
             json!({"type": "object", "properties": {"metadata": {"type": "object", "properties": {"labels": {"type": "object"}}}}}),
             false,
@@ -234,13 +252,21 @@ fn crd_schema_checks() {
                 format!("{P}.properties[a].type: Forbidden: type cannot be set to null, use nullable as an alternative"),
             ],
         ),
-        (json!({"type": "object", "properties": {"r": {"type": "integer", "minimum": 0, "default": -1}}}), false, vec![format!("{P}.properties[r].default: Invalid value: -1:  in body should be greater than or equal to 0")]),
+        (
+            json!({"type": "object", "properties": {"r": {"type": "integer", "minimum": 0, "default": -1}}}),
+            false,
+            vec![format!("{P}.properties[r].default: Invalid value: -1:  in body should be greater than or equal to 0")],
+        ),
         (
             json!({"type": "object", "properties": {"o": {"type": "object", "properties": {"a": {"type": "string"}}, "default": {"a": "x", "b": "y"}}}}),
             false,
             vec![format!(r#"{P}.properties[o].default: Invalid value: map[string]interface {{}}{{"a":"x", "b":"y"}}: must not have unknown fields"#)],
         ),
-        (json!({"type": "object", "properties": {"metadata": {"type": "object", "default": {}}}}), false, vec![format!("{P}.properties[metadata].default: Forbidden: must not be set in top-level metadata")]),
+        (
+            json!({"type": "object", "properties": {"metadata": {"type": "object", "default": {}}}}),
+            false,
+            vec![format!("{P}.properties[metadata].default: Forbidden: must not be set in top-level metadata")],
+        ),
         (
             json!({"type": "object", "properties": {"l": {"type": "array", "x-kubernetes-list-type": "map", "items": {"type": "object", "properties": {"k": {"type": "string"}}}}}}),
             false,
@@ -342,9 +368,21 @@ fn pruning() {
 #[test]
 fn defaulting() {
     let cases = [
-        (json!({"type": "object", "properties": {"spec": {"type": "object", "default": {}, "properties": {"replicas": {"type": "integer", "default": 1}}}}}), json!({}), json!({"spec": {"replicas": 1}})),
-        (json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"replicas": {"type": "integer", "default": 1}}}}}), json!({"spec": {"replicas": 3}}), json!({"spec": {"replicas": 3}})),
-        (json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"replicas": {"type": "integer", "default": 1}}}}}), json!({"spec": {"replicas": null}}), json!({"spec": {"replicas": 1}})),
+        (
+            json!({"type": "object", "properties": {"spec": {"type": "object", "default": {}, "properties": {"replicas": {"type": "integer", "default": 1}}}}}),
+            json!({}),
+            json!({"spec": {"replicas": 1}}),
+        ),
+        (
+            json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"replicas": {"type": "integer", "default": 1}}}}}),
+            json!({"spec": {"replicas": 3}}),
+            json!({"spec": {"replicas": 3}}),
+        ),
+        (
+            json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"replicas": {"type": "integer", "default": 1}}}}}),
+            json!({"spec": {"replicas": null}}),
+            json!({"spec": {"replicas": 1}}),
+        ),
         (
             json!({"type": "object", "properties": {"l": {"type": "array", "items": {"type": "object", "properties": {"p": {"type": "string", "default": "TCP"}}}}}}),
             json!({"l": [{}, {"p": "UDP"}]}),

@@ -321,10 +321,18 @@ fn number_checks(s: SchemaRef<'_>, v: &Value, path: &str, out: &mut Vec<Raw>) {
         let below = match int {
             Some(i) => {
                 let m = min.trunc() as i64;
-                if n.exclusive_minimum { i <= m } else { i < m }
+                if n.exclusive_minimum {
+                    i <= m
+                } else {
+                    i < m
+                }
             }
             None => {
-                if n.exclusive_minimum { f <= min } else { f < min }
+                if n.exclusive_minimum {
+                    f <= min
+                } else {
+                    f < min
+                }
             }
         };
         if below {
@@ -336,10 +344,18 @@ fn number_checks(s: SchemaRef<'_>, v: &Value, path: &str, out: &mut Vec<Raw>) {
         let above = match int {
             Some(i) => {
                 let m = max.trunc() as i64;
-                if n.exclusive_maximum { i >= m } else { i > m }
+                if n.exclusive_maximum {
+                    i >= m
+                } else {
+                    i > m
+                }
             }
             None => {
-                if n.exclusive_maximum { f >= max } else { f > max }
+                if n.exclusive_maximum {
+                    f >= max
+                } else {
+                    f > max
+                }
             }
         };
         if above {
@@ -571,7 +587,8 @@ fn type_meta(m: &serde_json::Map<String, Value>, path: &str, out: &mut Vec<Field
             Some(k) => {
                 let lower = k.to_ascii_lowercase();
                 let b = lower.as_bytes();
-                let label = b.first().is_some_and(u8::is_ascii_lowercase) && b.last().is_some_and(u8::is_ascii_alphanumeric) && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-');
+                let label =
+                    b.first().is_some_and(u8::is_ascii_lowercase) && b.last().is_some_and(u8::is_ascii_alphanumeric) && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-');
                 let mut msgs = Vec::new();
                 if lower.len() > 63 {
                     msgs.push("must be no more than 63 characters".to_string());

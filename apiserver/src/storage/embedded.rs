@@ -12,17 +12,14 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use proto::etcdserverpb::server::Kv as _;
-use proto::etcdserverpb::{
-    compare_result, compare_target, Compare, DeleteRangeRequest, PutRequest, RangeRequest, RequestOp, RequestOpRequest,
-    ResponseOpResponse, TargetUnion, TxnRequest,
-};
+use proto::etcdserverpb::{compare_result, compare_target, Compare, DeleteRangeRequest, PutRequest, RangeRequest, RequestOp, RequestOpRequest, ResponseOpResponse, TargetUnion, TxnRequest};
 use proto::mvccpb::event_type;
 use raftstore::mvcc::{in_range, RevisionEvents};
 use raftstore::server::kv::KvService;
 use raftstore::server::Ctx;
 use tokio::sync::{broadcast, mpsc};
 
-use super::kv::{CasResult, EventBatch, EventKind, Kv, KeyValue, KvBatch, KvEvent, RangeResult, WriteOp};
+use super::kv::{CasResult, EventBatch, EventKind, KeyValue, Kv, KvBatch, KvEvent, RangeResult, WriteOp};
 use super::{Error, Result};
 
 /// Revisions read from disk per catch-up step.
@@ -56,13 +53,7 @@ pub(crate) fn txn_request(key: &[u8], expected: i64, op: WriteOp) -> TxnRequest 
         WriteOp::Delete => RequestOpRequest::RequestDeleteRange(DeleteRangeRequest { key: key.to_vec(), ..Default::default() }),
     };
     TxnRequest {
-        compare: vec![Compare {
-            result: compare_result::EQUAL,
-            target: compare_target::MOD,
-            key: key.to_vec(),
-            range_end: Vec::new(),
-            target_union: Some(TargetUnion::ModRevision(expected)),
-        }],
+        compare: vec![Compare { result: compare_result::EQUAL, target: compare_target::MOD, key: key.to_vec(), range_end: Vec::new(), target_union: Some(TargetUnion::ModRevision(expected)) }],
         success: vec![RequestOp { request: Some(write) }],
         failure: vec![RequestOp { request: Some(RequestOpRequest::RequestRange(RangeRequest { key: key.to_vec(), ..Default::default() })) }],
     }
@@ -101,11 +92,7 @@ impl Kv for EmbeddedKv {
     async fn range(&self, key: &[u8], end: &[u8], revision: i64, limit: i64) -> Result<RangeResult> {
         let req = RangeRequest { key: key.to_vec(), range_end: end.to_vec(), revision, limit, ..Default::default() };
         let resp = self.kv.range(tonic::Request::new(req)).await.map_err(|s| self.map(&s))?.into_inner();
-        Ok(RangeResult {
-            revision: resp.header.as_ref().map(|h| h.revision).unwrap_or(0),
-            more: resp.more,
-            kvs: resp.kvs.into_iter().map(kv_from_pb).collect(),
-        })
+        Ok(RangeResult { revision: resp.header.as_ref().map(|h| h.revision).unwrap_or(0), more: resp.more, kvs: resp.kvs.into_iter().map(kv_from_pb).collect() })
     }
 
     async fn compare_and_write(&self, key: &[u8], expected_mod_revision: i64, op: WriteOp) -> Result<CasResult> {

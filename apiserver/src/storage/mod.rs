@@ -118,9 +118,7 @@ impl Preconditions {
         if let Some(rv) = &self.resource_version {
             let actual = meta["resourceVersion"].as_str().unwrap_or("");
             if rv != actual {
-                return Err(Error::PreconditionFailed(format!(
-                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"
-                )));
+                return Err(Error::PreconditionFailed(format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}")));
             }
         }
         Ok(())

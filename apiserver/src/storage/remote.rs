@@ -49,11 +49,7 @@ impl Kv for RemoteKv {
             opts = opts.with_range(end.to_vec());
         }
         let resp = self.client.clone().get(key.to_vec(), Some(opts)).await.map_err(map_err)?.0;
-        Ok(RangeResult {
-            revision: resp.header.as_ref().map(|h| h.revision).unwrap_or(0),
-            more: resp.more,
-            kvs: resp.kvs.into_iter().map(kv_from_pb).collect(),
-        })
+        Ok(RangeResult { revision: resp.header.as_ref().map(|h| h.revision).unwrap_or(0), more: resp.more, kvs: resp.kvs.into_iter().map(kv_from_pb).collect() })
     }
 
     async fn compare_and_write(&self, key: &[u8], expected_mod_revision: i64, op: WriteOp) -> Result<CasResult> {
@@ -61,10 +57,7 @@ impl Kv for RemoteKv {
             WriteOp::Put(v) => TxnOp::put(key.to_vec(), v, None),
             WriteOp::Delete => TxnOp::delete(key.to_vec(), None),
         };
-        let txn = Txn::new()
-            .when([Compare::mod_revision(key.to_vec(), CompareOp::Equal, expected_mod_revision)])
-            .and_then([write])
-            .or_else([TxnOp::get(key.to_vec(), None)]);
+        let txn = Txn::new().when([Compare::mod_revision(key.to_vec(), CompareOp::Equal, expected_mod_revision)]).and_then([write]).or_else([TxnOp::get(key.to_vec(), None)]);
         let resp = self.client.clone().txn(txn).await.map_err(map_err)?.0;
         Ok(cas_from_pb(resp))
     }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::kv::{prefix_end, EventKind, Kv, KeyValue, KvEvent, WriteOp};
+use super::kv::{prefix_end, EventKind, KeyValue, Kv, KvEvent, WriteOp};
 use super::{Error, EventType, ListOptions, ListResult, Preconditions, Result, RevisionMatch, Storage, TryUpdate, Update, WatchEvent, WatchOptions, WatchStream};
 
 /// Give up a guaranteed update after this many lost races.
@@ -78,10 +78,8 @@ pub(crate) fn encode_continue(next_key: &[u8], prefix: &str, rev: i64) -> Option
 /// `CorruptInputError` (`illegal base64 data at input byte N`).
 fn go_raw_url_base64(token: &str) -> std::result::Result<Vec<u8>, String> {
     use base64::engine::{general_purpose::GeneralPurpose, DecodePaddingMode, GeneralPurposeConfig};
-    const ENGINE: GeneralPurpose = GeneralPurpose::new(
-        &base64::alphabet::URL_SAFE,
-        GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true).with_decode_padding_mode(DecodePaddingMode::RequireNone),
-    );
+    const ENGINE: GeneralPurpose =
+        GeneralPurpose::new(&base64::alphabet::URL_SAFE, GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true).with_decode_padding_mode(DecodePaddingMode::RequireNone));
     let corrupt = |at: usize| format!("illegal base64 data at input byte {at}");
     let mut clean = Vec::with_capacity(token.len());
     let mut last = 0;

@@ -12,10 +12,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::metrics::metrics;
 use super::ring::{Read, Ring};
-use crate::storage::{
-    store::encode_continue, Error, EventType, ListOptions, ListResult, Predicate, Result, RevisionMatch, Storage, WatchEvent,
-    WatchOptions, WatchStream,
-};
+use crate::storage::{store::encode_continue, Error, EventType, ListOptions, ListResult, Predicate, Result, RevisionMatch, Storage, WatchEvent, WatchOptions, WatchStream};
 
 /// How long a read waits for the cache to reach a resourceVersion before
 /// kube's 504 `Too large resource version` (kube's `blockTimeout`, 3 s).
@@ -192,10 +189,7 @@ impl Cacher {
             objects.insert(key, CachedObject { encoded: encode(&o)? });
         }
         let list = ListResult { revision: list.revision, ..Default::default() };
-        let mut events = self
-            .inner
-            .watch(&self.prefix, &WatchOptions { revision: list.revision, recursive: true, initial_events: Some(false), bookmarks: true, ..Default::default() })
-            .await?;
+        let mut events = self.inner.watch(&self.prefix, &WatchOptions { revision: list.revision, recursive: true, initial_events: Some(false), bookmarks: true, ..Default::default() }).await?;
         let old = self.generation.swap(Arc::new(Generation { ring: Ring::new(self.capacity), start_revision: list.revision }));
         old.ring.close();
         let generation = self.generation.load_full();
@@ -410,16 +404,7 @@ impl Cacher {
                 return Ok(rx);
             }
         };
-        let w = Watcher {
-            cacher: self.clone(),
-            generation,
-            position,
-            key: key.to_string(),
-            recursive: opts.recursive,
-            predicate: opts.predicate.clone(),
-            bookmarks: opts.bookmarks,
-            tx,
-        };
+        let w = Watcher { cacher: self.clone(), generation, position, key: key.to_string(), recursive: opts.recursive, predicate: opts.predicate.clone(), bookmarks: opts.bookmarks, tx };
         tokio::spawn(w.run(initial));
         Ok(rx)
     }

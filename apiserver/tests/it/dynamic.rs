@@ -129,7 +129,14 @@ async fn resources_come_and_go_at_run_time() {
     let resp = chain.call(req).await;
     assert_eq!(resp.status(), 200);
     let mut stream = resp.into_body();
-    let (code, _, _) = call(chain, "PUT", "/apis/example.com/v1/namespaces/demo/widgets/w1/status", None, Some(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"}, "status": {"ready": true}}))).await;
+    let (code, _, _) = call(
+        chain,
+        "PUT",
+        "/apis/example.com/v1/namespaces/demo/widgets/w1/status",
+        None,
+        Some(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"}, "status": {"ready": true}})),
+    )
+    .await;
     assert_eq!(code, 200);
     let frame = tokio::time::timeout(Duration::from_secs(10), stream.frame()).await.unwrap().unwrap().unwrap();
     let line = String::from_utf8_lossy(frame.data_ref().unwrap()).to_string();

@@ -9,10 +9,7 @@ use std::time::Duration;
 
 use apiserver::errors::Status;
 use apiserver::storage::embedded::EmbeddedKv;
-use apiserver::storage::{
-    inconsistent_continue, Error, EventType, KvStorage, ListOptions, Preconditions, RevisionMatch, Storage, Update, WatchEvent, WatchOptions, WatchStream,
-    INITIAL_EVENTS_END,
-};
+use apiserver::storage::{inconsistent_continue, Error, EventType, KvStorage, ListOptions, Preconditions, RevisionMatch, Storage, Update, WatchEvent, WatchOptions, WatchStream, INITIAL_EVENTS_END};
 use apiserver::watchcache::CachedStorage;
 use serde_json::{json, Value};
 
@@ -164,7 +161,15 @@ async fn suite(s: Arc<dyn Storage>, mut client: etcd_client::Client) {
     let mut wi = s
         .watch(
             NS,
-            &WatchOptions { recursive: true, initial_events: Some(true), initial_events_end: true, bookmarks: true, revision_match: RevisionMatch::Exact, predicate: Some(web_only), ..Default::default() },
+            &WatchOptions {
+                recursive: true,
+                initial_events: Some(true),
+                initial_events_end: true,
+                bookmarks: true,
+                revision_match: RevisionMatch::Exact,
+                predicate: Some(web_only),
+                ..Default::default()
+            },
         )
         .await
         .unwrap();
@@ -222,7 +227,6 @@ async fn suite(s: Arc<dyn Storage>, mut client: etcd_client::Client) {
     let mut old = s.watch(NS, &WatchOptions { revision: 1, recursive: true, ..Default::default() }).await.unwrap();
     assert!(matches!(next(&mut old).await, Err(Error::Compacted { .. })));
 }
-
 
 async fn client(h: &raftstore::node::NodeHandle) -> etcd_client::Client {
     etcd_client::Client::connect([format!("http://{}", h.client_addr)], None).await.unwrap()

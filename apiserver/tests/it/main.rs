@@ -8,13 +8,13 @@ mod cluster;
 mod common;
 mod crd;
 mod dynamic;
-mod openapi;
 mod kube_client;
 mod layers;
 mod listwatch;
+mod openapi;
 mod python;
-mod review;
 mod resources;
+mod review;
 mod storage;
 mod store;
 mod writes;
@@ -78,9 +78,7 @@ fn configmap_lifecycle(s: &Server, minor: u32) {
     let conflict = s.kubectl(minor, &["replace", "--validate=false", "-f", stale.to_str().unwrap()]);
     assert_eq!(conflict.code, 1, "{conflict:?}");
     assert!(
-        conflict.stderr.contains(&format!(
-            "Operation cannot be fulfilled on configmaps \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
-        )),
+        conflict.stderr.contains(&format!("Operation cannot be fulfilled on configmaps \"{name}\": the object has been modified; please apply your changes to the latest version and try again")),
         "{conflict:?}"
     );
 
@@ -129,7 +127,9 @@ fn kubectl_end_to_end() {
     let rejected = s.kubectl(33, &["apply", "--validate=false", "-f", bad.to_str().unwrap()]);
     assert_eq!(rejected.code, 1);
     assert!(
-        rejected.stderr.contains("The Deployment \"broken-selector\" is invalid: spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"two\"}: `selector` does not match template `labels`"),
+        rejected
+            .stderr
+            .contains("The Deployment \"broken-selector\" is invalid: spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"two\"}: `selector` does not match template `labels`"),
         "{rejected:?}"
     );
 
@@ -186,7 +186,8 @@ fn object_over_the_store_limit_is_413() {
     let value = "x".repeat(2 * 1024 * 1024);
     // A kind without ConfigMap's 1 MiB payload check (422), so the store's
     // own limit is what refuses it.
-    std::fs::write(&big, format!(r#"{{"apiVersion":"v1","kind":"PodTemplate","metadata":{{"name":"big"}},"template":{{"spec":{{"containers":[{{"name":"c","image":"i","args":["{value}"]}}]}}}}}}"#)).unwrap();
+    std::fs::write(&big, format!(r#"{{"apiVersion":"v1","kind":"PodTemplate","metadata":{{"name":"big"}},"template":{{"spec":{{"containers":[{{"name":"c","image":"i","args":["{value}"]}}]}}}}}}"#))
+        .unwrap();
     let out = s.kubectl(33, &["create", "--raw", "/api/v1/namespaces/default/podtemplates", "-f", big.to_str().unwrap()]);
     assert_eq!(out.code, 1, "{out:?}");
     assert!(out.stderr.contains("RequestEntityTooLarge") || out.stderr.contains("Request entity too large"), "{out:?}");
@@ -236,10 +237,7 @@ fn namespace_deletion_removes_objects_and_refuses_new_ones() {
     assert_eq!(s.kubectl(33, &["delete", "ns", "doomed", "--wait=false"]).ok().trim(), "namespace \"doomed\" deleted");
     let refused = s.kubectl_stdin(33, &["create", "--validate=false", "-n", "doomed", "-f", "-"], Some(&CM.replace("NAME", "late")));
     assert_eq!(refused.code, 1, "{refused:?}");
-    assert!(
-        refused.stderr.contains("unable to create new content in namespace doomed because it is being terminated"),
-        "{refused:?}"
-    );
+    assert!(refused.stderr.contains("unable to create new content in namespace doomed because it is being terminated"), "{refused:?}");
     // The namespace controller empties it.
     let mut left = String::from("?");
     for _ in 0..50 {

@@ -149,10 +149,7 @@ fn apply_lifecycle(minor: u32) {
     let name = format!("unknown-{minor}");
     let strict = s.kubectl_stdin(minor, &["create", "--validate=strict", "-f", "-"], Some(&CM_UNKNOWN.replace("NAME", &name)));
     assert_eq!(strict.code, 1, "{strict:?}");
-    assert!(
-        strict.stderr.contains("ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: unknown field \"extra\", unknown field \"metadata.bogus\""),
-        "{strict:?}"
-    );
+    assert!(strict.stderr.contains("ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: unknown field \"extra\", unknown field \"metadata.bogus\""), "{strict:?}");
     let warn = s.kubectl_stdin(minor, &["create", "--validate=warn", "-f", "-"], Some(&CM_UNKNOWN.replace("NAME", &name)));
     assert_eq!(warn.ok().trim(), format!("configmap/{name} created"));
     assert!(warn.stderr.contains("Warning: unknown field \"extra\"") && warn.stderr.contains("Warning: unknown field \"metadata.bogus\""), "{warn:?}");
@@ -166,7 +163,11 @@ fn apply_lifecycle(minor: u32) {
     assert_eq!(ignored.ok().trim(), "deployment.apps/typo created");
     assert!(!ignored.stderr.contains("Warning"), "{ignored:?}");
     // A value of the wrong type is a 400 whatever fieldValidation says.
-    let wrong = s.kubectl_stdin(minor, &["apply", "--validate=false", "-f", "-"], Some(&DEPLOY_UNKNOWN.replace("name: typo", "name: wrong").replace("spec:\n  selector", "spec:\n  replicas: \"2\"\n  selector")));
+    let wrong = s.kubectl_stdin(
+        minor,
+        &["apply", "--validate=false", "-f", "-"],
+        Some(&DEPLOY_UNKNOWN.replace("name: typo", "name: wrong").replace("spec:\n  selector", "spec:\n  replicas: \"2\"\n  selector")),
+    );
     assert_eq!(wrong.code, 1, "{wrong:?}");
     assert!(
         wrong.stderr.contains("Deployment in version \"v1\" cannot be handled as a Deployment: json: cannot unmarshal string into Go struct field DeploymentSpec.spec.replicas of type int32"),

@@ -264,7 +264,11 @@ provisioner: example.com/fast
     assert_eq!(cr[0], ["NAME", "CREATED", "AT"]);
     assert_eq!(table(&["get", "lease", "leader"])[1][..2], ["leader", "node-1"]);
     assert_eq!(table(&["get", "sc"])[1][..5], ["fast", "example.com/fast", "Delete", "Immediate", "false"]);
-    let bad = s.kubectl_stdin(33, &["create", "--validate=false", "-f", "-"], Some("apiVersion: batch/v1\nkind: Job\nmetadata: {name: bad}\nspec:\n  template:\n    spec:\n      containers: [{name: a, image: b}]\n"));
+    let bad = s.kubectl_stdin(
+        33,
+        &["create", "--validate=false", "-f", "-"],
+        Some("apiVersion: batch/v1\nkind: Job\nmetadata: {name: bad}\nspec:\n  template:\n    spec:\n      containers: [{name: a, image: b}]\n"),
+    );
     assert_eq!(bad.code, 1);
     assert!(bad.stderr.contains("spec.template.spec.restartPolicy: Unsupported value: \"Always\""), "{bad:?}");
 

@@ -134,7 +134,10 @@ fn delete_options_from_the_query_are_validated() {
     };
     let out = del("?propagationPolicy=Bogus", None);
     assert!(out.starts_with("HTTP/1.1 422"), "{out}");
-    assert!(out.contains(r#"DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"Bogus\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""#), "{out}");
+    assert!(
+        out.contains(r#"DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"Bogus\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""#),
+        "{out}"
+    );
     let out = del("?propagationPolicy=Foreground&orphanDependents=true", None);
     assert!(out.starts_with("HTTP/1.1 422"), "{out}");
     assert!(out.contains(r#"propagationPolicy: Invalid value: \"Foreground\": orphanDependents and deletionPropagation cannot be both set"#), "{out}");

@@ -89,11 +89,7 @@ fn managed_fields_per_manager() {
         let live = get_json(&s, minor, &["cm", "c", "-n", &ns, "--show-managed-fields"]);
         assert_eq!(
             managers(&live),
-            [
-                entry("kubectl-create", json!({"f:data": {}})),
-                entry("kubectl-label", json!({"f:metadata": {"f:labels": {".": {}, "f:x": {}}}})),
-                entry("kubectl-patch", json!({"f:data": {"f:a": {}}})),
-            ]
+            [entry("kubectl-create", json!({"f:data": {}})), entry("kubectl-label", json!({"f:metadata": {"f:labels": {".": {}, "f:x": {}}}})), entry("kubectl-patch", json!({"f:data": {"f:a": {}}})),]
         );
         let yaml = s.kubectl(minor, &["get", "cm", "c", "-n", &ns, "-o", "yaml", "--show-managed-fields"]);
         assert!(yaml.ok().contains("managedFields:\n  - apiVersion: v1\n    fieldsType: FieldsV1\n    fieldsV1:\n      f:data: {}\n    manager: kubectl-create\n    operation: Update"), "{yaml:?}");
@@ -153,7 +149,11 @@ fn kube_errors_for_refused_requests() {
     let s = Server::start();
     let status = |r: &Http, code: u16, reason: &str, message: &str| {
         assert_eq!(r.code, code, "{r:?}");
-        assert_eq!((r.body["kind"].as_str(), r.body["code"].as_u64(), r.body["reason"].as_str(), r.body["message"].as_str()), (Some("Status"), Some(u64::from(code)), Some(reason), Some(message)), "{r:?}");
+        assert_eq!(
+            (r.body["kind"].as_str(), r.body["code"].as_u64(), r.body["reason"].as_str(), r.body["message"].as_str()),
+            (Some("Status"), Some(u64::from(code)), Some(reason), Some(message)),
+            "{r:?}"
+        );
     };
     let json_ct = "Content-Type: application/json";
     let not_allowed = "the server does not allow this method on the requested resource";
@@ -224,26 +224,66 @@ fn generators_send_protobuf() {
         let (cr, crb, pc) = (format!("cr{minor}"), format!("crb{minor}"), format!("pc{minor}"));
         let cr_flag = format!("--clusterrole={cr}");
         let cases: Vec<(Vec<&str>, &str, &str, Value)> = vec![
-            (vec!["create", "job", "j", "--image=busybox", "--", "echo", "hi"], "job.batch/j created", "job/j", json!({"spec": {"template": {"spec": {"containers": [{"name": "j", "image": "busybox", "command": ["echo", "hi"]}], "restartPolicy": "Never"}}}})),
-            (vec!["create", "cronjob", "cj", "--image=busybox", "--schedule=*/5 * * * *", "--", "date"], "cronjob.batch/cj created", "cronjob/cj", json!({"spec": {"schedule": "*/5 * * * *", "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "OnFailure"}}}}}})),
+            (
+                vec!["create", "job", "j", "--image=busybox", "--", "echo", "hi"],
+                "job.batch/j created",
+                "job/j",
+                json!({"spec": {"template": {"spec": {"containers": [{"name": "j", "image": "busybox", "command": ["echo", "hi"]}], "restartPolicy": "Never"}}}}),
+            ),
+            (
+                vec!["create", "cronjob", "cj", "--image=busybox", "--schedule=*/5 * * * *", "--", "date"],
+                "cronjob.batch/cj created",
+                "cronjob/cj",
+                json!({"spec": {"schedule": "*/5 * * * *", "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "OnFailure"}}}}}}),
+            ),
             (
                 vec!["create", "ingress", "ing", "--class=nginx", "--rule=foo.com/bar=svc1:8080,tls=my-cert"],
                 "ingress.networking.k8s.io/ing created",
                 "ingress/ing",
                 json!({"spec": {"ingressClassName": "nginx", "rules": [{"host": "foo.com", "http": {"paths": [{"path": "/bar", "pathType": "Exact", "backend": {"service": {"name": "svc1", "port": {"number": 8080}}}}]}}], "tls": [{"hosts": ["foo.com"], "secretName": "my-cert"}]}}),
             ),
-            (vec!["create", "poddisruptionbudget", "pdb", "--selector=app=rails", "--min-available=1"], "poddisruptionbudget.policy/pdb created", "pdb/pdb", json!({"spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "rails"}}}})),
-            (vec!["create", "quota", "q", "--hard=cpu=1,memory=1G,pods=2", "--scopes=BestEffort"], "resourcequota/q created", "quota/q", json!({"spec": {"hard": {"cpu": "1", "memory": "1G", "pods": "2"}, "scopes": ["BestEffort"]}})),
+            (
+                vec!["create", "poddisruptionbudget", "pdb", "--selector=app=rails", "--min-available=1"],
+                "poddisruptionbudget.policy/pdb created",
+                "pdb/pdb",
+                json!({"spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "rails"}}}}),
+            ),
+            (
+                vec!["create", "quota", "q", "--hard=cpu=1,memory=1G,pods=2", "--scopes=BestEffort"],
+                "resourcequota/q created",
+                "quota/q",
+                json!({"spec": {"hard": {"cpu": "1", "memory": "1G", "pods": "2"}, "scopes": ["BestEffort"]}}),
+            ),
             (vec!["create", "secret", "generic", "s", "--from-literal=k=v"], "secret/s created", "secret/s", json!({"data": {"k": "dg=="}, "type": "Opaque"})),
-            (vec!["create", "service", "clusterip", "cs", "--tcp=5678:8080"], "service/cs created", "service/cs", json!({"spec": {"ports": [{"name": "5678-8080", "port": 5678, "protocol": "TCP", "targetPort": 8080}], "type": "ClusterIP"}})),
+            (
+                vec!["create", "service", "clusterip", "cs", "--tcp=5678:8080"],
+                "service/cs created",
+                "service/cs",
+                json!({"spec": {"ports": [{"name": "5678-8080", "port": 5678, "protocol": "TCP", "targetPort": 8080}], "type": "ClusterIP"}}),
+            ),
             (vec!["create", "serviceaccount", "sa"], "serviceaccount/sa created", "sa/sa", json!({"metadata": {"name": "sa"}})),
-            (vec!["create", "role", "r", "--verb=get", "--resource=pods"], "role.rbac.authorization.k8s.io/r created", "role/r", json!({"rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]})),
-            (vec!["create", "rolebinding", "rb", "--role=r", "--user=bob"], "rolebinding.rbac.authorization.k8s.io/rb created", "rolebinding/rb", json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"}})),
+            (
+                vec!["create", "role", "r", "--verb=get", "--resource=pods"],
+                "role.rbac.authorization.k8s.io/r created",
+                "role/r",
+                json!({"rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}),
+            ),
+            (
+                vec!["create", "rolebinding", "rb", "--role=r", "--user=bob"],
+                "rolebinding.rbac.authorization.k8s.io/rb created",
+                "rolebinding/rb",
+                json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"}}),
+            ),
             (vec!["create", "clusterrole", &cr, "--verb=list", "--resource=nodes"], "", "", json!({})),
             (vec!["create", "clusterrolebinding", &crb, &cr_flag, "--group=ops"], "", "", json!({})),
             (vec!["create", "priorityclass", &pc, "--value=10"], "", "", json!({})),
             (vec!["create", "deployment", "web", "--image=nginx"], "deployment.apps/web created", "deploy/web", json!({"spec": {"replicas": 1}})),
-            (vec!["autoscale", "deployment", "web", "--min=2", "--max=5", "--cpu-percent=80"], "horizontalpodautoscaler.autoscaling/web autoscaled", "hpa/web", json!({"spec": {"minReplicas": 2, "maxReplicas": 5, "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}}})),
+            (
+                vec!["autoscale", "deployment", "web", "--min=2", "--max=5", "--cpu-percent=80"],
+                "horizontalpodautoscaler.autoscaling/web autoscaled",
+                "hpa/web",
+                json!({"spec": {"minReplicas": 2, "maxReplicas": 5, "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}}}),
+            ),
         ];
         for (args, want, object, subset) in cases {
             // Flags before the generator's `--` command.
@@ -325,7 +365,8 @@ fn patch_replace_finalizers_lists_dry_run() {
         let bump = r#"{"spec":{"template":{"spec":{"containers":[{"name":"nginx","image":"nginx:1.27"}]}}}}"#;
         k(&["patch", "deploy", "web", "-p", bump]).ok();
         let d = get_json(&s, minor, &["deploy", "web", "-n", &ns]);
-        let images: Vec<(String, String)> = d["spec"]["template"]["spec"]["containers"].as_array().unwrap().iter().map(|c| (c["name"].as_str().unwrap().into(), c["image"].as_str().unwrap().into())).collect();
+        let images: Vec<(String, String)> =
+            d["spec"]["template"]["spec"]["containers"].as_array().unwrap().iter().map(|c| (c["name"].as_str().unwrap().into(), c["image"].as_str().unwrap().into())).collect();
         assert!(images.contains(&("nginx".into(), "nginx:1.27".into())) && images.len() == 2, "{images:?}");
         k(&["patch", "deploy", "web", "--type", "merge", "-p", bump]).ok();
         assert_eq!(container_names(&get_json(&s, minor, &["deploy", "web", "-n", &ns])), ["nginx"]);
@@ -334,7 +375,9 @@ fn patch_replace_finalizers_lists_dry_run() {
         let stale = k(&["patch", "deploy", "web", "--type", "merge", "-p", r#"{"metadata":{"resourceVersion":"1"},"spec":{"replicas":3}}"#]);
         assert_eq!(stale.code, 1, "{stale:?}");
         assert!(
-            stale.stderr.contains("Error from server (Conflict): Operation cannot be fulfilled on deployments.apps \"web\": the object has been modified; please apply your changes to the latest version and try again"),
+            stale.stderr.contains(
+                "Error from server (Conflict): Operation cannot be fulfilled on deployments.apps \"web\": the object has been modified; please apply your changes to the latest version and try again"
+            ),
             "{stale:?}"
         );
 

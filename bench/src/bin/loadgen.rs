@@ -12,9 +12,7 @@ use clap::Parser;
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let name = cli.workload.name();
-    let report = bench::workload::run(&cli)
-        .await
-        .with_context(|| format!("loadgen {name}"))?;
+    let report = bench::workload::run(&cli).await.with_context(|| format!("loadgen {name}"))?;
     if cli.common.json {
         eprint!("{report}");
         println!("{}", report.to_json_line()?);

@@ -129,11 +129,7 @@ async fn main() -> anyhow::Result<()> {
         snap.objects.insert(Arc::from(format!("{PREFIX}load/pod-{i:05}").as_str()), apiserver::watchcache::cacher::CachedObject { encoded: bytes::Bytes::from(v) });
     }
     let structure = live() - before;
-    println!(
-        "memory: the cache's object map alone: {structure} bytes = {} bytes/object; ratio to JSON {:.2}",
-        structure / pods.max(1) as i64,
-        structure as f64 / json_bytes.max(1) as f64
-    );
+    println!("memory: the cache's object map alone: {structure} bytes = {} bytes/object; ratio to JSON {:.2}", structure / pods.max(1) as i64, structure as f64 / json_bytes.max(1) as f64);
     drop(snap);
 
     // 2. LIST latency.

@@ -19,12 +19,7 @@ pub const BATCH: u64 = 100;
 ///
 /// # Errors
 /// [`Error::Setup`] on the first failed or timed-out Txn.
-pub async fn populate(
-    pool: &[Client],
-    keys: &KeySpace,
-    val_size: usize,
-    request_timeout: Duration,
-) -> Result<()> {
+pub async fn populate(pool: &[Client], keys: &KeySpace, val_size: usize, request_timeout: Duration) -> Result<()> {
     let batches = keys.len().div_ceil(BATCH);
     let next = Arc::new(AtomicU64::new(0));
     let workers = u64::try_from(pool.len()).unwrap_or(1).clamp(1, batches);
@@ -42,19 +37,11 @@ pub async fn populate(
                 if b >= batches {
                     return Ok(());
                 }
-                let ops: Vec<TxnOp> = (b * BATCH..((b + 1) * BATCH).min(keys.len()))
-                    .map(|i| TxnOp::put(keys.key(i), value.clone(), None))
-                    .collect();
-                match tokio::time::timeout(request_timeout, kv.txn(Txn::new().and_then(ops))).await
-                {
+                let ops: Vec<TxnOp> = (b * BATCH..((b + 1) * BATCH).min(keys.len())).map(|i| TxnOp::put(keys.key(i), value.clone(), None)).collect();
+                match tokio::time::timeout(request_timeout, kv.txn(Txn::new().and_then(ops))).await {
                     Ok(Ok(_)) => {}
                     Ok(Err(e)) => return Err(Error::Setup(format!("populating keys: {e}"))),
-                    Err(_) => {
-                        return Err(Error::Setup(format!(
-                            "populating keys: Txn timed out after {:.1} s",
-                            request_timeout.as_secs_f64()
-                        )))
-                    }
+                    Err(_) => return Err(Error::Setup(format!("populating keys: Txn timed out after {:.1} s", request_timeout.as_secs_f64()))),
                 }
             }
         });

@@ -21,15 +21,8 @@ use crate::stats::Tickets;
 pub async fn run(args: &CommonArgs, endpoints: &[String]) -> Result<Report> {
     let conns = args.conns_for(args.clients);
     let pool = connect_pool(endpoints, conns, secs(args.connect_timeout)).await?;
-    let keys = KeySpace::new(
-        format!("{}put/", args.prefix),
-        args.key_size,
-        args.key_space,
-    );
-    let tickets = Arc::new(Tickets::new(
-        args.op_limit(),
-        Instant::now() + args.time_limit(),
-    ));
+    let keys = KeySpace::new(format!("{}put/", args.prefix), args.key_size, args.key_space);
+    let tickets = Arc::new(Tickets::new(args.op_limit(), Instant::now() + args.time_limit()));
     let val_size = args.val_size;
     let run = run_closed_loop(args.clients, tickets, args.request_timeout(), |i| {
         let kv = pool[i % pool.len()].kv_client();
@@ -47,12 +40,5 @@ pub async fn run(args: &CommonArgs, endpoints: &[String]) -> Result<Report> {
         }
     })
     .await;
-    Ok(Report::new(
-        "put",
-        endpoints,
-        args.clients,
-        conns,
-        &run.stats,
-        run.elapsed,
-    ))
+    Ok(Report::new("put", endpoints, args.clients, conns, &run.stats, run.elapsed))
 }

@@ -25,11 +25,7 @@ use super::populate::populate;
 pub async fn run(args: &CommonArgs, range: &RangeArgs, endpoints: &[String]) -> Result<Report> {
     let conns = args.conns_for(args.clients);
     let pool = connect_pool(endpoints, conns, secs(args.connect_timeout)).await?;
-    let keys = KeySpace::new(
-        format!("{}range/", args.prefix),
-        args.key_size,
-        args.key_space,
-    );
+    let keys = KeySpace::new(format!("{}range/", args.prefix), args.key_size, args.key_space);
     if !range.no_populate {
         populate(&pool, &keys, args.val_size, args.request_timeout()).await?;
     }
@@ -37,10 +33,7 @@ pub async fn run(args: &CommonArgs, range: &RangeArgs, endpoints: &[String]) -> 
         Consistency::Linearizable => GetOptions::new(),
         Consistency::Serializable => GetOptions::new().with_serializable(),
     };
-    let tickets = Arc::new(Tickets::new(
-        args.op_limit(),
-        Instant::now() + args.time_limit(),
-    ));
+    let tickets = Arc::new(Tickets::new(args.op_limit(), Instant::now() + args.time_limit()));
     let run = run_closed_loop(args.clients, tickets, args.request_timeout(), |i| {
         let kv = pool[i % pool.len()].kv_client();
         let keys = keys.clone();
@@ -52,22 +45,12 @@ pub async fn run(args: &CommonArgs, range: &RangeArgs, endpoints: &[String]) -> 
             let mut kv = kv.clone();
             async move {
                 let resp = kv.get(key, Some(options)).await?;
-                Ok(Outcome {
-                    conflicts: 0,
-                    miss: resp.kvs().is_empty(),
-                })
+                Ok(Outcome { conflicts: 0, miss: resp.kvs().is_empty() })
             }
         }
     })
     .await;
-    let mut report = Report::new(
-        "range",
-        endpoints,
-        args.clients,
-        conns,
-        &run.stats,
-        run.elapsed,
-    );
+    let mut report = Report::new("range", endpoints, args.clients, conns, &run.stats, run.elapsed);
     report.consistency = Some(
         match range.consistency {
             Consistency::Linearizable => "l",

@@ -32,15 +32,8 @@ use crate::stats::Tickets;
 pub async fn run(args: &CommonArgs, cas: &TxnCasArgs, endpoints: &[String]) -> Result<Report> {
     let conns = args.conns_for(args.clients);
     let pool = connect_pool(endpoints, conns, secs(args.connect_timeout)).await?;
-    let keys = KeySpace::new(
-        format!("{}cas/", args.prefix),
-        args.key_size,
-        args.key_space,
-    );
-    let tickets = Arc::new(Tickets::new(
-        args.op_limit(),
-        Instant::now() + args.time_limit(),
-    ));
+    let keys = KeySpace::new(format!("{}cas/", args.prefix), args.key_size, args.key_space);
+    let tickets = Arc::new(Tickets::new(args.op_limit(), Instant::now() + args.time_limit()));
     let (val_size, max_retries) = (args.val_size, cas.max_retries);
     let run = run_closed_loop(args.clients, tickets, args.request_timeout(), |i| {
         let kv = pool[i % pool.len()].kv_client();
@@ -55,14 +48,7 @@ pub async fn run(args: &CommonArgs, cas: &TxnCasArgs, endpoints: &[String]) -> R
         }
     })
     .await;
-    let mut report = Report::new(
-        "txn-cas",
-        endpoints,
-        args.clients,
-        conns,
-        &run.stats,
-        run.elapsed,
-    );
+    let mut report = Report::new("txn-cas", endpoints, args.clients, conns, &run.stats, run.elapsed);
     report.conflicts = Some(run.stats.conflicts);
     Ok(report)
 }
@@ -72,25 +58,14 @@ pub async fn run(args: &CommonArgs, cas: &TxnCasArgs, endpoints: &[String]) -> R
 /// # Errors
 /// A failed request, a malformed Txn response, or
 /// [`Error::TooManyConflicts`] after `max_retries` retries.
-pub async fn compare_and_swap(
-    mut kv: KvClient,
-    key: Vec<u8>,
-    value: Vec<u8>,
-    max_retries: u32,
-) -> Result<Outcome> {
+pub async fn compare_and_swap(mut kv: KvClient, key: Vec<u8>, value: Vec<u8>, max_retries: u32) -> Result<Outcome> {
     let resp = kv.get(key.clone(), None).await?;
     let mut rev = resp.kvs().first().map_or(0, |kv| kv.mod_revision());
     for attempt in 0..=max_retries {
-        let txn = Txn::new()
-            .when([Compare::mod_revision(key.clone(), CompareOp::Equal, rev)])
-            .and_then([TxnOp::put(key.clone(), value.clone(), None)])
-            .or_else([TxnOp::get(key.clone(), None)]);
+        let txn = Txn::new().when([Compare::mod_revision(key.clone(), CompareOp::Equal, rev)]).and_then([TxnOp::put(key.clone(), value.clone(), None)]).or_else([TxnOp::get(key.clone(), None)]);
         let resp = kv.txn(txn).await?;
         if resp.succeeded() {
-            return Ok(Outcome {
-                conflicts: u64::from(attempt),
-                miss: false,
-            });
+            return Ok(Outcome { conflicts: u64::from(attempt), miss: false });
         }
         rev = else_mod_revision(&resp)?;
     }
@@ -104,14 +79,8 @@ pub async fn compare_and_swap(
 /// panics on a response op without a body.
 fn else_mod_revision(resp: &TxnResponse) -> Result<i64> {
     match resp.0.responses.first().and_then(|op| op.response.as_ref()) {
-        Some(PbTxnOpResponse::ResponseRange(range)) => {
-            Ok(range.kvs.first().map_or(0, |kv| kv.mod_revision))
-        }
-        Some(other) => Err(Error::Malformed(format!(
-            "failed CAS Txn: expected the Else branch's range response, got {other:?}"
-        ))),
-        None => Err(Error::Malformed(
-            "failed CAS Txn has no response for its Else branch".into(),
-        )),
+        Some(PbTxnOpResponse::ResponseRange(range)) => Ok(range.kvs.first().map_or(0, |kv| kv.mod_revision)),
+        Some(other) => Err(Error::Malformed(format!("failed CAS Txn: expected the Else branch's range response, got {other:?}"))),
+        None => Err(Error::Malformed("failed CAS Txn has no response for its Else branch".into())),
     }
 }

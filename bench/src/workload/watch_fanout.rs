@@ -56,15 +56,11 @@ struct WatcherResult {
 /// Bad flags, unreachable endpoints, or a watch that cannot be created.
 pub async fn run(args: &CommonArgs, w: &WatchArgs, endpoints: &[String]) -> Result<Report> {
     if w.watchers == 0 || w.writer_inflight == 0 {
-        return Err(Error::InvalidArgs(
-            "--watchers and --writer-inflight must be at least 1".into(),
-        ));
+        return Err(Error::InvalidArgs("--watchers and --writer-inflight must be at least 1".into()));
     }
     let positive = |x: f64| x.is_finite() && x > 0.0;
     if !(positive(w.rate) && positive(w.drain)) {
-        return Err(Error::InvalidArgs(
-            "--rate and --drain must be positive numbers".into(),
-        ));
+        return Err(Error::InvalidArgs("--rate and --drain must be positive numbers".into()));
     }
     let connect_timeout = secs(args.connect_timeout);
     let request_timeout = args.request_timeout();
@@ -73,32 +69,17 @@ pub async fn run(args: &CommonArgs, w: &WatchArgs, endpoints: &[String]) -> Resu
     let writer_conn = connect_pool(endpoints, 1, connect_timeout).await?;
 
     let epoch = Instant::now();
-    let run_id = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let keys = KeySpace::new(
-        format!("{}watch/{run_id}/", args.prefix),
-        args.key_size,
-        args.key_space,
-    );
+    let run_id = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let keys = KeySpace::new(format!("{}watch/{run_id}/", args.prefix), args.key_size, args.key_space);
 
     let time_limit = args.time_limit();
     // Puts the writer can issue: bounded by --total and by rate * time.
     let by_rate = (w.rate * time_limit.as_secs_f64()).ceil();
-    let max_puts = if by_rate < 1e15 {
-        args.op_limit().min(by_rate as u64 + 1)
-    } else {
-        args.op_limit()
-    };
+    let max_puts = if by_rate < 1e15 { args.op_limit().min(by_rate as u64 + 1) } else { args.op_limit() };
     let drain = secs(w.drain);
     // Latest moment any watcher may still run, counted from now: creating
     // watchers, writing, the writer's last requests, and the drain.
-    let hard_deadline = Instant::now()
-        + connect_timeout
-        + time_limit
-        + request_timeout
-        + drain
-        + Duration::from_secs(5);
+    let hard_deadline = Instant::now() + connect_timeout + time_limit + request_timeout + drain + Duration::from_secs(5);
     let max_messages = max_puts.saturating_mul(2).saturating_add(1000);
 
     let (stop_tx, stop_rx) = watch::channel(None::<Stop>);
@@ -106,39 +87,17 @@ pub async fn run(args: &CommonArgs, w: &WatchArgs, endpoints: &[String]) -> Resu
     for i in 0..w.watchers {
         let mut client = pool[i % pool.len()].clone();
         let stream = create_watch(&mut client, keys.prefix(), connect_timeout).await?;
-        watchers.spawn(watch_loop(
-            stream,
-            stop_rx.clone(),
-            epoch,
-            hard_deadline,
-            max_messages,
-        ));
+        watchers.spawn(watch_loop(stream, stop_rx.clone(), epoch, hard_deadline, max_messages));
     }
 
     let writer_start = Instant::now();
     let tickets = Tickets::new(max_puts, writer_start + time_limit);
-    let mut kv = writer_conn
-        .first()
-        .map(Client::kv_client)
-        .ok_or_else(|| Error::Setup("no writer connection".into()))?;
-    let writer = write_paced(
-        &mut kv,
-        &keys,
-        &tickets,
-        w.rate,
-        w.writer_inflight,
-        args.val_size,
-        epoch,
-        request_timeout,
-    )
-    .await;
+    let mut kv = writer_conn.first().map(Client::kv_client).ok_or_else(|| Error::Setup("no writer connection".into()))?;
+    let writer = write_paced(&mut kv, &keys, &tickets, w.rate, w.writer_inflight, args.val_size, epoch, request_timeout).await;
     let writer_end = Instant::now();
 
     // A closed channel only means every watcher already ended.
-    let _ = stop_tx.send(Some(Stop {
-        expected: writer.ops,
-        drain_deadline: Instant::now() + drain,
-    }));
+    let _ = stop_tx.send(Some(Stop { expected: writer.ops, drain_deadline: Instant::now() + drain }));
 
     let mut delivered = Stats::new();
     let mut missing = 0u64;
@@ -167,30 +126,11 @@ pub async fn run(args: &CommonArgs, w: &WatchArgs, endpoints: &[String]) -> Resu
     missing = missing.saturating_add(unfinished.saturating_mul(writer.ops));
 
     let seconds = last_event.saturating_duration_since(writer_start);
-    let mut report = Report::new(
-        "watch-fanout",
-        endpoints,
-        w.watchers,
-        conns,
-        &delivered,
-        seconds,
-    );
-    report.errors = delivered
-        .errors
-        .saturating_add(writer.errors)
-        .saturating_add(missing);
-    report.first_error = writer
-        .first_error
-        .clone()
-        .or(delivered.first_error.clone())
-        .or_else(|| (missing > 0).then(|| format!("{missing} events not delivered")));
+    let mut report = Report::new("watch-fanout", endpoints, w.watchers, conns, &delivered, seconds);
+    report.errors = delivered.errors.saturating_add(writer.errors).saturating_add(missing);
+    report.first_error = writer.first_error.clone().or(delivered.first_error.clone()).or_else(|| (missing > 0).then(|| format!("{missing} events not delivered")));
     report.puts = Some(writer.ops);
-    report.puts_per_sec = Some(per_sec(
-        writer.ops,
-        writer_end
-            .saturating_duration_since(writer_start)
-            .as_secs_f64(),
-    ));
+    report.puts_per_sec = Some(per_sec(writer.ops, writer_end.saturating_duration_since(writer_start).as_secs_f64()));
     report.missing_events = Some(missing);
     Ok(report)
 }
@@ -198,39 +138,22 @@ pub async fn run(args: &CommonArgs, w: &WatchArgs, endpoints: &[String]) -> Resu
 /// Opens a watch stream on `prefix` and waits for its `created` response.
 async fn create_watch(client: &mut Client, prefix: &str, timeout: Duration) -> Result<WatchStream> {
     let setup = async {
-        let mut stream = client
-            .watch(prefix, Some(WatchOptions::new().with_prefix()))
-            .await?;
+        let mut stream = client.watch(prefix, Some(WatchOptions::new().with_prefix())).await?;
         match stream.message().await? {
             Some(resp) if resp.created() && !resp.canceled() => Ok(stream),
-            Some(resp) => Err(Error::Setup(format!(
-                "watch on {prefix} not created (canceled={}, reason {:?})",
-                resp.canceled(),
-                resp.cancel_reason()
-            ))),
-            None => Err(Error::Setup(format!(
-                "watch stream on {prefix} closed before it was created"
-            ))),
+            Some(resp) => Err(Error::Setup(format!("watch on {prefix} not created (canceled={}, reason {:?})", resp.canceled(), resp.cancel_reason()))),
+            None => Err(Error::Setup(format!("watch stream on {prefix} closed before it was created"))),
         }
     };
     match tokio::time::timeout(timeout, setup).await {
         Ok(r) => r,
-        Err(_) => Err(Error::Setup(format!(
-            "watch on {prefix} not created within {:.1} s",
-            timeout.as_secs_f64()
-        ))),
+        Err(_) => Err(Error::Setup(format!("watch on {prefix} not created within {:.1} s", timeout.as_secs_f64()))),
     }
 }
 
 /// Reads events until told how many to expect and has them all, the drain
 /// deadline passes, the hard deadline passes, or `max_messages` arrive.
-async fn watch_loop(
-    mut stream: WatchStream,
-    mut stop: watch::Receiver<Option<Stop>>,
-    epoch: Instant,
-    hard_deadline: Instant,
-    max_messages: u64,
-) -> WatcherResult {
+async fn watch_loop(mut stream: WatchStream, mut stop: watch::Receiver<Option<Stop>>, epoch: Instant, hard_deadline: Instant, max_messages: u64) -> WatcherResult {
     let mut stats = Stats::new();
     let mut last_event = None;
     let mut limit = *stop.borrow_and_update();
@@ -285,16 +208,7 @@ async fn watch_loop(
 /// Puts keys of `keys` at `rate` per second until `tickets` run out.
 /// Returns the Puts' stats: `ops` = acknowledged Puts.
 #[allow(clippy::too_many_arguments)]
-async fn write_paced(
-    kv: &mut KvClient,
-    keys: &KeySpace,
-    tickets: &Tickets,
-    rate: f64,
-    inflight: usize,
-    val_size: usize,
-    epoch: Instant,
-    request_timeout: Duration,
-) -> Stats {
+async fn write_paced(kv: &mut KvClient, keys: &KeySpace, tickets: &Tickets, rate: f64, inflight: usize, val_size: usize, epoch: Instant, request_timeout: Duration) -> Stats {
     let start = Instant::now();
     let permits = Arc::new(Semaphore::new(inflight));
     let mut puts: JoinSet<Stats> = JoinSet::new();
@@ -331,11 +245,7 @@ async fn write_paced(
         }
         n += 1;
     }
-    let rest = join_stats(
-        puts,
-        Instant::now() + request_timeout + Duration::from_secs(5),
-    )
-    .await;
+    let rest = join_stats(puts, Instant::now() + request_timeout + Duration::from_secs(5)).await;
     done.merge(&rest);
     done
 }

@@ -58,11 +58,7 @@ pub fn check(h: &History, t: &Timeline) -> Vec<Violation> {
     let mut put_by_value: HashMap<&str, (i64, &str)> = HashMap::new();
     for (rev, events) in &t.by_revision {
         for e in events {
-            if e.kind == EventKind::Put
-                && put_by_value
-                    .insert(e.kv.value.as_str(), (*rev, e.kv.key.as_str()))
-                    .is_some()
-            {
+            if e.kind == EventKind::Put && put_by_value.insert(e.kv.value.as_str(), (*rev, e.kv.key.as_str())).is_some() {
                 v.push(Violation::new("linearizable", format!("value {:?} was written twice (again at revision {rev}): a write took effect more than once", e.kv.value)));
             }
         }
@@ -87,16 +83,7 @@ pub fn check(h: &History, t: &Timeline) -> Vec<Violation> {
                 let found = put_by_value.get(value.as_str()).copied();
                 claimed_values.insert(value.as_str());
                 let applied_at = match outcome {
-                    Outcome::Ok {
-                        response: Response::Put { revision },
-                    }
-                    | Outcome::Ok {
-                        response:
-                            Response::Cas {
-                                revision,
-                                succeeded: true,
-                            },
-                    } => match found {
+                    Outcome::Ok { response: Response::Put { revision } } | Outcome::Ok { response: Response::Cas { revision, succeeded: true } } => match found {
                         Some((r, k)) if r == *revision && k == key => Some(r),
                         Some((r, k)) => {
                             v.push(Violation::new("lost-write", format!("{} acknowledged at revision {revision} but the store has it at revision {r} on key {k}", describe(op))));
@@ -107,25 +94,12 @@ pub fn check(h: &History, t: &Timeline) -> Vec<Violation> {
                             None
                         }
                     },
-                    Outcome::Ok {
-                        response:
-                            Response::Cas {
-                                revision,
-                                succeeded: false,
-                            },
-                    } => {
+                    Outcome::Ok { response: Response::Cas { revision, succeeded: false } } => {
                         if let Some((r, _)) = found {
                             v.push(Violation::new("linearizable", format!("{} reported a failed compare but its value was written at revision {r}", describe(op))));
                         }
-                        let cur = t
-                            .state_at(key, *revision)
-                            .map(|kv| kv.mod_revision)
-                            .unwrap_or(0);
-                        if let Request::Cas {
-                            expected_mod_revision,
-                            ..
-                        } = &op.request
-                        {
+                        let cur = t.state_at(key, *revision).map(|kv| kv.mod_revision).unwrap_or(0);
+                        if let Request::Cas { expected_mod_revision, .. } = &op.request {
                             if cur == *expected_mod_revision {
                                 v.push(Violation::new("linearizable", format!("{} failed its compare at revision {revision}, but mod_revision there was {cur}", describe(op))));
                             }
@@ -134,52 +108,25 @@ pub fn check(h: &History, t: &Timeline) -> Vec<Violation> {
                         None
                     }
                     Outcome::Ok { response } => {
-                        v.push(Violation::new(
-                            "linearizable",
-                            format!(
-                                "{} got a response of the wrong kind: {response:?}",
-                                describe(op)
-                            ),
-                        ));
+                        v.push(Violation::new("linearizable", format!("{} got a response of the wrong kind: {response:?}", describe(op))));
                         None
                     }
                     Outcome::Unknown { .. } => found.filter(|(_, k)| k == key).map(|(r, _)| r),
                     Outcome::Failed { error } => {
                         if let Some((r, _)) = found {
-                            v.push(Violation::new(
-                                "linearizable",
-                                format!(
-                                    "{} failed ({error}) but took effect at revision {r}",
-                                    describe(op)
-                                ),
-                            ));
+                            v.push(Violation::new("linearizable", format!("{} failed ({error}) but took effect at revision {r}", describe(op))));
                         }
                         None
                     }
                 };
                 if let Some(r) = applied_at {
                     points.push((i, (r, 0)));
-                    if let Some(ev) = t
-                        .by_revision
-                        .get(&r)
-                        .and_then(|es| es.iter().find(|e| e.kv.value == *value))
-                    {
+                    if let Some(ev) = t.by_revision.get(&r).and_then(|es| es.iter().find(|e| e.kv.value == *value)) {
                         if !is_cas && ev.kv.lease != lease {
-                            v.push(Violation::new(
-                                "linearizable",
-                                format!(
-                                    "{} stored with lease {} instead of {lease}",
-                                    describe(op),
-                                    ev.kv.lease
-                                ),
-                            ));
+                            v.push(Violation::new("linearizable", format!("{} stored with lease {} instead of {lease}", describe(op), ev.kv.lease)));
                         }
                     }
-                    if let Request::Cas {
-                        expected_mod_revision,
-                        ..
-                    } = &op.request
-                    {
+                    if let Request::Cas { expected_mod_revision, .. } = &op.request {
                         let before = t.state_at(key, r - 1);
                         let cur = before.map(|kv| kv.mod_revision).unwrap_or(0);
                         if cur != *expected_mod_revision {
@@ -188,29 +135,19 @@ pub fn check(h: &History, t: &Timeline) -> Vec<Violation> {
                     }
                 }
             }
-            (
-                Request::Get { key },
-                Outcome::Ok {
-                    response: Response::Get { revision, kv },
-                },
-            ) => {
+            (Request::Get { key }, Outcome::Ok { response: Response::Get { revision, kv } }) => {
                 let want = t.state_at(key, *revision);
                 if want != kv.as_ref() {
-                    v.push(Violation::new("linearizable", format!("{} returned {} at revision {revision}, but the store had {} there (stale or wrong read)", describe(op), show(kv.as_ref()), show(want))));
+                    v.push(Violation::new(
+                        "linearizable",
+                        format!("{} returned {} at revision {revision}, but the store had {} there (stale or wrong read)", describe(op), show(kv.as_ref()), show(want)),
+                    ));
                 }
                 points.push((i, (*revision, 1)));
             }
-            (
-                Request::Delete { key },
-                Outcome::Ok {
-                    response: Response::Delete { revision, deleted },
-                },
-            ) => {
+            (Request::Delete { key }, Outcome::Ok { response: Response::Delete { revision, deleted } }) => {
                 if *deleted > 0 {
-                    let present = t.by_revision.get(revision).is_some_and(|es| {
-                        es.iter()
-                            .any(|e| e.kind == EventKind::Delete && e.kv.key == *key)
-                    });
+                    let present = t.by_revision.get(revision).is_some_and(|es| es.iter().any(|e| e.kind == EventKind::Delete && e.kv.key == *key));
                     if present {
                         claimed_deletes.insert((*revision, key.as_str()));
                         points.push((i, (*revision, 0)));
@@ -220,14 +157,7 @@ pub fn check(h: &History, t: &Timeline) -> Vec<Violation> {
                 } else {
                     let want = t.state_at(key, *revision);
                     if want.is_some() {
-                        v.push(Violation::new(
-                            "linearizable",
-                            format!(
-                                "{} deleted nothing at revision {revision}, but the store had {}",
-                                describe(op),
-                                show(want)
-                            ),
-                        ));
+                        v.push(Violation::new("linearizable", format!("{} deleted nothing at revision {revision}, but the store had {}", describe(op), show(want))));
                     }
                     points.push((i, (*revision, 1)));
                 }
@@ -237,30 +167,17 @@ pub fn check(h: &History, t: &Timeline) -> Vec<Violation> {
                 if matches!(outcome, Outcome::Unknown { .. }) {
                     revoked_unknown.insert(*lease);
                 }
-                if let Outcome::Ok {
-                    response: Response::LeaseRevoke { revision },
-                } = outcome
-                {
+                if let Outcome::Ok { response: Response::LeaseRevoke { revision } } = outcome {
                     // Whether it deleted keys is decided once every delete
                     // is claimed (below).
                     acked_revokes.push((i, *lease, *revision));
                     for k in t.keys() {
                         if let Some(kv) = t.state_at(k, *revision).filter(|kv| kv.lease == *lease) {
-                            v.push(Violation::new(
-                                "linearizable",
-                                format!(
-                                    "{} at revision {revision}, but {} is still attached to it",
-                                    describe(op),
-                                    show(Some(kv))
-                                ),
-                            ));
+                            v.push(Violation::new("linearizable", format!("{} at revision {revision}, but {} is still attached to it", describe(op), show(Some(kv)))));
                         }
                     }
                     for (r, es) in t.by_revision.range(revision + 1..) {
-                        for e in es
-                            .iter()
-                            .filter(|e| e.kind == EventKind::Put && e.kv.lease == *lease)
-                        {
+                        for e in es.iter().filter(|e| e.kind == EventKind::Put && e.kv.lease == *lease) {
                             v.push(Violation::new("linearizable", format!("{} at revision {revision}, but {} was attached to it later at revision {r}", describe(op), e.kv.key)));
                         }
                     }
@@ -276,18 +193,8 @@ pub fn check(h: &History, t: &Timeline) -> Vec<Violation> {
     // delete of a key that happened to carry the lease.
     for (i, lease, rev) in acked_revokes {
         let es = t.by_revision.get(&rev).map(Vec::as_slice).unwrap_or(&[]);
-        let deletes: Vec<&str> = es
-            .iter()
-            .filter(|e| e.kind == EventKind::Delete)
-            .filter(|e| {
-                t.state_at(&e.kv.key, rev - 1)
-                    .is_some_and(|kv| kv.lease == lease)
-            })
-            .map(|e| e.kv.key.as_str())
-            .collect();
-        let others_claimed = es
-            .iter()
-            .any(|e| claimed_deletes.contains(&(rev, e.kv.key.as_str())));
+        let deletes: Vec<&str> = es.iter().filter(|e| e.kind == EventKind::Delete).filter(|e| t.state_at(&e.kv.key, rev - 1).is_some_and(|kv| kv.lease == lease)).map(|e| e.kv.key.as_str()).collect();
+        let others_claimed = es.iter().any(|e| claimed_deletes.contains(&(rev, e.kv.key.as_str())));
         let wrote = !deletes.is_empty() && !others_claimed;
         if wrote {
             for k in deletes {
@@ -305,13 +212,7 @@ pub fn check(h: &History, t: &Timeline) -> Vec<Violation> {
             match e.kind {
                 EventKind::Put => {
                     if !claimed_values.contains(e.kv.value.as_str()) {
-                        v.push(Violation::new(
-                            "linearizable",
-                            format!(
-                                "put {}={} at revision {rev} was written by no client",
-                                e.kv.key, e.kv.value
-                            ),
-                        ));
+                        v.push(Violation::new("linearizable", format!("put {}={} at revision {rev} was written by no client", e.kv.key, e.kv.value)));
                     }
                 }
                 EventKind::Delete => {
@@ -319,10 +220,7 @@ pub fn check(h: &History, t: &Timeline) -> Vec<Violation> {
                         continue;
                     }
                     // A revoke of unknown outcome of the key's lease explains it.
-                    let prev_lease = t
-                        .state_at(&e.kv.key, rev - 1)
-                        .map(|kv| kv.lease)
-                        .unwrap_or(0);
+                    let prev_lease = t.state_at(&e.kv.key, rev - 1).map(|kv| kv.lease).unwrap_or(0);
                     if prev_lease != 0 && revoked_unknown.contains(&prev_lease) {
                         continue;
                     }
@@ -330,22 +228,13 @@ pub fn check(h: &History, t: &Timeline) -> Vec<Violation> {
                     // after every operation placed before this revision had
                     // completed (events are visited in revision order, so any
                     // eligible request will do).
-                    let cand = unknown_deletes.iter().position(|&i| {
-                        h.operations[i].request.key() == Some(e.kv.key.as_str())
-                            && placed.lower_bound(h.operations[i].call_ns) <= (*rev, 0)
-                    });
+                    let cand = unknown_deletes.iter().position(|&i| h.operations[i].request.key() == Some(e.kv.key.as_str()) && placed.lower_bound(h.operations[i].call_ns) <= (*rev, 0));
                     if let Some(pos) = cand {
                         let i = unknown_deletes.remove(pos);
                         points.push((i, (*rev, 0)));
                         continue;
                     }
-                    v.push(Violation::new(
-                        "linearizable",
-                        format!(
-                            "delete of {} at revision {rev} was requested by no client",
-                            e.kv.key
-                        ),
-                    ));
+                    v.push(Violation::new("linearizable", format!("delete of {} at revision {rev} was requested by no client", e.kv.key)));
                 }
             }
         }
@@ -364,11 +253,7 @@ struct Placed {
 
 impl Placed {
     fn new(h: &History, points: &[(usize, Point)]) -> Self {
-        let mut done: Vec<(u64, Point)> = points
-            .iter()
-            .filter(|(i, _)| !matches!(h.operations[*i].outcome, Outcome::Unknown { .. }))
-            .map(|(i, p)| (h.operations[*i].return_ns, *p))
-            .collect();
+        let mut done: Vec<(u64, Point)> = points.iter().filter(|(i, _)| !matches!(h.operations[*i].outcome, Outcome::Unknown { .. })).map(|(i, p)| (h.operations[*i].return_ns, *p)).collect();
         done.sort();
         let mut max = (0, 0);
         for d in &mut done {
@@ -414,7 +299,13 @@ fn real_time(h: &History, points: &[(usize, Point)]) -> Vec<Violation> {
             if pa > *pb {
                 v.push(Violation::new(
                     "linearizable",
-                    format!("{} sits at revision {} but started after {} completed at revision {} (real-time order broken, e.g. a stale read)", describe(&h.operations[*b]), pb.0, describe(&h.operations[a]), pa.0),
+                    format!(
+                        "{} sits at revision {} but started after {} completed at revision {} (real-time order broken, e.g. a stale read)",
+                        describe(&h.operations[*b]),
+                        pb.0,
+                        describe(&h.operations[a]),
+                        pa.0
+                    ),
                 ));
                 if v.len() >= MAX_REALTIME_REPORTS {
                     break;
@@ -440,15 +331,7 @@ fn monotonic(h: &History) -> Vec<Violation> {
                 let r = response.revision();
                 if let Some((l, prev)) = last {
                     if r < l {
-                        v.push(Violation::new(
-                            "monotonic",
-                            format!(
-                                "client {}: {} saw revision {r} after {} saw {l}",
-                                op.client,
-                                describe(op),
-                                describe(prev)
-                            ),
-                        ));
+                        v.push(Violation::new("monotonic", format!("client {}: {} saw revision {r} after {} saw {l}", op.client, describe(op), describe(prev))));
                     }
                 }
                 if last.is_none_or(|(l, _)| r >= l) {
@@ -468,17 +351,10 @@ pub fn describe(op: &Operation) -> String {
         }
         Request::Put { key, value, .. } => format!("put {key}={value}"),
         Request::Get { key } => format!("get {key}"),
-        Request::Cas {
-            key,
-            expected_mod_revision,
-            value,
-        } => format!("cas {key} if mod_revision=={expected_mod_revision} then ={value}"),
+        Request::Cas { key, expected_mod_revision, value } => format!("cas {key} if mod_revision=={expected_mod_revision} then ={value}"),
         Request::Delete { key } => format!("delete {key}"),
         Request::LeaseGrant { ttl } => format!("lease grant ttl {ttl}"),
         Request::LeaseRevoke { lease } => format!("lease revoke {lease}"),
     };
-    format!(
-        "client {} {req} [{}..{} ns]",
-        op.client, op.call_ns, op.return_ns
-    )
+    format!("client {} {req} [{}..{} ns]", op.client, op.call_ns, op.return_ns)
 }

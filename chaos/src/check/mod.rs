@@ -36,10 +36,7 @@ pub struct Violation {
 
 impl Violation {
     pub(crate) fn new(checker: &str, message: impl Into<String>) -> Self {
-        Self {
-            checker: checker.to_string(),
-            message: message.into(),
-        }
+        Self { checker: checker.to_string(), message: message.into() }
     }
 }
 
@@ -88,20 +85,14 @@ impl Timeline {
         for e in events {
             let rev = e.kv.mod_revision;
             if rev < last {
-                return Err(Violation::new(
-                    "durability",
-                    format!("reference event stream goes back: revision {rev} after {last}"),
-                ));
+                return Err(Violation::new("durability", format!("reference event stream goes back: revision {rev} after {last}")));
             }
             last = rev;
             let state = match e.kind {
                 EventKind::Put => Some(e.kv.clone()),
                 EventKind::Delete => None,
             };
-            t.keys
-                .entry(e.kv.key.clone())
-                .or_default()
-                .push((rev, state));
+            t.keys.entry(e.kv.key.clone()).or_default().push((rev, state));
             t.by_revision.entry(rev).or_default().push(e.clone());
         }
         Ok(t)
@@ -119,10 +110,7 @@ impl Timeline {
 
     /// All live pairs at `rev`, sorted by key.
     pub fn range_at(&self, rev: i64) -> Vec<Kv> {
-        self.keys
-            .keys()
-            .filter_map(|k| self.state_at(k, rev).cloned())
-            .collect()
+        self.keys.keys().filter_map(|k| self.state_at(k, rev).cloned()).collect()
     }
 
     /// The keys ever written.

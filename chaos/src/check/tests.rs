@@ -9,11 +9,7 @@ use crate::history::*;
 
 fn caught(h: &History, checker: &str, needle: &str) -> Vec<Violation> {
     let v = check_all(h);
-    assert!(
-        v.iter()
-            .any(|x| x.checker == checker && x.message.contains(needle)),
-        "expected a {checker} violation containing {needle:?}, got {v:#?}"
-    );
+    assert!(v.iter().any(|x| x.checker == checker && x.message.contains(needle)), "expected a {checker} violation containing {needle:?}, got {v:#?}");
     v
 }
 
@@ -45,10 +41,7 @@ fn stale_read_is_caught() {
 fn wrong_read_value_is_caught() {
     let mut s = Sim::valid();
     let i = s.get(0, "a");
-    if let Outcome::Ok {
-        response: Response::Get { kv: Some(kv), .. },
-    } = &mut s.h.operations[i].outcome
-    {
+    if let Outcome::Ok { response: Response::Get { kv: Some(kv), .. } } = &mut s.h.operations[i].outcome {
         kv.value = "bogus".into();
     }
     caught(&s.finish(), "linearizable", "stale or wrong read");
@@ -64,9 +57,7 @@ fn lost_acknowledged_write_is_caught() {
         m.events.pop();
     }
     for w in &mut h.watchers {
-        w.sessions[0]
-            .responses
-            .retain(|r| r.events.iter().all(|e| e.kv.value != "lost"));
+        w.sessions[0].responses.retain(|r| r.events.iter().all(|e| e.kv.value != "lost"));
     }
     caught(&h, "lost-write", "not in the store's history");
 }
@@ -75,9 +66,7 @@ fn lost_acknowledged_write_is_caught() {
 fn failed_write_that_took_effect_is_caught() {
     let mut s = Sim::valid();
     let i = s.put(0, "z", "ghost");
-    s.h.operations[i].outcome = Outcome::Failed {
-        error: "etcdserver: requested lease not found".into(),
-    };
+    s.h.operations[i].outcome = Outcome::Failed { error: "etcdserver: requested lease not found".into() };
     caught(&s.finish(), "linearizable", "failed");
 }
 
@@ -86,18 +75,9 @@ fn cas_against_wrong_revision_is_caught() {
     let mut s = Sim::valid();
     let i = s.put(0, "a", "v9");
     // Claim it was a CAS expecting a mod_revision the key never had.
-    s.h.operations[i].request = Request::Cas {
-        key: "a".into(),
-        expected_mod_revision: 1,
-        value: "v9".into(),
-    };
+    s.h.operations[i].request = Request::Cas { key: "a".into(), expected_mod_revision: 1, value: "v9".into() };
     let rev = s.rev;
-    s.h.operations[i].outcome = Outcome::Ok {
-        response: Response::Cas {
-            revision: rev,
-            succeeded: true,
-        },
-    };
+    s.h.operations[i].outcome = Outcome::Ok { response: Response::Cas { revision: rev, succeeded: true } };
     caught(&s.finish(), "linearizable", "took effect at revision");
 }
 
@@ -105,16 +85,10 @@ fn cas_against_wrong_revision_is_caught() {
 fn revision_going_back_is_caught() {
     let mut s = Sim::valid();
     let i = s.get(0, "a");
-    if let Outcome::Ok {
-        response: Response::Get { revision, .. },
-    } = &mut s.h.operations[i].outcome
-    {
+    if let Outcome::Ok { response: Response::Get { revision, .. } } = &mut s.h.operations[i].outcome {
         *revision = 1;
     }
-    if let Outcome::Ok {
-        response: Response::Get { kv, .. },
-    } = &mut s.h.operations[i].outcome
-    {
+    if let Outcome::Ok { response: Response::Get { kv, .. } } = &mut s.h.operations[i].outcome {
         *kv = None;
     }
     caught(&s.finish(), "monotonic", "saw revision 1");
@@ -161,14 +135,7 @@ fn bookmark_ahead_of_events_is_caught() {
     let mut h = Sim::valid().finish();
     let last = h.final_revision;
     let r = &mut h.watchers[0].sessions[0].responses;
-    r.insert(
-        2,
-        WatchResponse {
-            time_ns: 0,
-            header_revision: last,
-            events: vec![],
-        },
-    );
+    r.insert(2, WatchResponse { time_ns: 0, header_revision: last, events: vec![] });
     caught(&h, "watch", "progress notification at revision");
 }
 
@@ -228,9 +195,7 @@ fn key_surviving_its_revoked_lease_is_caught() {
         call_ns: 1_000_000,
         return_ns: 1_000_010,
         request: Request::LeaseRevoke { lease: 88 },
-        outcome: Outcome::Ok {
-            response: Response::LeaseRevoke { revision: rev },
-        },
+        outcome: Outcome::Ok { response: Response::LeaseRevoke { revision: rev } },
     });
     caught(&s.finish(), "linearizable", "still attached");
 }
@@ -257,13 +222,9 @@ fn delete_explained_by_an_unknown_revoke_not_a_later_delete() {
     s.lease_grant(0, 66);
     s.put_lease(0, "h", "v12", 66);
     let r = s.revoke(0, 66);
-    s.h.operations[r].outcome = Outcome::Unknown {
-        error: "leader changed".into(),
-    };
+    s.h.operations[r].outcome = Outcome::Unknown { error: "leader changed".into() };
     s.put(1, "a", "v13");
     let d = s.delete(2, "h");
-    s.h.operations[d].outcome = Outcome::Unknown {
-        error: "leader changed".into(),
-    };
+    s.h.operations[d].outcome = Outcome::Unknown { error: "leader changed".into() };
     assert_eq!(check_all(&s.finish()), vec![]);
 }

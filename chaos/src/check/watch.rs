@@ -23,10 +23,7 @@ const MAX_REPORTS_PER_WATCHER: usize = 10;
 
 /// Checks every watcher against the timeline.
 pub fn check(h: &History, t: &Timeline) -> Vec<Violation> {
-    h.watchers
-        .iter()
-        .flat_map(|w| check_watcher(h, t, w))
-        .collect()
+    h.watchers.iter().flat_map(|w| check_watcher(h, t, w)).collect()
 }
 
 fn same_event(a: &Event, b: &Event) -> bool {
@@ -57,7 +54,11 @@ fn check_watcher(h: &History, t: &Timeline, w: &Watcher) -> Vec<Violation> {
                 if let Some((r, es)) = t.by_revision.range(lo..).next().filter(|(r, _)| **r <= b) {
                     v.push(Violation::new(
                         "watch",
-                        format!("{name} session {si}: progress notification at revision {b} arrived before the event at revision {r} ({} {}); last delivered revision {last_event_rev}", kind(&es[0]), es[0].kv.key),
+                        format!(
+                            "{name} session {si}: progress notification at revision {b} arrived before the event at revision {r} ({} {}); last delivered revision {last_event_rev}",
+                            kind(&es[0]),
+                            es[0].kv.key
+                        ),
                     ));
                 }
                 upper = upper.max(b);
@@ -67,22 +68,12 @@ fn check_watcher(h: &History, t: &Timeline, w: &Watcher) -> Vec<Violation> {
             for e in &resp.events {
                 let rev = e.kv.mod_revision;
                 if rev < s.start_revision {
-                    v.push(Violation::new(
-                        "watch",
-                        format!(
-                            "{name} session {si} started at {} but delivered revision {rev}",
-                            s.start_revision
-                        ),
-                    ));
+                    v.push(Violation::new("watch", format!("{name} session {si} started at {} but delivered revision {rev}", s.start_revision)));
                 }
                 if !seen.insert((rev, e.kv.key.clone())) {
                     v.push(Violation::new("watch", format!("{name} session {si} response {ri}: duplicate event {} {} at revision {rev}", kind(e), e.kv.key)));
                 } else if prev_in_resp.is_none() && rev <= last_event_rev {
-                    let what = if rev == last_event_rev {
-                        "revision split across responses (not atomic)"
-                    } else {
-                        "event out of order"
-                    };
+                    let what = if rev == last_event_rev { "revision split across responses (not atomic)" } else { "event out of order" };
                     v.push(Violation::new("watch", format!("{name} session {si} response {ri}: {what}: revision {rev} after {last_event_rev}")));
                 } else if prev_in_resp.is_some_and(|p| rev < p) {
                     v.push(Violation::new("watch", format!("{name} session {si} response {ri}: event out of order within a response: revision {rev}")));
@@ -90,16 +81,7 @@ fn check_watcher(h: &History, t: &Timeline, w: &Watcher) -> Vec<Violation> {
                 // prev_kv: the key's state just before.
                 let want_prev = t.state_at(&e.kv.key, rev - 1);
                 if e.prev_kv.as_ref() != want_prev {
-                    v.push(Violation::new(
-                        "watch",
-                        format!(
-                            "{name}: event {} {} at revision {rev} has prev_kv {}, want {}",
-                            kind(e),
-                            e.kv.key,
-                            show(e.prev_kv.as_ref()),
-                            show(want_prev)
-                        ),
-                    ));
+                    v.push(Violation::new("watch", format!("{name}: event {} {} at revision {rev} has prev_kv {}, want {}", kind(e), e.kv.key, show(e.prev_kv.as_ref()), show(want_prev))));
                 }
                 prev_in_resp = Some(rev);
                 last_event_rev = last_event_rev.max(rev);
@@ -112,36 +94,28 @@ fn check_watcher(h: &History, t: &Timeline, w: &Watcher) -> Vec<Violation> {
         }
     }
     // Reliable: delivered == reference events in [start, upper].
-    let expected: Vec<&Event> = t
-        .by_revision
-        .range(start..)
-        .take_while(|(r, _)| **r <= upper)
-        .flat_map(|(_, es)| es.iter())
-        .collect();
-    let by_id: HashMap<(i64, &str), &Event> = delivered
-        .iter()
-        .map(|d| ((d.kv.mod_revision, d.kv.key.as_str()), *d))
-        .collect();
-    let expected_ids: HashSet<(i64, &str)> = expected
-        .iter()
-        .map(|e| (e.kv.mod_revision, e.kv.key.as_str()))
-        .collect();
+    let expected: Vec<&Event> = t.by_revision.range(start..).take_while(|(r, _)| **r <= upper).flat_map(|(_, es)| es.iter()).collect();
+    let by_id: HashMap<(i64, &str), &Event> = delivered.iter().map(|d| ((d.kv.mod_revision, d.kv.key.as_str()), *d)).collect();
+    let expected_ids: HashSet<(i64, &str)> = expected.iter().map(|e| (e.kv.mod_revision, e.kv.key.as_str())).collect();
     for e in &expected {
         match by_id.get(&(e.kv.mod_revision, e.kv.key.as_str())) {
             Some(d) => {
                 if !same_event(d, e) {
-                    v.push(Violation::new("watch", format!("{name}: event at revision {} on {} differs from the store's: got {} {}, want {} {}", e.kv.mod_revision, e.kv.key, kind(d), show(Some(&d.kv)), kind(e), show(Some(&e.kv)))));
+                    v.push(Violation::new(
+                        "watch",
+                        format!(
+                            "{name}: event at revision {} on {} differs from the store's: got {} {}, want {} {}",
+                            e.kv.mod_revision,
+                            e.kv.key,
+                            kind(d),
+                            show(Some(&d.kv)),
+                            kind(e),
+                            show(Some(&e.kv))
+                        ),
+                    ));
                 }
             }
-            None => v.push(Violation::new(
-                "watch",
-                format!(
-                    "{name}: missed event {} {} at revision {} (delivered up to {upper})",
-                    kind(e),
-                    e.kv.key,
-                    e.kv.mod_revision
-                ),
-            )),
+            None => v.push(Violation::new("watch", format!("{name}: missed event {} {} at revision {} (delivered up to {upper})", kind(e), e.kv.key, e.kv.mod_revision))),
         }
         if v.len() >= MAX_REPORTS_PER_WATCHER {
             return v;

@@ -18,9 +18,7 @@ use crate::common::targets;
 async fn leader_and_terms(c: &Cluster) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
     for i in 0..3 {
-        let mut cl = connect(&c.endpoint(i), Duration::from_secs(5))
-            .await
-            .expect("connect");
+        let mut cl = connect(&c.endpoint(i), Duration::from_secs(5)).await.expect("connect");
         let s = cl.status().await.expect("Status");
         out.push((s.leader(), s.raft_term()));
     }
@@ -35,18 +33,10 @@ async fn delay_keeps_leader(target: Target) {
     let c = Cluster::start(opts).await.expect("cluster starts");
     let leader = c.leader().await.expect("a leader");
     let before = leader_and_terms(&c).await;
-    assert!(
-        before.iter().all(|s| *s == before[0] && s.0 != 0),
-        "{}: members agree on one leader before the fault: {before:?}",
-        target.name()
-    );
+    assert!(before.iter().all(|s| *s == before[0] && s.0 != 0), "{}: members agree on one leader before the fault: {before:?}", target.name());
 
-    let mut cl = connect(&c.endpoint(leader), Duration::from_secs(15))
-        .await
-        .expect("connect to the leader");
-    let mut reader = connect(&c.endpoint((leader + 1) % 3), Duration::from_secs(15))
-        .await
-        .expect("connect to a follower");
+    let mut cl = connect(&c.endpoint(leader), Duration::from_secs(15)).await.expect("connect to the leader");
+    let mut reader = connect(&c.endpoint((leader + 1) % 3), Duration::from_secs(15)).await.expect("connect to a follower");
     for delay_ms in [100, 200] {
         let mut f = Faults::default();
         for (a, b) in [(0, 1), (0, 2), (1, 2)] {
@@ -60,37 +50,16 @@ async fn delay_keeps_leader(target: Target) {
         let start = Instant::now();
         let mut n = 0;
         while start.elapsed() < Duration::from_secs(2) {
-            cl.put("delayed", format!("{delay_ms}-{n}"), None)
-                .await
-                .unwrap_or_else(|e| {
-                    panic!(
-                        "{}: put {n} with {delay_ms} ms peer delay failed: {e}",
-                        target.name()
-                    )
-                });
+            cl.put("delayed", format!("{delay_ms}-{n}"), None).await.unwrap_or_else(|e| panic!("{}: put {n} with {delay_ms} ms peer delay failed: {e}", target.name()));
             n += 1;
         }
-        assert!(
-            n >= 2,
-            "{}: writes continue with {delay_ms} ms delay ({n} in 2 s)",
-            target.name()
-        );
+        assert!(n >= 2, "{}: writes continue with {delay_ms} ms delay ({n} in 2 s)", target.name());
         // A linearizable read on a follower needs the leader to confirm
         // its leadership with a quorum across the same links.
-        let got = reader.get("delayed", None).await.unwrap_or_else(|e| {
-            panic!(
-                "{}: linearizable get with {delay_ms} ms peer delay failed: {e}",
-                target.name()
-            )
-        });
+        let got = reader.get("delayed", None).await.unwrap_or_else(|e| panic!("{}: linearizable get with {delay_ms} ms peer delay failed: {e}", target.name()));
         assert_eq!(got.kvs().len(), 1);
         let now = leader_and_terms(&c).await;
-        assert_eq!(
-            now,
-            before,
-            "{}: (leader, term) per member changed under {delay_ms} ms peer delay",
-            target.name()
-        );
+        assert_eq!(now, before, "{}: (leader, term) per member changed under {delay_ms} ms peer delay", target.name());
     }
     c.proxy.heal();
 }

@@ -20,46 +20,27 @@ async fn no_leader_at_once(target: Target) {
     c.proxy.set(f);
 
     // The cut member gives up on its leader after an election timeout.
-    let mut plain = connect(&c.endpoint(cut), Duration::from_secs(5))
-        .await
-        .expect("connect");
+    let mut plain = connect(&c.endpoint(cut), Duration::from_secs(5)).await.expect("connect");
     let start = Instant::now();
     loop {
         let s = plain.status().await.expect("Status");
         if s.leader() == 0 {
             break;
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "{}: the cut member still names leader {:x}",
-            target.name(),
-            s.leader()
-        );
+        assert!(start.elapsed() < Duration::from_secs(20), "{}: the cut member still names leader {:x}", target.name(), s.leader());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
     // A client deadline below the members' request timeout (about 6 s for
     // raftstore here, 7 s for etcd): the answer must come from the
     // require-leader check, not from a request that waited and gave up.
-    let opts = ConnectOptions::new()
-        .with_require_leader(true)
-        .with_timeout(Duration::from_secs(3));
-    let mut cl = Client::connect([c.endpoint(cut)], Some(opts))
-        .await
-        .expect("connect with require-leader");
-    let err = cl
-        .put("k", "v", None)
-        .await
-        .expect_err("a put on a member with no leader fails");
+    let opts = ConnectOptions::new().with_require_leader(true).with_timeout(Duration::from_secs(3));
+    let mut cl = Client::connect([c.endpoint(cut)], Some(opts)).await.expect("connect with require-leader");
+    let err = cl.put("k", "v", None).await.expect_err("a put on a member with no leader fails");
     let etcd_client::Error::GRpcStatus(st) = err else {
         panic!("{}: not a gRPC status: {err:?}", target.name());
     };
-    assert_eq!(
-        (st.code(), st.message()),
-        (tonic::Code::Unavailable, "etcdserver: no leader"),
-        "{}: not `request timed out` after the request timeout",
-        target.name()
-    );
+    assert_eq!((st.code(), st.message()), (tonic::Code::Unavailable, "etcdserver: no leader"), "{}: not `request timed out` after the request timeout", target.name());
     c.proxy.heal();
 }
 

@@ -15,14 +15,8 @@ async fn raftstore_snapshot_restart_installs_a_snapshot() {
     cfg.hold = Duration::from_secs(2);
     cfg.recover = Duration::from_secs(1);
     let out = std::env::temp_dir().join(format!("chaos-it-snap-{}", std::process::id()));
-    let r = run_phase(&raftstore(), Fault::SnapshotRestart, &cfg, &out)
-        .await
-        .expect("the phase runs");
+    let r = run_phase(&raftstore(), Fault::SnapshotRestart, &cfg, &out).await.expect("the phase runs");
     assert!(r.violations.is_empty(), "{} violations:\n{r}", r.violations.len());
-    assert!(
-        r.action.contains("by installing a snapshot"),
-        "the restarted member caught up without a snapshot: {}",
-        r.action
-    );
+    assert!(r.action.contains("by installing a snapshot"), "the restarted member caught up without a snapshot: {}", r.action);
     let _ = std::fs::remove_dir_all(&out);
 }

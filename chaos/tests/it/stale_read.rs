@@ -32,10 +32,7 @@ use chaos::proxy::Faults;
 /// (member ID, leader ID, term) from one member's Status.
 async fn status(c: &Cluster, i: usize) -> Option<(u64, u64, u64)> {
     let mut cl = connect(&c.endpoint(i), Duration::from_secs(1)).await.ok()?;
-    let s = tokio::time::timeout(Duration::from_millis(500), cl.status())
-        .await
-        .ok()?
-        .ok()?;
+    let s = tokio::time::timeout(Duration::from_millis(500), cl.status()).await.ok()?.ok()?;
     Some((s.header()?.member_id(), s.leader(), s.raft_term()))
 }
 
@@ -84,9 +81,7 @@ async fn cut_off(c: &Cluster, old: usize, followers: &[usize], term0: u64) -> us
 async fn a_cut_off_leader_does_not_serve_a_stale_read_when_old_answers_arrive() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (c, old, followers, old_id, term0) = short_timeout_cluster(dir.path()).await;
-    let mut on_old = connect(&c.endpoint(old), Duration::from_secs(10))
-        .await
-        .expect("connect to the leader");
+    let mut on_old = connect(&c.endpoint(old), Duration::from_secs(10)).await.expect("connect to the leader");
     on_old.put("k", "old", None).await.expect("first write");
 
     // 1. Answers to the leader held; W0 reaches both followers.
@@ -121,16 +116,11 @@ async fn a_cut_off_leader_does_not_serve_a_stale_read_when_old_answers_arrive() 
         assert!(Instant::now() < deadline, "the followers did not elect a new leader");
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
-    let mut on_new = connect(&c.endpoint(new), Duration::from_secs(5))
-        .await
-        .expect("connect to the new leader");
+    let mut on_new = connect(&c.endpoint(new), Duration::from_secs(5)).await.expect("connect to the new leader");
     let w = on_new.put("k", "new", None).await.expect("the new leader takes W");
     let w_rev = w.header().expect("header").revision();
     let (_, _, old_term) = status(&c, old).await.expect("the old leader's status");
-    assert_eq!(
-        old_term, term0,
-        "staging: the old leader must not have heard of the new term yet"
-    );
+    assert_eq!(old_term, term0, "staging: the old leader must not have heard of the new term yet");
     assert_ne!(old_id, 0);
 
     // 3. R on the old leader.
@@ -148,10 +138,7 @@ async fn a_cut_off_leader_does_not_serve_a_stale_read_when_old_answers_arrive() 
     // Give a stale answer time to appear before the rest is delivered.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     c.proxy.heal();
-    let got = tokio::time::timeout(Duration::from_secs(20), r)
-        .await
-        .expect("R ends")
-        .expect("join");
+    let got = tokio::time::timeout(Duration::from_secs(20), r).await.expect("R ends").expect("join");
     if let Ok(resp) = got {
         let rev = resp.header().expect("header").revision();
         let value = resp.kvs().first().map(|kv| kv.value().to_vec());
@@ -181,9 +168,7 @@ async fn a_cut_off_leader_does_not_serve_a_stale_read_when_old_answers_arrive() 
 async fn a_cut_off_leader_does_not_answer_lease_queries_from_its_own_lessor() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (c, old, followers, _, term0) = short_timeout_cluster(dir.path()).await;
-    let mut on_old = connect(&c.endpoint(old), Duration::from_secs(10))
-        .await
-        .expect("connect to the leader");
+    let mut on_old = connect(&c.endpoint(old), Duration::from_secs(10)).await.expect("connect to the leader");
     let lease = on_old.lease_grant(600, None).await.expect("grant").id();
     // Every member has applied the grant before the cut.
     for i in 0..3 {
@@ -192,9 +177,7 @@ async fn a_cut_off_leader_does_not_answer_lease_queries_from_its_own_lessor() {
     }
 
     let new = cut_off(&c, old, &followers, term0).await;
-    let mut on_new = connect(&c.endpoint(new), Duration::from_secs(5))
-        .await
-        .expect("connect to the new leader");
+    let mut on_new = connect(&c.endpoint(new), Duration::from_secs(5)).await.expect("connect to the new leader");
     on_new.lease_revoke(lease).await.expect("the new leader revokes the lease");
     let (_, _, old_term) = status(&c, old).await.expect("the old leader's status");
     assert_eq!(old_term, term0, "staging: the old leader must not have heard of the new term yet");

@@ -16,12 +16,8 @@ async fn follower_writes_recover_from_a_silent_connection_to_the_leader() {
     let dir = tempfile::tempdir().expect("tempdir");
     let target = crate::common::raftstore();
     let (c, leader, f) = crate::common::cluster_and_follower(&target, dir.path()).await;
-    let mut cl = connect(&c.endpoint(f), Duration::from_secs(30))
-        .await
-        .expect("connect to the follower");
-    cl.put("warm", "v", None)
-        .await
-        .expect("a write through the follower opens its connection to the leader");
+    let mut cl = connect(&c.endpoint(f), Duration::from_secs(30)).await.expect("connect to the follower");
+    cl.put("warm", "v", None).await.expect("a write through the follower opens its connection to the leader");
 
     let mut stall = Faults::default();
     stall.stall.insert((f, leader));
@@ -34,15 +30,7 @@ async fn follower_writes_recover_from_a_silent_connection_to_the_leader() {
             Ok(_) => break,
             Err(e) => failures.push(format!("{:?}: {e}", start.elapsed())),
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "writes through the follower still fail {:?} after its connection to the leader went silent: {failures:?}",
-            start.elapsed()
-        );
+        assert!(start.elapsed() < Duration::from_secs(20), "writes through the follower still fail {:?} after its connection to the leader went silent: {failures:?}", start.elapsed());
     }
-    assert_eq!(
-        c.leader().await,
-        Some(leader),
-        "the leader stayed (the fault only silenced the follower's connection)"
-    );
+    assert_eq!(c.leader().await, Some(leader), "the leader stayed (the fault only silenced the follower's connection)");
 }

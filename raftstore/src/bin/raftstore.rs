@@ -173,8 +173,7 @@ fn tls_files(prefix: &str, cert: Option<PathBuf>, key: Option<PathBuf>, ca: Opti
 }
 
 fn config(s: Serve) -> Result<Config, String> {
-    let progress = humantime::parse_duration(&s.progress_notify_interval)
-        .map_err(|e| format!("invalid --experimental-watch-progress-notify-interval: {e}"))?;
+    let progress = humantime::parse_duration(&s.progress_notify_interval).map_err(|e| format!("invalid --experimental-watch-progress-notify-interval: {e}"))?;
     if progress < Duration::from_millis(100) {
         return Err("--experimental-watch-progress-notify-interval must be at least 100ms".into());
     }
@@ -226,11 +225,7 @@ fn main() -> std::process::ExitCode {
     // Its heartbeat worker warns on every failed heartbeat, ten a second
     // per member that is down; the replication stream's warning (once a
     // second under its backoff) already reports the member.
-    let spec = if cli.serve.log_level.contains("openraft") {
-        cli.serve.log_level.clone()
-    } else {
-        format!("{},openraft=warn,openraft::core::heartbeat=error", cli.serve.log_level)
-    };
+    let spec = if cli.serve.log_level.contains("openraft") { cli.serve.log_level.clone() } else { format!("{},openraft=warn,openraft::core::heartbeat=error", cli.serve.log_level) };
     let filter = match tracing_subscriber::EnvFilter::try_new(&spec) {
         Ok(f) => f,
         Err(e) => {

@@ -92,8 +92,8 @@ mod tests {
     use super::super::revision::Revision;
     use super::*;
     use crate::command::{Command, CommandResponse};
-    use crate::storage::keys::{self, MetaKey};
     use crate::storage::cf;
+    use crate::storage::keys::{self, MetaKey};
 
     fn open(dir: &Path, batch_limit: usize, sleep_ms: u64) -> MvccStore {
         let db = crate::storage::open(dir).unwrap();

@@ -71,10 +71,7 @@ impl Compactor {
     pub(super) fn start(db: Db, pacing: CompactionPacing, finished: i64) -> Result<Self> {
         let shared = Arc::new(Shared { queue: Mutex::new(Queue::default()), wake: Condvar::new(), finished: watch::Sender::new(finished) });
         let worker = shared.clone();
-        let thread = std::thread::Builder::new()
-            .name("mvcc-compact".into())
-            .spawn(move || run(&db, &worker, pacing))
-            .map_err(Error::internal)?;
+        let thread = std::thread::Builder::new().name("mvcc-compact".into()).spawn(move || run(&db, &worker, pacing)).map_err(Error::internal)?;
         Ok(Compactor { shared, thread: Some(thread) })
     }
 

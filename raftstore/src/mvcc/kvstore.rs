@@ -122,7 +122,6 @@ impl MvccStore {
         Ok(())
     }
 
-
     /// The current (latest applied) revision.
     pub fn current_revision(&self) -> i64 {
         self.current.load(Ordering::Acquire)
@@ -179,45 +178,45 @@ impl MvccStore {
 /// resume.
 fn load_state(db: &DB) -> Result<(State, i64, Option<Job>)> {
     let mut st = State::default();
-        let meta = cf(db, keys::CF_META)?;
-        if let Some(v) = db.get_cf(meta, keys::CompactRevision::KEY)? {
-            st.compact = keys::decode_i64(&v)?;
-        }
-        if let Some(v) = db.get_cf(meta, keys::CurrentRevision::KEY)? {
-            st.current = keys::decode_i64(&v)?;
-        }
-        let lease_cf = cf(db, keys::CF_LEASE)?;
-        for item in db.iterator_cf(lease_cf, IteratorMode::Start) {
-            let (k, v) = item?;
-            let id = keys::decode_i64(&k)?;
-            st.leases.insert(id, LeaseRecord { ttl: keys::decode_i64(&v)?, keys: BTreeSet::new() });
-        }
-        // Latest lease binding per key, resolved after the scan.
-        let mut bound: HashMap<Vec<u8>, i64> = HashMap::new();
-        let kv = cf(db, keys::CF_KV)?;
-        for item in db.iterator_cf(kv, IteratorMode::Start) {
-            let (k, v) = item?;
-            let (rev, tomb) = keys::decode_kv_key(&k)?;
-            let kvp = decode_kv(&v)?;
-            let ki = st.index.entry(kvp.key.clone()).or_default();
-            if tomb {
-                ki.tombstone(rev);
-                bound.remove(&kvp.key);
+    let meta = cf(db, keys::CF_META)?;
+    if let Some(v) = db.get_cf(meta, keys::CompactRevision::KEY)? {
+        st.compact = keys::decode_i64(&v)?;
+    }
+    if let Some(v) = db.get_cf(meta, keys::CurrentRevision::KEY)? {
+        st.current = keys::decode_i64(&v)?;
+    }
+    let lease_cf = cf(db, keys::CF_LEASE)?;
+    for item in db.iterator_cf(lease_cf, IteratorMode::Start) {
+        let (k, v) = item?;
+        let id = keys::decode_i64(&k)?;
+        st.leases.insert(id, LeaseRecord { ttl: keys::decode_i64(&v)?, keys: BTreeSet::new() });
+    }
+    // Latest lease binding per key, resolved after the scan.
+    let mut bound: HashMap<Vec<u8>, i64> = HashMap::new();
+    let kv = cf(db, keys::CF_KV)?;
+    for item in db.iterator_cf(kv, IteratorMode::Start) {
+        let (k, v) = item?;
+        let (rev, tomb) = keys::decode_kv_key(&k)?;
+        let kvp = decode_kv(&v)?;
+        let ki = st.index.entry(kvp.key.clone()).or_default();
+        if tomb {
+            ki.tombstone(rev);
+            bound.remove(&kvp.key);
+        } else {
+            ki.put(rev);
+            if kvp.lease != 0 {
+                bound.insert(kvp.key, kvp.lease);
             } else {
-                ki.put(rev);
-                if kvp.lease != 0 {
-                    bound.insert(kvp.key, kvp.lease);
-                } else {
-                    bound.remove(&kvp.key);
-                }
-            }
-            st.current = st.current.max(rev.main);
-        }
-        for (key, lease) in bound {
-            if let Some(l) = st.leases.get_mut(&lease) {
-                l.keys.insert(key);
+                bound.remove(&kvp.key);
             }
         }
+        st.current = st.current.max(rev.main);
+    }
+    for (key, lease) in bound {
+        if let Some(l) = st.leases.get_mut(&lease) {
+            l.keys.insert(key);
+        }
+    }
     // A fresh etcd store is at revision 1; its first write takes 2.
     st.current = st.current.max(1);
     // Revisions a compaction dropped but had not yet deleted from disk came
@@ -289,5 +288,4 @@ pub(super) mod tests {
         assert_eq!(get(&s, "a", 2).map(|r| r.count).ok(), Some(1));
         assert_eq!(s.lease(1).map(|l| l.keys.into_iter().collect::<Vec<_>>()), Some(vec![b"b".to_vec()]));
     }
-
 }

@@ -152,7 +152,6 @@ impl MvccStore {
         }
         Ok(out)
     }
-
 }
 
 /// Whether `req` reads at most one value: a single-key get, or a count
@@ -180,11 +179,7 @@ pub(super) fn collect_range(index: &BTreeMap<Vec<u8>, KeyIndex>, key: &[u8], end
 /// sorts or filters (those happen after the read), else one more than the
 /// limit, to know whether there are `more` (etcd's v3 applier).
 pub(super) fn fetch_count(req: &RangeRequest, found: usize) -> usize {
-    let needs_all = req.sort_order != sort_order::NONE
-        || req.min_mod_revision != 0
-        || req.max_mod_revision != 0
-        || req.min_create_revision != 0
-        || req.max_create_revision != 0;
+    let needs_all = req.sort_order != sort_order::NONE || req.min_mod_revision != 0 || req.max_mod_revision != 0 || req.min_create_revision != 0 || req.max_create_revision != 0;
     if needs_all || req.limit <= 0 {
         found
     } else {

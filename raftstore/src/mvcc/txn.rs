@@ -8,10 +8,8 @@ use std::sync::atomic::Ordering;
 
 use prost::Message;
 use proto::etcdserverpb::{
-    compare_result, compare_target, Compare, DeleteRangeRequest, DeleteRangeResponse,
-    LeaseGrantRequest, LeaseGrantResponse, LeaseRevokeRequest, LeaseRevokeResponse, PutRequest,
-    PutResponse, RangeRequest, RangeResponse, RequestOp, RequestOpRequest, ResponseOp,
-    ResponseOpResponse, TargetUnion, TxnRequest, TxnResponse,
+    compare_result, compare_target, Compare, DeleteRangeRequest, DeleteRangeResponse, LeaseGrantRequest, LeaseGrantResponse, LeaseRevokeRequest, LeaseRevokeResponse, PutRequest, PutResponse,
+    RangeRequest, RangeResponse, RequestOp, RequestOpRequest, ResponseOp, ResponseOpResponse, TargetUnion, TxnRequest, TxnResponse,
 };
 use proto::mvccpb::{event_type, Event, KeyValue};
 use rocksdb::{WriteBatch, DB};
@@ -125,17 +123,7 @@ impl<'a> TxnWrites for Txn<'a, &'a State> {
 impl<'a, S: Deref<Target = State>> Txn<'a, S> {
     fn new(st: S, db: &'a DB, min_lease_ttl: i64) -> Result<Self> {
         let begin = st.current;
-        Ok(Txn {
-            st,
-            db,
-            min_lease_ttl,
-            batch: WriteBatch::default(),
-            begin,
-            sub: 0,
-            pending: HashMap::new(),
-            events: Vec::new(),
-            compaction: None,
-        })
+        Ok(Txn { st, db, min_lease_ttl, batch: WriteBatch::default(), begin, sub: 0, pending: HashMap::new(), events: Vec::new(), compaction: None })
     }
 
     /// The revision reads in this txn see (etcd `storeTxnWrite.Range`).
@@ -412,11 +400,7 @@ impl Txn<'_> {
                 l.keys.remove(key);
             }
         }
-        self.events.push(Event {
-            r#type: event_type::DELETE,
-            kv: Some(KeyValue { key: key.to_vec(), mod_revision: rev.main, ..Default::default() }),
-            prev_kv: Some(prev),
-        });
+        self.events.push(Event { r#type: event_type::DELETE, kv: Some(KeyValue { key: key.to_vec(), mod_revision: rev.main, ..Default::default() }), prev_kv: Some(prev) });
         Ok(())
     }
 

@@ -18,7 +18,6 @@ use super::{decode, encode, Entry, LogId, TypeConfig, Vote};
 use crate::storage::keys::{self, MetaKey};
 use crate::storage::Db;
 
-
 /// The log store. Cheap to clone; clones share the database and the
 /// flusher.
 #[derive(Clone)]

@@ -213,9 +213,7 @@ impl RaftNode {
         use openraft::Instant as _;
         let m = self.raft.metrics().borrow_watched().clone();
         let hb = m.heartbeat.unwrap_or_default();
-        ids.iter()
-            .filter(|id| **id == self.id || hb.get(id).and_then(|t| t.as_ref()).is_some_and(|t| (*t).into_inner().elapsed() < ACTIVE_WITHIN))
-            .count()
+        ids.iter().filter(|id| **id == self.id || hb.get(id).and_then(|t| t.as_ref()).is_some_and(|t| (*t).into_inner().elapsed() < ACTIVE_WITHIN)).count()
     }
 
     /// Whether learner `id` has replicated at least 90% of the leader's log.

@@ -143,12 +143,7 @@ impl RaftNode {
     /// (leader ID, current term, last log index, last applied index).
     pub fn status(&self) -> (Option<u64>, u64, u64, u64) {
         let m = self.raft.metrics().borrow_watched().clone();
-        (
-            self.effective_leader(&m),
-            m.current_term,
-            m.last_log_index.unwrap_or(0),
-            m.last_applied.as_ref().map(|l| l.index()).unwrap_or(0),
-        )
+        (self.effective_leader(&m), m.current_term, m.last_log_index.unwrap_or(0), m.last_applied.as_ref().map(|l| l.index()).unwrap_or(0))
     }
 
     /// The leader as etcd reports it in Status, `/health` and

@@ -141,38 +141,16 @@ mod tests {
     /// 0.4 ET so a slow peer round trip still keeps the leader's lease.
     #[test]
     fn derived_timing_campaigns_within_two_election_timeouts() {
-        for (hb, et) in [
-            (10, 50),
-            (50, 500),
-            (100, 1000),
-            (100, 500),
-            (250, 5000),
-            (10, 10_000),
-        ] {
+        for (hb, et) in [(10, 50), (50, 500), (100, 1000), (100, 500), (250, 5000), (10, 10_000)] {
             let t = OpenraftTiming::from_etcd(hb, et);
-            let cfg = openraft::Config {
-                heartbeat_interval: t.heartbeat_deadline,
-                election_timeout_min: t.election_min,
-                election_timeout_max: t.election_max,
-                ..Default::default()
-            };
+            let cfg = openraft::Config { heartbeat_interval: t.heartbeat_deadline, election_timeout_min: t.election_min, election_timeout_max: t.election_max, ..Default::default() };
             assert!(cfg.validate().is_ok(), "{hb}/{et}: {t:?}");
             let tick = t.heartbeat_deadline * 13 / 64;
             let earliest = t.election_max + t.election_min;
             let latest = 2 * t.election_max + tick;
-            assert!(
-                earliest >= et,
-                "{hb}/{et}: campaigns at {earliest} ms, before one ET"
-            );
-            assert!(
-                latest < 2 * et,
-                "{hb}/{et}: campaigns as late as {latest} ms"
-            );
-            assert!(
-                t.heartbeat_deadline * 5 >= et * 2,
-                "{hb}/{et}: deadline {} ms",
-                t.heartbeat_deadline
-            );
+            assert!(earliest >= et, "{hb}/{et}: campaigns at {earliest} ms, before one ET");
+            assert!(latest < 2 * et, "{hb}/{et}: campaigns as late as {latest} ms");
+            assert!(t.heartbeat_deadline * 5 >= et * 2, "{hb}/{et}: deadline {} ms", t.heartbeat_deadline);
         }
     }
 }

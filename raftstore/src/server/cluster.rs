@@ -6,9 +6,8 @@
 
 use proto::etcdserverpb::server::Cluster;
 use proto::etcdserverpb::{
-    Member, MemberAddRequest, MemberAddResponse, MemberListRequest, MemberListResponse,
-    MemberPromoteRequest, MemberPromoteResponse, MemberRemoveRequest, MemberRemoveResponse,
-    MemberUpdateRequest, MemberUpdateResponse,
+    Member, MemberAddRequest, MemberAddResponse, MemberListRequest, MemberListResponse, MemberPromoteRequest, MemberPromoteResponse, MemberRemoveRequest, MemberRemoveResponse, MemberUpdateRequest,
+    MemberUpdateResponse,
 };
 use tonic::{Request, Response, Status};
 

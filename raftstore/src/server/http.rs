@@ -86,11 +86,7 @@ where
             match path.as_str() {
                 "/health" | "/livez" | "/readyz" => {
                     let healthy = self.ctx.node.status().0.is_some();
-                    let resp = if healthy {
-                        json(200, r#"{"health":"true","reason":""}"#.to_string())
-                    } else {
-                        json(503, r#"{"health":"false","reason":"RAFT NO LEADER"}"#.to_string())
-                    };
+                    let resp = if healthy { json(200, r#"{"health":"true","reason":""}"#.to_string()) } else { json(503, r#"{"health":"false","reason":"RAFT NO LEADER"}"#.to_string()) };
                     return Box::pin(async move { Ok(resp) });
                 }
                 "/metrics" => {
@@ -141,11 +137,7 @@ fn unknown_method_status(mut resp: http::Response<Body>, path: &str) -> http::Re
     }
     let mut parts = path.trim_start_matches('/').splitn(2, '/');
     let (service, method) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let text = if SERVED.contains(&service) {
-        format!("unknown method {method} for service {service}")
-    } else {
-        format!("unknown service {service}")
-    };
+    let text = if SERVED.contains(&service) { format!("unknown method {method} for service {service}") } else { format!("unknown service {service}") };
     if let Ok(v) = http::HeaderValue::from_str(&text.replace(' ', "%20")) {
         resp.headers_mut().insert("grpc-message", v);
     }

@@ -8,9 +8,8 @@ use std::collections::HashSet;
 
 use proto::etcdserverpb::server::Kv;
 use proto::etcdserverpb::{
-    CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, PutRequest,
-    PutResponse, RangeRequest, RangeResponse, RangeStreamResponse, RequestOp, RequestOpRequest,
-    TxnRequest, TxnResponse,
+    CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, PutRequest, PutResponse, RangeRequest, RangeResponse, RangeStreamResponse, RequestOp, RequestOpRequest, TxnRequest,
+    TxnResponse,
 };
 use tonic::{Request, Response, Status};
 

@@ -4,8 +4,7 @@ use std::time::Duration;
 
 use proto::etcdserverpb::server::Lease;
 use proto::etcdserverpb::{
-    LeaseGrantRequest, LeaseGrantResponse, LeaseKeepAliveRequest, LeaseKeepAliveResponse,
-    LeaseLeasesRequest, LeaseLeasesResponse, LeaseRevokeRequest, LeaseRevokeResponse, LeaseStatus,
+    LeaseGrantRequest, LeaseGrantResponse, LeaseKeepAliveRequest, LeaseKeepAliveResponse, LeaseLeasesRequest, LeaseLeasesResponse, LeaseRevokeRequest, LeaseRevokeResponse, LeaseStatus,
     LeaseTimeToLiveRequest, LeaseTimeToLiveResponse,
 };
 use tokio::sync::mpsc;
@@ -152,13 +151,7 @@ impl Lease for LeaseService {
         };
         let header = self.ctx.header(self.ctx.store.current_revision());
         let resp = match self.ctx.store.lease(r.id) {
-            Some(l) if ttl >= 0 => LeaseTimeToLiveResponse {
-                header,
-                id: r.id,
-                ttl,
-                granted_ttl: l.ttl,
-                keys: if r.keys { l.keys.into_iter().collect() } else { Vec::new() },
-            },
+            Some(l) if ttl >= 0 => LeaseTimeToLiveResponse { header, id: r.id, ttl, granted_ttl: l.ttl, keys: if r.keys { l.keys.into_iter().collect() } else { Vec::new() } },
             // etcd: an unknown lease reports TTL -1.
             _ => LeaseTimeToLiveResponse { header, id: r.id, ttl: -1, granted_ttl: 0, keys: Vec::new() },
         };

@@ -3,10 +3,8 @@
 
 use proto::etcdserverpb::server::Maintenance;
 use proto::etcdserverpb::{
-    AlarmRequest, AlarmResponse, DefragmentRequest, DefragmentResponse, DowngradeRequest,
-    DowngradeResponse, HashKvRequest, HashKvResponse, HashRequest, HashResponse,
-    MoveLeaderRequest, MoveLeaderResponse, SnapshotRequest, SnapshotResponse, StatusRequest,
-    StatusResponse,
+    AlarmRequest, AlarmResponse, DefragmentRequest, DefragmentResponse, DowngradeRequest, DowngradeResponse, HashKvRequest, HashKvResponse, HashRequest, HashResponse, MoveLeaderRequest,
+    MoveLeaderResponse, SnapshotRequest, SnapshotResponse, StatusRequest, StatusResponse,
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -73,9 +71,7 @@ impl std::io::Write for ChannelWriter {
 }
 
 fn dir_size(dir: &std::path::Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|rd| rd.filter_map(|e| e.ok()).filter_map(|e| e.metadata().ok()).map(|m| m.len()).sum())
-        .unwrap_or(0)
+    std::fs::read_dir(dir).map(|rd| rd.filter_map(|e| e.ok()).filter_map(|e| e.metadata().ok()).map(|m| m.len()).sum()).unwrap_or(0)
 }
 
 #[tonic::async_trait]

@@ -48,12 +48,7 @@ pub type Ctx = Arc<Context>;
 impl Context {
     /// A response header at `revision` with this member's IDs and term.
     pub fn header(&self, revision: i64) -> Option<ResponseHeader> {
-        Some(ResponseHeader {
-            cluster_id: self.cluster_id,
-            member_id: self.member_id,
-            revision,
-            raft_term: self.node.term(),
-        })
+        Some(ResponseHeader { cluster_id: self.cluster_id, member_id: self.member_id, revision, raft_term: self.node.term() })
     }
 
     /// Fills the IDs and term into a header that carries only a revision.

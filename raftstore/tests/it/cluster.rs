@@ -14,11 +14,7 @@ fn three_members_bootstrap_serve_and_survive_leader_loss() {
     // etcd's default timing, so the bound below is etcd's 2 s.
     const ELECTION: Duration = Duration::from_millis(1000);
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut members = start_new(
-        dir.path(),
-        3,
-        &["--heartbeat-interval", "100", "--election-timeout", "1000"],
-    );
+    let mut members = start_new(dir.path(), 3, &["--heartbeat-interval", "100", "--election-timeout", "1000"]);
     block_on(async {
         // Bootstrap with all members starting at once; write via member 1.
         let rev = put_until_ok(&members[1].ep(), "a", "v", Duration::from_secs(20)).await;
@@ -32,13 +28,7 @@ fn three_members_bootstrap_serve_and_survive_leader_loss() {
         assert_ne!(leader, 0, "a leader is known");
         let list = c2.member_list().await.expect("member list");
         assert_eq!(list.members().len(), 3);
-        let leader_idx = list
-            .members()
-            .iter()
-            .find(|m| m.id() == leader)
-            .and_then(|m| m.name().strip_prefix('m'))
-            .and_then(|n| n.parse::<usize>().ok())
-            .expect("leader is a member");
+        let leader_idx = list.members().iter().find(|m| m.id() == leader).and_then(|m| m.name().strip_prefix('m')).and_then(|n| n.parse::<usize>().ok()).expect("leader is a member");
         // Kill the leader: one of the other two leads within two election
         // timeouts (etcd's bound: a follower campaigns after a random
         // [ET, 2 ET) without hearing from the leader), then takes writes.
@@ -51,26 +41,18 @@ fn three_members_bootstrap_serve_and_survive_leader_loss() {
         let killed = Instant::now();
         let new_leader = 'found: loop {
             for c in &mut watchers {
-                if let Ok(Ok(s)) =
-                    tokio::time::timeout(Duration::from_millis(200), c.status()).await
-                {
+                if let Ok(Ok(s)) = tokio::time::timeout(Duration::from_millis(200), c.status()).await {
                     if s.leader() != 0 && s.leader() != leader {
                         break 'found s.leader();
                     }
                 }
             }
-            assert!(
-                killed.elapsed() < Duration::from_secs(10),
-                "no new leader 10 s after killing {leader:x}"
-            );
+            assert!(killed.elapsed() < Duration::from_secs(10), "no new leader 10 s after killing {leader:x}");
             tokio::time::sleep(Duration::from_millis(10)).await;
         };
         let took = killed.elapsed();
         eprintln!("new leader after {took:?}");
-        assert!(
-            took < 2 * ELECTION,
-            "new leader {new_leader:x} took {took:?}, over two election timeouts of {ELECTION:?}"
-        );
+        assert!(took < 2 * ELECTION, "new leader {new_leader:x} took {took:?}, over two election timeouts of {ELECTION:?}");
         let other = survivors[0];
         let rev2 = put_until_ok(&members[other].ep(), "b", "v", Duration::from_secs(10)).await;
         assert!(rev2 > rev, "revisions continue after the leader change");
@@ -99,21 +81,10 @@ fn leader_stays_quiet_while_a_follower_is_down() {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let (cpu0, lines0) = (members[l].cpu_time(), members[l].log_lines());
         tokio::time::sleep(Duration::from_secs(3)).await;
-        let (cpu, lines) = (
-            members[l].cpu_time() - cpu0,
-            members[l].log_lines() - lines0,
-        );
+        let (cpu, lines) = (members[l].cpu_time() - cpu0, members[l].log_lines() - lines0);
         eprintln!("leader with a follower down, over 3 s: {cpu:?} CPU, {lines} log lines");
-        assert!(
-            cpu < Duration::from_millis(600),
-            "leader used {cpu:?} CPU in 3 s with a follower down:\n{}",
-            members[l].log()
-        );
-        assert!(
-            lines < 100,
-            "leader wrote {lines} log lines in 3 s with a follower down:\n{}",
-            members[l].log()
-        );
+        assert!(cpu < Duration::from_millis(600), "leader used {cpu:?} CPU in 3 s with a follower down:\n{}", members[l].log());
+        assert!(lines < 100, "leader wrote {lines} log lines in 3 s with a follower down:\n{}", members[l].log());
     });
 }
 

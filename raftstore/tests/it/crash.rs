@@ -29,67 +29,38 @@ type Observed = HashMap<String, (String, i64, i64)>;
 /// written once, so create and mod revision both equal it), no two writes
 /// may share a revision, and the first write after the restart must get a
 /// revision above all of them.
-fn check_durability(
-    acked: &[Acked],
-    observed: &Observed,
-    next_revision: i64,
-) -> Result<(), String> {
+fn check_durability(acked: &[Acked], observed: &Observed, next_revision: i64) -> Result<(), String> {
     let mut problems = Vec::new();
     let mut by_rev = HashMap::new();
     for a in acked {
         if let Some(other) = by_rev.insert(a.revision, &a.key) {
-            problems.push(format!(
-                "{} and {other} were both acknowledged at revision {}",
-                a.key, a.revision
-            ));
+            problems.push(format!("{} and {other} were both acknowledged at revision {}", a.key, a.revision));
         }
         match observed.get(&a.key) {
             None => problems.push(format!("acknowledged {a:?} is missing")),
             Some((v, create, modr)) if *v != a.value || *create != a.revision || *modr != a.revision => {
-                problems.push(format!(
-                    "acknowledged {a:?} reads as value {v:?}, create_revision {create}, mod_revision {modr}"
-                ))
+                problems.push(format!("acknowledged {a:?} reads as value {v:?}, create_revision {create}, mod_revision {modr}"))
             }
             Some(_) => {}
         }
     }
     let max = acked.iter().map(|a| a.revision).max().unwrap_or(0);
     if next_revision <= max {
-        problems.push(format!(
-            "the first write after the restart got revision {next_revision}, not above the acknowledged {max}"
-        ));
+        problems.push(format!("the first write after the restart got revision {next_revision}, not above the acknowledged {max}"));
     }
     if problems.is_empty() {
         Ok(())
     } else {
         let n = problems.len();
         problems.truncate(20);
-        Err(format!(
-            "{n} problems, first ones:\n{}",
-            problems.join("\n")
-        ))
+        Err(format!("{n} problems, first ones:\n{}", problems.join("\n")))
     }
 }
 
 #[test]
 fn checker_catches_planted_violations() {
-    let acked = vec![
-        Acked {
-            key: "a".into(),
-            value: "1".into(),
-            revision: 2,
-        },
-        Acked {
-            key: "b".into(),
-            value: "2".into(),
-            revision: 3,
-        },
-    ];
-    let good: Observed = [
-        ("a".into(), ("1".into(), 2, 2)),
-        ("b".into(), ("2".into(), 3, 3)),
-    ]
-    .into();
+    let acked = vec![Acked { key: "a".into(), value: "1".into(), revision: 2 }, Acked { key: "b".into(), value: "2".into(), revision: 3 }];
+    let good: Observed = [("a".into(), ("1".into(), 2, 2)), ("b".into(), ("2".into(), 3, 3))].into();
     assert_eq!(check_durability(&acked, &good, 4), Ok(()));
 
     let mut lost = good.clone();
@@ -108,10 +79,7 @@ fn checker_catches_planted_violations() {
         ("shared revision", &dup, &good, 4),
     ];
     for (name, acked, observed, next) in planted {
-        assert!(
-            check_durability(acked, observed, next).is_err(),
-            "checker missed: {name}"
-        );
+        assert!(check_durability(acked, observed, next).is_err(), "checker missed: {name}");
     }
 }
 
@@ -134,11 +102,7 @@ fn kill9_mid_load_loses_no_acknowledged_write() {
                         match tokio::time::timeout(Duration::from_secs(3), put).await {
                             Ok(Ok(r)) => {
                                 let revision = r.header().map(|h| h.revision()).unwrap_or(0);
-                                acked.lock().unwrap().push(Acked {
-                                    key,
-                                    value,
-                                    revision,
-                                });
+                                acked.lock().unwrap().push(Acked { key, value, revision });
                             }
                             // The server is gone: stop.
                             Ok(Err(_)) | Err(_) => return,
@@ -156,54 +120,19 @@ fn kill9_mid_load_loses_no_acknowledged_write() {
             }
         });
         let acked = acked.lock().unwrap().clone();
-        assert!(
-            acked.len() >= 50,
-            "only {} writes were acknowledged before the kill: the load was too light to test anything",
-            acked.len()
-        );
+        assert!(acked.len() >= 50, "only {} writes were acknowledged before the kill: the load was too light to test anything", acked.len());
 
         s.restart();
         block_on(async {
             let mut c = s.client().await;
-            let r = within(
-                Duration::from_secs(20),
-                "range over crash/ after restart",
-                c.get("crash/", Some(GetOptions::new().with_prefix())),
-            )
-            .await
-            .expect("range after restart");
-            let observed: Observed = r
-                .kvs()
-                .iter()
-                .map(|kv| {
-                    (
-                        String::from_utf8_lossy(kv.key()).into_owned(),
-                        (
-                            String::from_utf8_lossy(kv.value()).into_owned(),
-                            kv.create_revision(),
-                            kv.mod_revision(),
-                        ),
-                    )
-                })
-                .collect();
-            let next = c
-                .put("crash-next", "x", None)
-                .await
-                .expect("put after restart");
+            let r = within(Duration::from_secs(20), "range over crash/ after restart", c.get("crash/", Some(GetOptions::new().with_prefix()))).await.expect("range after restart");
+            let observed: Observed =
+                r.kvs().iter().map(|kv| (String::from_utf8_lossy(kv.key()).into_owned(), (String::from_utf8_lossy(kv.value()).into_owned(), kv.create_revision(), kv.mod_revision()))).collect();
+            let next = c.put("crash-next", "x", None).await.expect("put after restart");
             let next = next.header().map(|h| h.revision()).unwrap_or(0);
             let verdict = check_durability(&acked, &observed, next);
-            assert!(
-                verdict.is_ok(),
-                "{kind}: {} acknowledged writes, {} keys after restart: {}",
-                acked.len(),
-                observed.len(),
-                verdict.unwrap_err()
-            );
-            eprintln!(
-                "{kind}: {} acknowledged, {} present after kill -9 (unacknowledged ones may or may not survive)",
-                acked.len(),
-                observed.len()
-            );
+            assert!(verdict.is_ok(), "{kind}: {} acknowledged writes, {} keys after restart: {}", acked.len(), observed.len(), verdict.unwrap_err());
+            eprintln!("{kind}: {} acknowledged, {} present after kill -9 (unacknowledged ones may or may not survive)", acked.len(), observed.len());
             // Every survivor, acknowledged or not, must be a write a client sent.
             for (k, (v, _, _)) in &observed {
                 let (w, i) = k["crash/".len()..].split_once('/').expect("key shape");

@@ -13,20 +13,8 @@ fn script() -> PathBuf {
 }
 
 fn run(dir: &Path, base: u16, args: &[&str]) -> Output {
-    let out = Command::new("bash")
-        .arg(script())
-        .args(args)
-        .env("CLUSTER_DIR", dir)
-        .env("BASE_PORT", base.to_string())
-        .env("RAFTSTORE_BIN", raftstore_bin())
-        .output()
-        .expect("run local-cluster.sh");
-    assert!(
-        out.status.success(),
-        "local-cluster.sh {args:?}: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = Command::new("bash").arg(script()).args(args).env("CLUSTER_DIR", dir).env("BASE_PORT", base.to_string()).env("RAFTSTORE_BIN", raftstore_bin()).output().expect("run local-cluster.sh");
+    assert!(out.status.success(), "local-cluster.sh {args:?}: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     out
 }
 
@@ -54,19 +42,13 @@ fn free_base() -> u16 {
 }
 
 fn pids(dir: &Path) -> Vec<u32> {
-    ["m1", "m2", "m3"]
-        .iter()
-        .map(|n| std::fs::read_to_string(dir.join(format!("{n}.pid"))).expect("pid file"))
-        .map(|s| s.trim().parse().expect("pid"))
-        .collect()
+    ["m1", "m2", "m3"].iter().map(|n| std::fs::read_to_string(dir.join(format!("{n}.pid"))).expect("pid file")).map(|s| s.trim().parse().expect("pid")).collect()
 }
 
 fn alive(pid: u32) -> bool {
     // An exited member that its new parent (init here) has not reaped yet
     // is a zombie (`Z`): gone, its ports closed.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| s.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')))
-        .unwrap_or(false)
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| s.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))).unwrap_or(false)
 }
 
 #[test]

@@ -24,13 +24,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use etcd_client::proto::{
-    PbKeyValue, PbRangeResponse, PbTxnOpResponse, PbTxnResponse, PbWatchResponse,
-};
-use etcd_client::{
-    Client, CompactionOptions, Compare, CompareOp, DeleteOptions, GetOptions, LeaseGrantOptions,
-    LeaseTimeToLiveOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp, WatchOptions,
-};
+use etcd_client::proto::{PbKeyValue, PbRangeResponse, PbTxnOpResponse, PbTxnResponse, PbWatchResponse};
+use etcd_client::{Client, CompactionOptions, Compare, CompareOp, DeleteOptions, GetOptions, LeaseGrantOptions, LeaseTimeToLiveOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp, WatchOptions};
 use tokio::task::JoinHandle;
 
 use crate::common::{block_on, kinds, status_of, Kind, Server};
@@ -78,10 +73,7 @@ impl Rng {
 // ---------------------------------------------------------------------------
 // The script.
 
-const KEYS: &[&str] = &[
-    "a", "b", "c", "d", "e", "f", "p/0", "p/1", "p/2", "p/3", "p/4", "p/5", "q/0", "q/1", "q/2",
-    "r",
-];
+const KEYS: &[&str] = &["a", "b", "c", "d", "e", "f", "p/0", "p/1", "p/2", "p/3", "p/4", "p/5", "q/0", "q/1", "q/2", "r"];
 const VALUES: &[&str] = &["", "v", "x", "yy", "zzz", "0", "9"];
 
 /// A lease as the script names it: the n-th grant, or an ID no server knows.
@@ -217,18 +209,13 @@ impl Gen {
         if m.leases.is_empty() || !self.rng.chance(25) {
             return None;
         }
-        Some(LeaseRef::Slot(
-            self.rng.below(m.leases.len() as u64) as usize
-        ))
+        Some(LeaseRef::Slot(self.rng.below(m.leases.len() as u64) as usize))
     }
 
     fn end(&mut self) -> (String, End) {
         match self.rng.below(10) {
             0..=3 => (self.key(), End::Single),
-            4..=5 => (
-                (*self.rng.pick(&["p/", "q/", "p/1", "x/"])).to_owned(),
-                End::Prefix,
-            ),
+            4..=5 => ((*self.rng.pick(&["p/", "q/", "p/1", "x/"])).to_owned(), End::Prefix),
             6..=7 => {
                 let (mut a, mut b) = (self.key(), self.key());
                 if a > b {
@@ -258,13 +245,7 @@ impl Gen {
     fn range(&mut self, m: &Model) -> RangeSpec {
         let (key, end) = self.end();
         let many = end != End::Single;
-        let targets = [
-            SortTarget::Key,
-            SortTarget::Version,
-            SortTarget::Create,
-            SortTarget::Mod,
-            SortTarget::Value,
-        ];
+        let targets = [SortTarget::Key, SortTarget::Version, SortTarget::Create, SortTarget::Mod, SortTarget::Value];
         let orders = [SortOrder::None, SortOrder::Ascend, SortOrder::Descend];
         let rev_filter = |g: &mut Gen| {
             if g.rng.chance(15) {
@@ -277,15 +258,10 @@ impl Gen {
             key,
             end,
             revision: self.read_revision(m),
-            limit: if many && self.rng.chance(35) {
-                self.rng.range(1, 4)
-            } else {
-                0
-            },
+            limit: if many && self.rng.chance(35) { self.rng.range(1, 4) } else { 0 },
             count_only: self.rng.chance(10),
             keys_only: self.rng.chance(15),
-            sort: (many && self.rng.chance(40))
-                .then(|| (*self.rng.pick(&targets), *self.rng.pick(&orders))),
+            sort: (many && self.rng.chance(40)).then(|| (*self.rng.pick(&targets), *self.rng.pick(&orders))),
             min_mod: rev_filter(self),
             max_mod: rev_filter(self),
             min_create: rev_filter(self),
@@ -294,14 +270,7 @@ impl Gen {
     }
 
     fn put(&mut self, m: &Model, key: String) -> PutSpec {
-        let mut p = PutSpec {
-            key,
-            value: self.value(),
-            prev_kv: self.rng.chance(50),
-            lease: self.lease(m),
-            ignore_value: false,
-            ignore_lease: false,
-        };
+        let mut p = PutSpec { key, value: self.value(), prev_kv: self.rng.chance(50), lease: self.lease(m), ignore_value: false, ignore_lease: false };
         if self.rng.chance(5) {
             p.ignore_value = true;
             if self.rng.chance(75) {
@@ -319,11 +288,7 @@ impl Gen {
 
     fn delete(&mut self) -> DeleteSpec {
         let (key, end) = self.end();
-        DeleteSpec {
-            key,
-            end,
-            prev_kv: self.rng.chance(50),
-        }
+        DeleteSpec { key, end, prev_kv: self.rng.chance(50) }
     }
 
     fn compare(&mut self, m: &Model) -> CmpSpec {
@@ -334,19 +299,9 @@ impl Gen {
             3 => CmpTarget::Value(self.value()),
             _ => CmpTarget::Lease(self.lease(m)),
         };
-        let results = [
-            CompareOp::Equal,
-            CompareOp::Greater,
-            CompareOp::Less,
-            CompareOp::NotEqual,
-        ];
+        let results = [CompareOp::Equal, CompareOp::Greater, CompareOp::Less, CompareOp::NotEqual];
         let prefix = self.rng.chance(10);
-        CmpSpec {
-            key: if prefix { "p/".to_owned() } else { self.key() },
-            prefix,
-            target,
-            result: *self.rng.pick(&results),
-        }
+        CmpSpec { key: if prefix { "p/".to_owned() } else { self.key() }, prefix, target, result: *self.rng.pick(&results) }
     }
 
     /// Keys for writes come from `pool` without replacement, so most txns are
@@ -371,11 +326,7 @@ impl Gen {
                     p.ignore_lease = false;
                     TxnOpSpec::Put(p)
                 }
-                4..=5 => TxnOpSpec::Delete(DeleteSpec {
-                    key: write_key(self, pool),
-                    end: End::Single,
-                    prev_kv: self.rng.chance(50),
-                }),
+                4..=5 => TxnOpSpec::Delete(DeleteSpec { key: write_key(self, pool), end: End::Single, prev_kv: self.rng.chance(50) }),
                 6..=8 => {
                     let mut r = self.range(m);
                     // Txn ranges at a compacted/future revision fail the whole txn;
@@ -399,11 +350,7 @@ impl Gen {
         let mut other = pool.clone();
         let success = self.txn_ops(m, pool, depth);
         let failure = self.txn_ops(m, &mut other, depth);
-        TxnSpec {
-            compares,
-            success,
-            failure,
-        }
+        TxnSpec { compares, success, failure }
     }
 
     fn watch(&mut self, m: &mut Model) -> WatchSpec {
@@ -420,24 +367,13 @@ impl Gen {
         };
         let id = m.next_watch;
         m.next_watch += 1;
-        WatchSpec {
-            id,
-            key,
-            end,
-            start_revision,
-            prev_kv: self.rng.chance(60),
-        }
+        WatchSpec { id, key, end, start_revision, prev_kv: self.rng.chance(60) }
     }
 
     /// Compaction must not overtake a watch still catching up, or whether
     /// etcd cancels it would depend on timing.
     fn compact(&mut self, m: &Model) -> Op {
-        let floor = m
-            .watches
-            .values()
-            .map(|(r, _)| *r)
-            .min()
-            .unwrap_or(i64::MAX);
+        let floor = m.watches.values().map(|(r, _)| *r).min().unwrap_or(i64::MAX);
         let hi = m.revision.min(floor);
         let revision = if hi > m.compacted && self.rng.chance(80) {
             self.rng.range(m.compacted + 1, hi)
@@ -446,77 +382,26 @@ impl Gen {
         } else {
             m.revision + self.rng.range(1, 5)
         };
-        Op::Compact {
-            revision,
-            physical: self.rng.chance(30),
-        }
+        Op::Compact { revision, physical: self.rng.chance(30) }
     }
 
     /// Ops every script must contain, interleaved at fixed positions.
     fn special(&mut self, m: &mut Model, n: usize) -> Op {
         let puts = |n: usize| -> Vec<TxnOpSpec> {
-            (0..n)
-                .map(|i| {
-                    TxnOpSpec::Put(PutSpec {
-                        key: format!("t/{i:03}"),
-                        value: "v".into(),
-                        prev_kv: false,
-                        lease: None,
-                        ignore_value: false,
-                        ignore_lease: false,
-                    })
-                })
-                .collect()
+            (0..n).map(|i| TxnOpSpec::Put(PutSpec { key: format!("t/{i:03}"), value: "v".into(), prev_kv: false, lease: None, ignore_value: false, ignore_lease: false })).collect()
         };
-        let plain_put = |key: &str, value: &str| PutSpec {
-            key: key.into(),
-            value: value.into(),
-            prev_kv: true,
-            lease: None,
-            ignore_value: false,
-            ignore_lease: false,
-        };
+        let plain_put = |key: &str, value: &str| PutSpec { key: key.into(), value: value.into(), prev_kv: true, lease: None, ignore_value: false, ignore_lease: false };
         match n % 14 {
-            0 => Op::Txn(TxnSpec {
-                compares: vec![],
-                success: puts(129),
-                failure: vec![],
-            }),
-            1 => Op::Txn(TxnSpec {
-                compares: vec![],
-                success: vec![
-                    TxnOpSpec::Put(plain_put("a", "1")),
-                    TxnOpSpec::Put(plain_put("a", "2")),
-                ],
-                failure: vec![],
-            }),
+            0 => Op::Txn(TxnSpec { compares: vec![], success: puts(129), failure: vec![] }),
+            1 => Op::Txn(TxnSpec { compares: vec![], success: vec![TxnOpSpec::Put(plain_put("a", "1")), TxnOpSpec::Put(plain_put("a", "2"))], failure: vec![] }),
             2 => Op::Txn(TxnSpec {
                 compares: vec![],
-                success: vec![
-                    TxnOpSpec::Put(plain_put("p/9", "1")),
-                    TxnOpSpec::Delete(DeleteSpec {
-                        key: "p/".into(),
-                        end: End::Prefix,
-                        prev_kv: false,
-                    }),
-                ],
+                success: vec![TxnOpSpec::Put(plain_put("p/9", "1")), TxnOpSpec::Delete(DeleteSpec { key: "p/".into(), end: End::Prefix, prev_kv: false })],
                 failure: vec![],
             }),
             3 => Op::Txn(TxnSpec {
-                compares: vec![CmpSpec {
-                    key: "zz".into(),
-                    prefix: false,
-                    target: CmpTarget::Version(0),
-                    result: CompareOp::Equal,
-                }],
-                success: vec![
-                    TxnOpSpec::Put(plain_put("b", "1")),
-                    TxnOpSpec::Txn(TxnSpec {
-                        compares: vec![],
-                        success: vec![TxnOpSpec::Put(plain_put("b", "2"))],
-                        failure: vec![],
-                    }),
-                ],
+                compares: vec![CmpSpec { key: "zz".into(), prefix: false, target: CmpTarget::Version(0), result: CompareOp::Equal }],
+                success: vec![TxnOpSpec::Put(plain_put("b", "1")), TxnOpSpec::Txn(TxnSpec { compares: vec![], success: vec![TxnOpSpec::Put(plain_put("b", "2"))], failure: vec![] })],
                 failure: vec![],
             }),
             4 => {
@@ -529,43 +414,19 @@ impl Gen {
                 r.revision = if m.compacted > 1 { m.compacted - 1 } else { 1 };
                 Op::Range(r)
             }
-            6 => Op::Put(PutSpec {
-                ignore_value: true,
-                value: String::new(),
-                ..plain_put("never-written", "")
-            }),
-            7 => Op::Put(PutSpec {
-                ignore_value: true,
-                ..plain_put("c", "has-a-value")
-            }),
-            8 => Op::Put(PutSpec {
-                lease: Some(LeaseRef::Unknown(0x7e57)),
-                ..plain_put("d", "v")
-            }),
-            9 => Op::Compact {
-                revision: m.revision + 10,
-                physical: false,
-            },
-            10 => Op::Compact {
-                revision: m.compacted.max(1),
-                physical: false,
-            },
+            6 => Op::Put(PutSpec { ignore_value: true, value: String::new(), ..plain_put("never-written", "") }),
+            7 => Op::Put(PutSpec { ignore_value: true, ..plain_put("c", "has-a-value") }),
+            8 => Op::Put(PutSpec { lease: Some(LeaseRef::Unknown(0x7e57)), ..plain_put("d", "v") }),
+            9 => Op::Compact { revision: m.revision + 10, physical: false },
+            10 => Op::Compact { revision: m.compacted.max(1), physical: false },
             11 => {
                 let mut w = self.watch(m);
                 w.start_revision = if m.compacted > 1 { m.compacted - 1 } else { 1 };
                 Op::WatchOpen(w)
             }
             12 => Op::Txn(TxnSpec {
-                compares: vec![CmpSpec {
-                    key: "a".into(),
-                    prefix: false,
-                    target: CmpTarget::Version(0),
-                    result: CompareOp::Greater,
-                }],
-                success: vec![TxnOpSpec::Range(RangeSpec {
-                    revision: m.revision + 5,
-                    ..self.range(m)
-                })],
+                compares: vec![CmpSpec { key: "a".into(), prefix: false, target: CmpTarget::Version(0), result: CompareOp::Greater }],
+                success: vec![TxnOpSpec::Range(RangeSpec { revision: m.revision + 5, ..self.range(m) })],
                 failure: vec![],
             }),
             _ => Op::LeaseTimeToLive(LeaseRef::Unknown(0x7e57)),
@@ -574,11 +435,7 @@ impl Gen {
 
     fn next(&mut self, m: &mut Model, i: usize) -> Op {
         // Close a watch that has been open a while.
-        if let Some((&id, _)) = m
-            .watches
-            .iter()
-            .find(|(_, (_, opened))| i.saturating_sub(*opened) > 12)
-        {
+        if let Some((&id, _)) = m.watches.iter().find(|(_, (_, opened))| i.saturating_sub(*opened) > 12) {
             if self.rng.chance(15) {
                 return Op::WatchClose(id);
             }
@@ -598,20 +455,9 @@ impl Gen {
                 Op::Txn(self.txn(m, &mut pool, 0))
             }
             74..=77 => self.compact(m),
-            78..=82 => Op::LeaseGrant {
-                ttl: self.rng.range(300, 900),
-                id: if self.rng.chance(30) {
-                    0x1000 + self.rng.range(0, 3)
-                } else {
-                    0
-                },
-            },
-            83..=85 if !m.leases.is_empty() => Op::LeaseRevoke(LeaseRef::Slot(
-                self.rng.below(m.leases.len() as u64) as usize,
-            )),
-            86..=88 if !m.leases.is_empty() => Op::LeaseTimeToLive(LeaseRef::Slot(
-                self.rng.below(m.leases.len() as u64) as usize,
-            )),
+            78..=82 => Op::LeaseGrant { ttl: self.rng.range(300, 900), id: if self.rng.chance(30) { 0x1000 + self.rng.range(0, 3) } else { 0 } },
+            83..=85 if !m.leases.is_empty() => Op::LeaseRevoke(LeaseRef::Slot(self.rng.below(m.leases.len() as u64) as usize)),
+            86..=88 if !m.leases.is_empty() => Op::LeaseTimeToLive(LeaseRef::Slot(self.rng.below(m.leases.len() as u64) as usize)),
             89..=93 if m.watches.len() < 3 => Op::WatchOpen(self.watch(m)),
             _ => Op::Range(self.range(m)),
         }
@@ -650,16 +496,9 @@ struct RangeOut {
 
 #[derive(Clone, Debug, PartialEq)]
 enum Resp {
-    Put {
-        revision: i64,
-        prev_kv: Option<Kv>,
-    },
+    Put { revision: i64, prev_kv: Option<Kv> },
     Range(RangeOut),
-    Delete {
-        revision: i64,
-        deleted: i64,
-        prev_kvs: Vec<Kv>,
-    },
+    Delete { revision: i64, deleted: i64, prev_kvs: Vec<Kv> },
     Txn(TxnOut),
     Missing,
 }
@@ -673,57 +512,22 @@ struct TxnOut {
 
 #[derive(Clone, Debug, PartialEq)]
 enum WatchItem {
-    Created {
-        watch_id: i64,
-        revision: i64,
-    },
-    Event {
-        kind: i32,
-        kv: Option<Kv>,
-        prev_kv: Option<Kv>,
-    },
-    Canceled {
-        compact_revision: i64,
-        reason: String,
-    },
-    Other {
-        compact_revision: i64,
-        fragment: bool,
-    },
+    Created { watch_id: i64, revision: i64 },
+    Event { kind: i32, kv: Option<Kv>, prev_kv: Option<Kv> },
+    Canceled { compact_revision: i64, reason: String },
+    Other { compact_revision: i64, fragment: bool },
 }
 
 #[derive(Clone, Debug, PartialEq)]
 enum Outcome {
-    Error {
-        code: String,
-        message: String,
-    },
+    Error { code: String, message: String },
     Ok(Resp),
-    Compacted {
-        revision: i64,
-    },
-    LeaseGranted {
-        slot: usize,
-        ttl: i64,
-        id_honoured: bool,
-        error: String,
-    },
-    LeaseRevoked {
-        revision: i64,
-    },
-    LeaseTtl {
-        id: String,
-        remaining: String,
-        granted_ttl: i64,
-        keys: BTreeSet<String>,
-    },
-    WatchOpened {
-        created: bool,
-    },
-    WatchClosed {
-        items: Vec<WatchItem>,
-        split_revisions: Vec<i64>,
-    },
+    Compacted { revision: i64 },
+    LeaseGranted { slot: usize, ttl: i64, id_honoured: bool, error: String },
+    LeaseRevoked { revision: i64 },
+    LeaseTtl { id: String, remaining: String, granted_ttl: i64, keys: BTreeSet<String> },
+    WatchOpened { created: bool },
+    WatchClosed { items: Vec<WatchItem>, split_revisions: Vec<i64> },
 }
 
 impl Outcome {
@@ -744,15 +548,8 @@ impl Outcome {
         match self {
             Outcome::Error { message, .. } => format!("error: {message}"),
             Outcome::Ok(Resp::Txn(t)) => format!("txn succeeded={}", t.succeeded),
-            Outcome::Ok(r) => format!(
-                "ok {}",
-                format!("{r:?}").split([' ', '(', '{']).next().unwrap_or("")
-            ),
-            other => format!("{other:?}")
-                .split([' ', '(', '{'])
-                .next()
-                .unwrap_or("")
-                .to_owned(),
+            Outcome::Ok(r) => format!("ok {}", format!("{r:?}").split([' ', '(', '{']).next().unwrap_or("")),
+            other => format!("{other:?}").split([' ', '(', '{']).next().unwrap_or("").to_owned(),
         }
     }
 }
@@ -796,59 +593,30 @@ impl Target {
             Some((target, _)) if target != SortTarget::Key => tie_runs(kvs, target, r.more),
             _ => Rows::Ordered(kvs),
         };
-        RangeOut {
-            revision: r.header.as_ref().map_or(-1, |h| h.revision),
-            rows,
-            count: r.count,
-            more: r.more,
-        }
+        RangeOut { revision: r.header.as_ref().map_or(-1, |h| h.revision), rows, count: r.count, more: r.more }
     }
 
     fn txn_out(&self, t: &PbTxnResponse, spec: &TxnSpec) -> TxnOut {
-        let branch = if t.succeeded {
-            &spec.success
-        } else {
-            &spec.failure
-        };
+        let branch = if t.succeeded { &spec.success } else { &spec.failure };
         let responses = t
             .responses
             .iter()
             .enumerate()
             .map(|(i, r)| match (&r.response, branch.get(i)) {
-                (Some(PbTxnOpResponse::ResponsePut(p)), _) => Resp::Put {
-                    revision: p.header.as_ref().map_or(-1, |h| h.revision),
-                    prev_kv: p.prev_kv.as_ref().map(|kv| self.kv(kv)),
-                },
-                (Some(PbTxnOpResponse::ResponseRange(rr)), Some(TxnOpSpec::Range(s))) => {
-                    Resp::Range(self.range_out(rr, s))
+                (Some(PbTxnOpResponse::ResponsePut(p)), _) => Resp::Put { revision: p.header.as_ref().map_or(-1, |h| h.revision), prev_kv: p.prev_kv.as_ref().map(|kv| self.kv(kv)) },
+                (Some(PbTxnOpResponse::ResponseRange(rr)), Some(TxnOpSpec::Range(s))) => Resp::Range(self.range_out(rr, s)),
+                (Some(PbTxnOpResponse::ResponseRange(rr)), _) => {
+                    Resp::Range(RangeOut { revision: -2, rows: Rows::Ordered(rr.kvs.iter().map(|kv| self.kv(kv)).collect()), count: rr.count, more: rr.more })
                 }
-                (Some(PbTxnOpResponse::ResponseRange(rr)), _) => Resp::Range(RangeOut {
-                    revision: -2,
-                    rows: Rows::Ordered(rr.kvs.iter().map(|kv| self.kv(kv)).collect()),
-                    count: rr.count,
-                    more: rr.more,
-                }),
-                (Some(PbTxnOpResponse::ResponseDeleteRange(d)), _) => Resp::Delete {
-                    revision: d.header.as_ref().map_or(-1, |h| h.revision),
-                    deleted: d.deleted,
-                    prev_kvs: d.prev_kvs.iter().map(|kv| self.kv(kv)).collect(),
-                },
-                (Some(PbTxnOpResponse::ResponseTxn(inner)), Some(TxnOpSpec::Txn(s))) => {
-                    Resp::Txn(self.txn_out(inner, s))
+                (Some(PbTxnOpResponse::ResponseDeleteRange(d)), _) => {
+                    Resp::Delete { revision: d.header.as_ref().map_or(-1, |h| h.revision), deleted: d.deleted, prev_kvs: d.prev_kvs.iter().map(|kv| self.kv(kv)).collect() }
                 }
-                (Some(PbTxnOpResponse::ResponseTxn(inner)), _) => Resp::Txn(TxnOut {
-                    revision: -2,
-                    succeeded: inner.succeeded,
-                    responses: vec![],
-                }),
+                (Some(PbTxnOpResponse::ResponseTxn(inner)), Some(TxnOpSpec::Txn(s))) => Resp::Txn(self.txn_out(inner, s)),
+                (Some(PbTxnOpResponse::ResponseTxn(inner)), _) => Resp::Txn(TxnOut { revision: -2, succeeded: inner.succeeded, responses: vec![] }),
                 (None, _) => Resp::Missing,
             })
             .collect();
-        TxnOut {
-            revision: t.header.as_ref().map_or(-1, |h| h.revision),
-            succeeded: t.succeeded,
-            responses,
-        }
+        TxnOut { revision: t.header.as_ref().map_or(-1, |h| h.revision), succeeded: t.succeeded, responses }
     }
 
     fn put_opts(&self, p: &PutSpec) -> PutOptions {
@@ -931,26 +699,14 @@ impl Target {
         let ops = |ops: &[TxnOpSpec]| -> Vec<TxnOp> {
             ops.iter()
                 .map(|op| match op {
-                    TxnOpSpec::Put(p) => {
-                        TxnOp::put(p.key.as_bytes(), p.value.as_bytes(), Some(self.put_opts(p)))
-                    }
-                    TxnOpSpec::Delete(d) => {
-                        TxnOp::delete(d.key.as_bytes(), Some(Self::delete_opts(d)))
-                    }
+                    TxnOpSpec::Put(p) => TxnOp::put(p.key.as_bytes(), p.value.as_bytes(), Some(self.put_opts(p))),
+                    TxnOpSpec::Delete(d) => TxnOp::delete(d.key.as_bytes(), Some(Self::delete_opts(d))),
                     TxnOpSpec::Range(r) => TxnOp::get(r.key.as_bytes(), Some(Self::get_opts(r))),
                     TxnOpSpec::Txn(t) => TxnOp::txn(self.txn(t)),
                 })
                 .collect()
         };
-        Txn::new()
-            .when(
-                t.compares
-                    .iter()
-                    .map(|c| self.compare(c))
-                    .collect::<Vec<_>>(),
-            )
-            .and_then(ops(&t.success))
-            .or_else(ops(&t.failure))
+        Txn::new().when(t.compares.iter().map(|c| self.compare(c)).collect::<Vec<_>>()).and_then(ops(&t.success)).or_else(ops(&t.failure))
     }
 
     async fn exec(&mut self, op: &Op) -> Outcome {
@@ -958,15 +714,9 @@ impl Target {
             Ok(Ok(o)) => o,
             Ok(Err(e)) => {
                 let (code, message) = status_of(&e);
-                Outcome::Error {
-                    code: format!("{code:?}"),
-                    message,
-                }
+                Outcome::Error { code: format!("{code:?}"), message }
             }
-            Err(_) => Outcome::Error {
-                code: "TIMEOUT".into(),
-                message: format!("no answer within {CALL_TIMEOUT:?}"),
-            },
+            Err(_) => Outcome::Error { code: "TIMEOUT".into(), message: format!("no answer within {CALL_TIMEOUT:?}") },
         }
     }
 
@@ -974,31 +724,15 @@ impl Target {
         Ok(match op {
             Op::Put(p) => {
                 let opts = self.put_opts(p);
-                let r = self
-                    .client
-                    .put(p.key.as_bytes(), p.value.as_bytes(), Some(opts))
-                    .await?;
-                Outcome::Ok(Resp::Put {
-                    revision: r.0.header.as_ref().map_or(-1, |h| h.revision),
-                    prev_kv: r.0.prev_kv.as_ref().map(|kv| self.kv(kv)),
-                })
+                let r = self.client.put(p.key.as_bytes(), p.value.as_bytes(), Some(opts)).await?;
+                Outcome::Ok(Resp::Put { revision: r.0.header.as_ref().map_or(-1, |h| h.revision), prev_kv: r.0.prev_kv.as_ref().map(|kv| self.kv(kv)) })
             }
             Op::Delete(d) => {
-                let r = self
-                    .client
-                    .delete(d.key.as_bytes(), Some(Self::delete_opts(d)))
-                    .await?;
-                Outcome::Ok(Resp::Delete {
-                    revision: r.0.header.as_ref().map_or(-1, |h| h.revision),
-                    deleted: r.0.deleted,
-                    prev_kvs: r.0.prev_kvs.iter().map(|kv| self.kv(kv)).collect(),
-                })
+                let r = self.client.delete(d.key.as_bytes(), Some(Self::delete_opts(d))).await?;
+                Outcome::Ok(Resp::Delete { revision: r.0.header.as_ref().map_or(-1, |h| h.revision), deleted: r.0.deleted, prev_kvs: r.0.prev_kvs.iter().map(|kv| self.kv(kv)).collect() })
             }
             Op::Range(spec) => {
-                let r = self
-                    .client
-                    .get(spec.key.as_bytes(), Some(Self::get_opts(spec)))
-                    .await?;
+                let r = self.client.get(spec.key.as_bytes(), Some(Self::get_opts(spec))).await?;
                 Outcome::Ok(Resp::Range(self.range_out(&r.0, spec)))
             }
             Op::Txn(spec) => {
@@ -1009,37 +743,22 @@ impl Target {
             Op::Compact { revision, physical } => {
                 let opts = physical.then(|| CompactionOptions::new().with_physical());
                 let r = self.client.compact(*revision, opts).await?;
-                Outcome::Compacted {
-                    revision: r.0.header.as_ref().map_or(-1, |h| h.revision),
-                }
+                Outcome::Compacted { revision: r.0.header.as_ref().map_or(-1, |h| h.revision) }
             }
             Op::LeaseGrant { ttl, id } => {
-                let r = self
-                    .client
-                    .lease_grant(*ttl, Some(LeaseGrantOptions::new().with_id(*id)))
-                    .await?;
+                let r = self.client.lease_grant(*ttl, Some(LeaseGrantOptions::new().with_id(*id))).await?;
                 let slot = self.leases.len();
                 self.leases.push(r.0.id);
-                Outcome::LeaseGranted {
-                    slot,
-                    ttl: r.0.ttl,
-                    id_honoured: *id == 0 || r.0.id == *id,
-                    error: r.0.error.clone(),
-                }
+                Outcome::LeaseGranted { slot, ttl: r.0.ttl, id_honoured: *id == 0 || r.0.id == *id, error: r.0.error.clone() }
             }
             Op::LeaseRevoke(l) => {
                 let id = self.lease_id(*l);
                 let r = self.client.lease_revoke(id).await?;
-                Outcome::LeaseRevoked {
-                    revision: r.0.header.as_ref().map_or(-1, |h| h.revision),
-                }
+                Outcome::LeaseRevoked { revision: r.0.header.as_ref().map_or(-1, |h| h.revision) }
             }
             Op::LeaseTimeToLive(l) => {
                 let id = self.lease_id(*l);
-                let r = self
-                    .client
-                    .lease_time_to_live(id, Some(LeaseTimeToLiveOptions::new().with_keys()))
-                    .await?;
+                let r = self.client.lease_time_to_live(id, Some(LeaseTimeToLiveOptions::new().with_keys())).await?;
                 let r = &r.0;
                 let granted = r.granted_ttl;
                 let remaining = if r.ttl == -1 {
@@ -1049,16 +768,7 @@ impl Target {
                 } else {
                     format!("{} of {granted}", r.ttl)
                 };
-                Outcome::LeaseTtl {
-                    id: if r.id == id {
-                        "the one asked".into()
-                    } else {
-                        format!("{:#x}", r.id)
-                    },
-                    remaining,
-                    granted_ttl: granted,
-                    keys: r.keys.iter().map(|k| bytes(k)).collect(),
-                }
+                Outcome::LeaseTtl { id: if r.id == id { "the one asked".into() } else { format!("{:#x}", r.id) }, remaining, granted_ttl: granted, keys: r.keys.iter().map(|k| bytes(k)).collect() }
             }
             Op::WatchOpen(w) => {
                 let mut o = WatchOptions::new().with_start_revision(w.start_revision);
@@ -1094,14 +804,7 @@ impl Target {
                     }
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 };
-                self.watches.insert(
-                    w.id,
-                    LiveWatch {
-                        log,
-                        reader,
-                        _sender: sender,
-                    },
-                );
+                self.watches.insert(w.id, LiveWatch { log, reader, _sender: sender });
                 Outcome::WatchOpened { created }
             }
             Op::WatchClose(id) => {
@@ -1127,10 +830,7 @@ impl Target {
         let mut last_rev = 0;
         for r in responses {
             if r.created {
-                items.push(WatchItem::Created {
-                    watch_id: r.watch_id,
-                    revision: r.header.as_ref().map_or(-1, |h| h.revision),
-                });
+                items.push(WatchItem::Created { watch_id: r.watch_id, revision: r.header.as_ref().map_or(-1, |h| h.revision) });
             }
             if let Some(first) = r.events.first().and_then(|e| e.kv.as_ref()) {
                 if first.mod_revision == last_rev {
@@ -1138,29 +838,16 @@ impl Target {
                 }
             }
             for e in &r.events {
-                items.push(WatchItem::Event {
-                    kind: e.r#type,
-                    kv: e.kv.as_ref().map(|kv| self.kv(kv)),
-                    prev_kv: e.prev_kv.as_ref().map(|kv| self.kv(kv)),
-                });
+                items.push(WatchItem::Event { kind: e.r#type, kv: e.kv.as_ref().map(|kv| self.kv(kv)), prev_kv: e.prev_kv.as_ref().map(|kv| self.kv(kv)) });
                 last_rev = e.kv.as_ref().map_or(last_rev, |kv| kv.mod_revision);
             }
             if r.canceled {
-                items.push(WatchItem::Canceled {
-                    compact_revision: r.compact_revision,
-                    reason: r.cancel_reason.clone(),
-                });
+                items.push(WatchItem::Canceled { compact_revision: r.compact_revision, reason: r.cancel_reason.clone() });
             } else if !r.created && r.events.is_empty() {
-                items.push(WatchItem::Other {
-                    compact_revision: r.compact_revision,
-                    fragment: r.fragment,
-                });
+                items.push(WatchItem::Other { compact_revision: r.compact_revision, fragment: r.fragment });
             }
         }
-        Outcome::WatchClosed {
-            items,
-            split_revisions,
-        }
+        Outcome::WatchClosed { items, split_revisions }
     }
 }
 
@@ -1184,11 +871,7 @@ fn tie_runs(kvs: Vec<Kv>, target: SortTarget, more: bool) -> Rows {
     for (_, run) in &mut runs {
         run.sort();
     }
-    let cut = if more {
-        runs.pop().map(|(v, run)| (v, run.len()))
-    } else {
-        None
-    };
+    let cut = if more { runs.pop().map(|(v, run)| (v, run.len())) } else { None };
     Rows::Runs(runs, cut)
 }
 
@@ -1222,42 +905,20 @@ fn update_model(m: &mut Model, op: &Op, out: &Outcome) {
 
 async fn run(reference: &mut Target, peer: &mut Target) {
     let mut rng = Gen { rng: Rng(SEED) };
-    let mut model = Model {
-        revision: 1,
-        ..Model::default()
-    };
+    let mut model = Model { revision: 1, ..Model::default() };
     let mut history: Vec<String> = Vec::new();
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     let mut watch_events = 0;
     let mut i = 0;
     while i < OPS || !model.watches.is_empty() {
-        let op = if i < OPS {
-            rng.next(&mut model, i)
-        } else {
-            Op::WatchClose(*model.watches.keys().next().expect("an open watch"))
-        };
+        let op = if i < OPS { rng.next(&mut model, i) } else { Op::WatchClose(*model.watches.keys().next().expect("an open watch")) };
         let (a, b) = tokio::join!(reference.exec(&op), peer.exec(&op));
         if a != b {
-            panic!(
-                "divergence at operation #{i}: {op:?}\n\n{}:\n{a:#?}\n\n{}:\n{b:#?}\n\nlast operations:\n{}",
-                reference.kind,
-                peer.kind,
-                history[history.len().saturating_sub(8)..].join("\n")
-            );
+            panic!("divergence at operation #{i}: {op:?}\n\n{}:\n{a:#?}\n\n{}:\n{b:#?}\n\nlast operations:\n{}", reference.kind, peer.kind, history[history.len().saturating_sub(8)..].join("\n"));
         }
-        if let Outcome::WatchClosed {
-            items,
-            split_revisions,
-        } = &a
-        {
-            assert!(
-                split_revisions.is_empty(),
-                "operation #{i}: both servers split revisions {split_revisions:?} across watch responses"
-            );
-            watch_events += items
-                .iter()
-                .filter(|i| matches!(i, WatchItem::Event { .. }))
-                .count();
+        if let Outcome::WatchClosed { items, split_revisions } = &a {
+            assert!(split_revisions.is_empty(), "operation #{i}: both servers split revisions {split_revisions:?} across watch responses");
+            watch_events += items.iter().filter(|i| matches!(i, WatchItem::Event { .. })).count();
         }
         update_model(&mut model, &op, &a);
         if let Op::WatchOpen(w) = &op {
@@ -1291,107 +952,47 @@ async fn run(reference: &mut Target, peer: &mut Target) {
         "LeaseTtl",
         "WatchClosed",
     ];
-    let missing: Vec<&str> = must_see
-        .iter()
-        .copied()
-        .filter(|m| !seen.keys().any(|k| k == m))
-        .collect();
+    let missing: Vec<&str> = must_see.iter().copied().filter(|m| !seen.keys().any(|k| k == m)).collect();
     assert!(missing.is_empty(), "the script never produced: {missing:?}");
-    assert!(
-        watch_events >= 50,
-        "only {watch_events} watch events compared"
-    );
-    assert!(
-        model.revision > 100,
-        "only reached revision {}",
-        model.revision
-    );
+    assert!(watch_events >= 50, "only {watch_events} watch events compared");
+    assert!(model.revision > 100, "only reached revision {}", model.revision);
 }
 
 #[test]
 fn etcd_and_raftstore_agree_on_a_seeded_script() {
     // With IT_TARGETS=etcd this compares two real etcds: a self-test of the
     // script's determinism.
-    let peer_kind = if kinds().contains(&Kind::Raftstore) {
-        Kind::Raftstore
-    } else {
-        Kind::Etcd
-    };
+    let peer_kind = if kinds().contains(&Kind::Raftstore) { Kind::Raftstore } else { Kind::Etcd };
     let reference = Server::start(Kind::Etcd);
     let peer = Server::start(peer_kind);
     block_on(async {
-        let mut a = Target {
-            kind: Kind::Etcd,
-            client: reference.client().await,
-            leases: vec![],
-            watches: HashMap::new(),
-        };
-        let mut b = Target {
-            kind: peer_kind,
-            client: peer.client().await,
-            leases: vec![],
-            watches: HashMap::new(),
-        };
+        let mut a = Target { kind: Kind::Etcd, client: reference.client().await, leases: vec![], watches: HashMap::new() };
+        let mut b = Target { kind: peer_kind, client: peer.client().await, leases: vec![], watches: HashMap::new() };
         run(&mut a, &mut b).await;
     });
 }
 
 #[test]
 fn normalisation_maps_leases_and_tolerates_only_tie_order() {
-    let kv = |key: &str, version: i64, lease: i64| PbKeyValue {
-        key: key.into(),
-        value: b"v".to_vec(),
-        create_revision: 2,
-        mod_revision: 3,
-        version,
-        lease,
-    };
+    let kv = |key: &str, version: i64, lease: i64| PbKeyValue { key: key.into(), value: b"v".to_vec(), create_revision: 2, mod_revision: 3, version, lease };
     // Lease IDs differ per server but name the same grant.
-    let (a, b) = (
-        normalize_kv(&[0x111, 0x222], &kv("k", 1, 0x222)),
-        normalize_kv(&[0x999, 0x888], &kv("k", 1, 0x888)),
-    );
+    let (a, b) = (normalize_kv(&[0x111, 0x222], &kv("k", 1, 0x222)), normalize_kv(&[0x999, 0x888], &kv("k", 1, 0x888)));
     assert_eq!(a, b);
     let c = normalize_kv(&[0x999, 0x888], &kv("k", 1, 0x999));
     assert_ne!(a, c, "a different grant must not compare equal");
 
-    let names = |keys: &[(&str, i64)]| -> Vec<Kv> {
-        keys.iter()
-            .map(|(k, v)| Kv {
-                key: (*k).into(),
-                value: "v".into(),
-                create_revision: 2,
-                mod_revision: 3,
-                version: *v,
-                lease: "-".into(),
-            })
-            .collect()
-    };
+    let names =
+        |keys: &[(&str, i64)]| -> Vec<Kv> { keys.iter().map(|(k, v)| Kv { key: (*k).into(), value: "v".into(), create_revision: 2, mod_revision: 3, version: *v, lease: "-".into() }).collect() };
     let runs = |keys: &[(&str, i64)], more| tie_runs(names(keys), SortTarget::Version, more);
     // Ties in another order: equal.
-    assert_eq!(
-        runs(&[("a", 2), ("b", 2), ("c", 1)], false),
-        runs(&[("b", 2), ("a", 2), ("c", 1)], false)
-    );
+    assert_eq!(runs(&[("a", 2), ("b", 2), ("c", 1)], false), runs(&[("b", 2), ("a", 2), ("c", 1)], false));
     // Different membership of a run: not equal.
-    assert_ne!(
-        runs(&[("a", 2), ("b", 2), ("c", 1)], false),
-        runs(&[("a", 2), ("c", 2), ("b", 1)], false)
-    );
+    assert_ne!(runs(&[("a", 2), ("b", 2), ("c", 1)], false), runs(&[("a", 2), ("c", 2), ("b", 1)], false));
     // Order of target values matters.
-    assert_ne!(
-        runs(&[("c", 1), ("a", 2)], false),
-        runs(&[("a", 2), ("c", 1)], false)
-    );
+    assert_ne!(runs(&[("c", 1), ("a", 2)], false), runs(&[("a", 2), ("c", 1)], false));
     // A run cut by the limit compares by length only.
-    assert_eq!(
-        runs(&[("c", 3), ("a", 2)], true),
-        runs(&[("c", 3), ("b", 2)], true)
-    );
-    assert_ne!(
-        runs(&[("c", 3), ("a", 2)], true),
-        runs(&[("d", 3), ("a", 2)], true)
-    );
+    assert_eq!(runs(&[("c", 3), ("a", 2)], true), runs(&[("c", 3), ("b", 2)], true));
+    assert_ne!(runs(&[("c", 3), ("a", 2)], true), runs(&[("d", 3), ("a", 2)], true));
 }
 
 /// Normalises `kv` from a server that granted `leases` in that order.
@@ -1404,14 +1005,7 @@ fn normalize_kv(leases: &[i64], kv: &PbKeyValue) -> Kv {
             None => format!("unknown lease {:#x}", kv.lease),
         }
     };
-    Kv {
-        key: bytes(&kv.key),
-        value: bytes(&kv.value),
-        create_revision: kv.create_revision,
-        mod_revision: kv.mod_revision,
-        version: kv.version,
-        lease: name,
-    }
+    Kv { key: bytes(&kv.key), value: bytes(&kv.value), create_revision: kv.create_revision, mod_revision: kv.mod_revision, version: kv.version, lease: name }
 }
 
 /// HashKV's compact_revision: -1 before any compaction, then the

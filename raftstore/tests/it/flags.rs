@@ -21,11 +21,7 @@ fn bad_flags_are_refused_before_touching_the_data_dir() {
         ("not a URL", vec!["--advertise-client-urls", "notaurl"], "--advertise-client-urls: invalid URL"),
         ("bad cluster URL", vec!["--initial-cluster", "default=notaurl"], "--initial-cluster: invalid URL"),
         ("this member missing", vec!["--initial-cluster", "other=http://127.0.0.1:9"], "no member named \"default\""),
-        (
-            "advertise not in cluster",
-            vec!["--initial-cluster", "default=http://127.0.0.1:9", "--initial-advertise-peer-urls", "http://127.0.0.1:1"],
-            "missing from --initial-advertise-peer-urls",
-        ),
+        ("advertise not in cluster", vec!["--initial-cluster", "default=http://127.0.0.1:9", "--initial-advertise-peer-urls", "http://127.0.0.1:1"], "missing from --initial-advertise-peer-urls"),
         (
             "two members on one URL",
             vec!["--initial-cluster", "default=http://127.0.0.1:9,other=http://127.0.0.1:9", "--initial-advertise-peer-urls", "http://127.0.0.1:9"],
@@ -48,13 +44,7 @@ fn bad_flags_are_refused_before_touching_the_data_dir() {
     for (name, args, want) in cases {
         let dir = tempfile::tempdir().expect("tempdir");
         let data = dir.path().join("data");
-        let out = Command::new(raftstore_bin())
-            .arg("--data-dir")
-            .arg(&data)
-            .args(["--listen-peer-urls", "http://127.0.0.1:0"])
-            .args(&args)
-            .output()
-            .expect("run raftstore");
+        let out = Command::new(raftstore_bin()).arg("--data-dir").arg(&data).args(["--listen-peer-urls", "http://127.0.0.1:0"]).args(&args).output().expect("run raftstore");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{name}: should fail: {stderr}");
         assert!(stderr.contains(want), "{name}: want {want:?} in {stderr:?}");
@@ -65,12 +55,7 @@ fn bad_flags_are_refused_before_touching_the_data_dir() {
 /// Runs `raftstore` on `data` with client URL `client_url` (peer port 0),
 /// asserts that it refuses to start, and returns its stderr.
 fn refused_start(data: &std::path::Path, client_url: &str) -> String {
-    let out = Command::new(raftstore_bin())
-        .arg("--data-dir")
-        .arg(data)
-        .args(["--listen-client-urls", client_url, "--listen-peer-urls", "http://127.0.0.1:0"])
-        .output()
-        .expect("run raftstore");
+    let out = Command::new(raftstore_bin()).arg("--data-dir").arg(data).args(["--listen-client-urls", client_url, "--listen-peer-urls", "http://127.0.0.1:0"]).output().expect("run raftstore");
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(!out.status.success(), "should fail: {stderr}");
     stderr
@@ -134,10 +119,7 @@ fn http_get(addr: &str, path: &str) -> String {
 #[test]
 fn client_port_serves_health_version_and_every_listen_url() {
     let (p1, p2) = (free_port(), free_port());
-    let opts = Options {
-        args: vec![format!("--listen-client-urls=http://127.0.0.1:{p1},http://127.0.0.1:{p2}")],
-        ..Default::default()
-    };
+    let opts = Options { args: vec![format!("--listen-client-urls=http://127.0.0.1:{p1},http://127.0.0.1:{p2}")], ..Default::default() };
     let s = Server::start_with(Kind::Raftstore, opts);
     for port in [p1, p2] {
         let addr = format!("127.0.0.1:{port}");

@@ -20,14 +20,7 @@ async fn leader_and_follower(members: &[Proc]) -> (usize, usize) {
     let mut c = connect(&members[0].ep()).await;
     let leader = c.status().await.expect("status").leader();
     let list = c.member_list().await.expect("member list");
-    let idx = |id: u64| {
-        list.members()
-            .iter()
-            .find(|m| m.id() == id)
-            .and_then(|m| m.name().strip_prefix('m'))
-            .and_then(|n| n.parse::<usize>().ok())
-            .expect("a member")
-    };
+    let idx = |id: u64| list.members().iter().find(|m| m.id() == id).and_then(|m| m.name().strip_prefix('m')).and_then(|n| n.parse::<usize>().ok()).expect("a member");
     let l = idx(leader);
     (l, (l + 1) % members.len())
 }

@@ -15,10 +15,7 @@ fn progress_notify_and_progress_request() {
         let s = Server::start_with(kind, opts);
         block_on(async {
             let mut c = s.client().await;
-            let mut stream = c
-                .watch("p/", Some(WatchOptions::new().with_prefix().with_progress_notify()))
-                .await
-                .expect("watch");
+            let mut stream = c.watch("p/", Some(WatchOptions::new().with_prefix().with_progress_notify())).await.expect("watch");
             let created = within(Duration::from_secs(5), "created", stream.message()).await.expect("stream").expect("created");
             assert!(created.created());
             let put = c.put("p/a", "1", None).await.expect("put");

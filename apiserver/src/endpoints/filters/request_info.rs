@@ -179,7 +179,11 @@ mod tests {
         for (m, path, q, verb, g, v, ns, res, name, sub) in cases {
             let i = resolve(m, path, *q);
             assert!(i.is_resource_request, "{path}");
-            assert_eq!((i.verb.as_str(), i.api_group.as_str(), i.api_version.as_str(), i.namespace.as_str(), i.resource.as_str(), i.name.as_str(), i.subresource.as_str()), (*verb, *g, *v, *ns, *res, *name, *sub), "{m} {path}");
+            assert_eq!(
+                (i.verb.as_str(), i.api_group.as_str(), i.api_version.as_str(), i.namespace.as_str(), i.resource.as_str(), i.name.as_str(), i.subresource.as_str()),
+                (*verb, *g, *v, *ns, *res, *name, *sub),
+                "{m} {path}"
+            );
         }
         for path in ["/api", "/api/v1", "/apis/apps/v1", "/version", "/healthz"] {
             let i = resolve(&Method::GET, path, None);

@@ -20,7 +20,11 @@ use crate::registry::rest::GetOptions;
 /// strconv.ParseUint: parsing "abc": invalid syntax`).
 fn parse_get_rv(rv: &str) -> Result<i64, Status> {
     // Go's ParseUint takes no sign; Rust's takes a leading '+'.
-    let parsed = if rv.starts_with('+') { Err("invalid syntax") } else { rv.parse::<u64>().map_err(|e| if matches!(e.kind(), std::num::IntErrorKind::PosOverflow) { "value out of range" } else { "invalid syntax" }) };
+    let parsed = if rv.starts_with('+') {
+        Err("invalid syntax")
+    } else {
+        rv.parse::<u64>().map_err(|e| if matches!(e.kind(), std::num::IntErrorKind::PosOverflow) { "value out of range" } else { "invalid syntax" })
+    };
     // Revisions above i64::MAX cannot exist; they are simply too new.
     parsed.map(|n| i64::try_from(n).unwrap_or(i64::MAX)).map_err(|why| Status::failure(500, "", format!("resourceVersion: Invalid value: {rv:?}: strconv.ParseUint: parsing {rv:?}: {why}"), None))
 }

@@ -69,7 +69,11 @@ pub async fn handle(mut scope: Scope) -> Result<Response, Status> {
     // Custom resources have no patch strategies: kube refuses strategic
     // merge patches for them.
     let custom = schema.as_ref().is_some_and(|s| s.origin() == crate::schema::Origin::Custom);
-    let accepted: &[&str] = if custom { &["application/json-patch+json", "application/merge-patch+json"] } else { &["application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json"] };
+    let accepted: &[&str] = if custom {
+        &["application/json-patch+json", "application/merge-patch+json"]
+    } else {
+        &["application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json"]
+    };
     let t = match ct.as_str() {
         "application/json-patch+json" => PatchType::Json,
         "application/merge-patch+json" => PatchType::Merge,

@@ -100,14 +100,8 @@ impl Server {
 /// Starts `apiserver --secure-port 0 --data-dir <dir> <extra>`; the
 /// receiver gets the URL of its `serving on` line.
 fn launch(dir: &std::path::Path, extra: &[String]) -> (Child, mpsc::Receiver<String>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_apiserver"))
-        .args(["--secure-port", "0", "--data-dir"])
-        .arg(dir)
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn apiserver");
+    let mut child =
+        Command::new(env!("CARGO_BIN_EXE_apiserver")).args(["--secure-port", "0", "--data-dir"]).arg(dir).args(extra).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("spawn apiserver");
     let stdout = child.stdout.take().expect("stdout");
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -169,16 +163,8 @@ impl Cluster {
             .iter()
             .enumerate()
             .map(|(i, p)| {
-                let args: Vec<String> = vec![
-                    "--name".into(),
-                    format!("n{i}"),
-                    "--listen-peer-urls".into(),
-                    p.clone(),
-                    "--initial-cluster".into(),
-                    initial.clone(),
-                    "--pki-dir".into(),
-                    pki.path().display().to_string(),
-                ];
+                let args: Vec<String> =
+                    vec!["--name".into(), format!("n{i}"), "--listen-peer-urls".into(), p.clone(), "--initial-cluster".into(), initial.clone(), "--pki-dir".into(), pki.path().display().to_string()];
                 Server::spawn(&args)
             })
             .collect();
@@ -240,11 +226,7 @@ pub fn kubectl_path(minor: u32) -> PathBuf {
 /// finds it.
 pub fn fixtures() -> PathBuf {
     let crate_dir = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
-    crate_dir
-        .ancestors()
-        .map(|a| a.join("shared/fixtures"))
-        .find(|p| p.is_dir())
-        .unwrap_or_else(|| panic!("no shared/fixtures directory above {}", crate_dir.display()))
+    crate_dir.ancestors().map(|a| a.join("shared/fixtures")).find(|p| p.is_dir()).unwrap_or_else(|| panic!("no shared/fixtures directory above {}", crate_dir.display()))
 }
 
 /// Sends a raw HTTPS request without a client certificate; returns the

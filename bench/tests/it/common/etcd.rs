@@ -26,11 +26,8 @@ fn etcd_bin() -> String {
 
 /// A loopback port that was free a moment ago.
 fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0")
-        .unwrap_or_else(|e| panic!("binding 127.0.0.1:0 to find a free port: {e}"));
-    l.local_addr()
-        .unwrap_or_else(|e| panic!("local_addr of a bound listener: {e}"))
-        .port()
+    let l = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("binding 127.0.0.1:0 to find a free port: {e}"));
+    l.local_addr().unwrap_or_else(|e| panic!("local_addr of a bound listener: {e}")).port()
 }
 
 impl Etcd {
@@ -43,10 +40,7 @@ impl Etcd {
         let bin = etcd_bin();
         match Command::new(&bin).arg("--version").output() {
             Ok(out) if out.status.success() => {}
-            Ok(out) => panic!(
-                "`{bin} --version` failed ({}): these tests need a working etcd",
-                out.status
-            ),
+            Ok(out) => panic!("`{bin} --version` failed ({}): these tests need a working etcd", out.status),
             Err(e) => panic!(
                 "etcd not found (`{bin}`: {e}). These tests need a real etcd: install Debian's \
                  etcd-server package or set ETCD_BIN to an etcd binary."
@@ -56,11 +50,8 @@ impl Etcd {
         let (client, peer) = (free_port(), free_port());
         let endpoint = format!("127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
-        let log = File::create(dir.path().join("etcd.log"))
-            .unwrap_or_else(|e| panic!("creating etcd.log: {e}"));
-        let log_err = log
-            .try_clone()
-            .unwrap_or_else(|e| panic!("cloning etcd.log handle: {e}"));
+        let log = File::create(dir.path().join("etcd.log")).unwrap_or_else(|e| panic!("creating etcd.log: {e}"));
+        let log_err = log.try_clone().unwrap_or_else(|e| panic!("cloning etcd.log handle: {e}"));
         let child = Command::new(&bin)
             .arg("--name=it")
             .arg(format!("--data-dir={}", dir.path().join("data").display()))
@@ -74,11 +65,7 @@ impl Etcd {
             .stderr(log_err)
             .spawn()
             .unwrap_or_else(|e| panic!("spawning {bin}: {e}"));
-        let mut etcd = Etcd {
-            child,
-            dir,
-            endpoint,
-        };
+        let mut etcd = Etcd { child, dir, endpoint };
         etcd.wait_listening();
         etcd
     }
@@ -98,21 +85,14 @@ impl Etcd {
         let deadline = Instant::now() + START_TIMEOUT;
         while Instant::now() < deadline {
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!(
-                    "etcd exited during startup ({status}):\n{}",
-                    self.log_tail()
-                );
+                panic!("etcd exited during startup ({status}):\n{}", self.log_tail());
             }
             if TcpStream::connect(&self.endpoint).is_ok() {
                 return;
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        panic!(
-            "etcd did not listen on {} within {START_TIMEOUT:?}:\n{}",
-            self.endpoint,
-            self.log_tail()
-        );
+        panic!("etcd did not listen on {} within {START_TIMEOUT:?}:\n{}", self.endpoint, self.log_tail());
     }
 }
 

@@ -36,9 +36,7 @@ pub fn run(endpoint: &str, args: &[&str]) -> Output {
             Err(e) => panic!("waiting for loadgen: {e}"),
         }
     }
-    child
-        .wait_with_output()
-        .unwrap_or_else(|e| panic!("collecting loadgen output: {e}"))
+    child.wait_with_output().unwrap_or_else(|e| panic!("collecting loadgen output: {e}"))
 }
 
 /// Runs loadgen, expects success, and parses the one JSON line on stdout.
@@ -49,13 +47,8 @@ pub fn run_json(endpoint: &str, args: &[&str]) -> Value {
     let out = run(endpoint, args);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "loadgen {args:?} failed ({}):\nstdout: {stdout}\nstderr: {stderr}",
-        out.status
-    );
+    assert!(out.status.success(), "loadgen {args:?} failed ({}):\nstdout: {stdout}\nstderr: {stderr}", out.status);
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 1, "expected one JSON line, got:\n{stdout}");
-    serde_json::from_str(lines[0])
-        .unwrap_or_else(|e| panic!("loadgen printed invalid JSON ({e}): {stdout}"))
+    serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("loadgen printed invalid JSON ({e}): {stdout}"))
 }

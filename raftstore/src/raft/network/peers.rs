@@ -47,7 +47,8 @@ const PEER_PING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3)
 
 /// A lazily connecting client to a peer URL.
 fn dial(url: &str, tls: Option<&tonic::transport::ClientTlsConfig>) -> Result<RaftTransportClient<Channel>> {
-    let mut ep = Endpoint::from_shared(url.to_string()).map_err(Error::internal)?
+    let mut ep = Endpoint::from_shared(url.to_string())
+        .map_err(Error::internal)?
         .connect_timeout(std::time::Duration::from_secs(1))
         .http2_keep_alive_interval(PEER_PING_INTERVAL)
         .keep_alive_timeout(PEER_PING_TIMEOUT)
@@ -63,7 +64,14 @@ fn dial(url: &str, tls: Option<&tonic::transport::ClientTlsConfig>) -> Result<Ra
 impl PeerClients {
     /// Clients for a cluster whose initial members have these peer URLs.
     pub fn new(initial: HashMap<u64, String>, tls: Option<tonic::transport::ClientTlsConfig>) -> Self {
-        PeerClients { clients: Mutex::new(HashMap::new()), service_clients: Mutex::new(HashMap::new()), forward_streams: Mutex::new(HashMap::new()), initial, removed: tokio::sync::watch::Sender::new(false), tls }
+        PeerClients {
+            clients: Mutex::new(HashMap::new()),
+            service_clients: Mutex::new(HashMap::new()),
+            forward_streams: Mutex::new(HashMap::new()),
+            initial,
+            removed: tokio::sync::watch::Sender::new(false),
+            tls,
+        }
     }
 
     /// Becomes true once this member learns it was removed from the cluster.

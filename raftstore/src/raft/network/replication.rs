@@ -28,10 +28,8 @@ const STREAM_IDLE_MIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What [`Network::stream_append`] returns: once the stream is open, the
 /// follower's answers in request order.
-type AppendStreamFuture<'s> = futures::future::BoxFuture<
-    's,
-    std::result::Result<futures::stream::BoxStream<'s, std::result::Result<StreamAppendResult<TypeConfig>, RPCError<TypeConfig>>>, RPCError<TypeConfig>>,
->;
+type AppendStreamFuture<'s> =
+    futures::future::BoxFuture<'s, std::result::Result<futures::stream::BoxStream<'s, std::result::Result<StreamAppendResult<TypeConfig>, RPCError<TypeConfig>>>, RPCError<TypeConfig>>>;
 
 /// Creates per-target network clients for openraft.
 pub struct NetworkFactory {
@@ -79,7 +77,6 @@ impl Network {
         decode(&resp.payload).map_err(network_err)
     }
 }
-
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     type Network = Network;
@@ -251,4 +248,3 @@ async fn send_files(dir: SnapshotDir, meta: Vec<u8>, tx: tokio::sync::mpsc::Send
     let last = SnapshotChunk { meta: first.take().unwrap_or_default(), file: String::new(), offset: 0, data: Vec::new(), done: true };
     tx.send(last).await.map_err(|_| std::io::Error::other("snapshot receiver went away"))
 }
-

@@ -8,8 +8,8 @@ use openraft::raft::{AppendEntriesRequest, VoteRequest};
 use parking_lot::Mutex;
 use proto::raftpb::raft_transport_server::RaftTransport;
 use proto::raftpb::{
-    ForwardRequest, ForwardResponse, LeaseRequest, LeaseResponse, MemberChangeRequest, MemberChangeResponse, MembersRequest, MembersResponse,
-    RaftMessage, ReadIndexRequest, ReadIndexResponse, SnapshotChunk,
+    ForwardRequest, ForwardResponse, LeaseRequest, LeaseResponse, MemberChangeRequest, MemberChangeResponse, MembersRequest, MembersResponse, RaftMessage, ReadIndexRequest, ReadIndexResponse,
+    SnapshotChunk,
 };
 use tokio::io::AsyncWriteExt;
 use tokio_stream::StreamExt;
@@ -259,4 +259,3 @@ impl TransportService {
         LeaseResponse { ttl, code: 0, message: String::new() }
     }
 }
-

@@ -35,15 +35,7 @@ impl Drop for Proc {
 impl Proc {
     /// A member that is not started yet, with fresh ports.
     pub fn new(dir: &Path, name: &str, extra: &[&str]) -> Proc {
-        Proc {
-            name: name.to_string(),
-            client_port: free_port(),
-            peer_port: free_port(),
-            dir: dir.to_path_buf(),
-            extra: extra.iter().map(|s| s.to_string()).collect(),
-            child: None,
-            scheme: "http",
-        }
+        Proc { name: name.to_string(), client_port: free_port(), peer_port: free_port(), dir: dir.to_path_buf(), extra: extra.iter().map(|s| s.to_string()).collect(), child: None, scheme: "http" }
     }
 
     /// `http://127.0.0.1:<peer port>` (or https).
@@ -69,11 +61,7 @@ impl Proc {
     /// Starts the process with this `--initial-cluster` and state.
     pub fn start(&mut self, initial_cluster: &str, state: &str) {
         assert!(self.child.is_none(), "{} already running", self.name);
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join(format!("{}.log", self.name)))
-            .expect("open member log");
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join(format!("{}.log", self.name))).expect("open member log");
         let child = Command::new(raftstore_bin())
             .args(["--name", &self.name])
             .arg("--data-dir")
@@ -131,38 +119,24 @@ impl Proc {
     /// `getconf CLK_TCK`).
     pub fn cpu_time(&self) -> Duration {
         let pid = self.child.as_ref().expect("member is running").id();
-        let stat =
-            std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc/<pid>/stat");
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc/<pid>/stat");
         // The command name (field 2) may hold spaces; count from after it.
-        let rest = &stat[stat
-            .rfind(')')
-            .expect("stat has the command in parentheses")
-            + 2..];
+        let rest = &stat[stat.rfind(')').expect("stat has the command in parentheses") + 2..];
         let fields: Vec<&str> = rest.split(' ').collect();
-        let ticks: u64 =
-            fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
-        let out = Command::new("getconf")
-            .arg("CLK_TCK")
-            .output()
-            .expect("getconf CLK_TCK");
-        let hz: u64 = String::from_utf8_lossy(&out.stdout)
-            .trim()
-            .parse()
-            .expect("CLK_TCK is a number");
+        let ticks: u64 = fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
+        let out = Command::new("getconf").arg("CLK_TCK").output().expect("getconf CLK_TCK");
+        let hz: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().expect("CLK_TCK is a number");
         Duration::from_millis(ticks * 1000 / hz)
     }
 
     /// Number of lines in the member's log so far.
     pub fn log_lines(&self) -> usize {
-        std::fs::read_to_string(self.dir.join(format!("{}.log", self.name)))
-            .map(|t| t.lines().count())
-            .unwrap_or(0)
+        std::fs::read_to_string(self.dir.join(format!("{}.log", self.name))).map(|t| t.lines().count()).unwrap_or(0)
     }
 
     /// The member's log so far, for failure messages.
     pub fn log(&self) -> String {
-        let text = std::fs::read_to_string(self.dir.join(format!("{}.log", self.name)))
-            .unwrap_or_default();
+        let text = std::fs::read_to_string(self.dir.join(format!("{}.log", self.name))).unwrap_or_default();
         let tail: Vec<&str> = text.lines().rev().take(40).collect();
         tail.into_iter().rev().collect::<Vec<_>>().join("\n")
     }
@@ -182,11 +156,7 @@ pub fn start_new_with(dir: &Path, n: usize, extra: &[&str], scheme: &'static str
             p
         })
         .collect();
-    let initial = procs
-        .iter()
-        .map(Proc::cluster_entry)
-        .collect::<Vec<_>>()
-        .join(",");
+    let initial = procs.iter().map(Proc::cluster_entry).collect::<Vec<_>>().join(",");
     for p in &mut procs {
         p.start(&initial, "new");
     }
@@ -219,10 +189,7 @@ pub async fn leader_id(ep: &str) -> u64 {
                 return s.leader();
             }
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "no leader seen via {ep}"
-        );
+        assert!(start.elapsed() < Duration::from_secs(20), "no leader seen via {ep}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -233,10 +200,7 @@ pub async fn leader_proc(procs: &[Proc], via: usize) -> (u64, usize) {
     let ep = procs[via].ep();
     let leader = leader_id(&ep).await;
     let ids = member_ids(&ep).await;
-    let li = procs
-        .iter()
-        .position(|p| ids.iter().any(|(n, id, _)| *n == p.name && *id == leader))
-        .expect("the leader is one of the started members");
+    let li = procs.iter().position(|p| ids.iter().any(|(n, id, _)| *n == p.name && *id == leader)).expect("the leader is one of the started members");
     (leader, li)
 }
 
@@ -244,10 +208,7 @@ pub async fn leader_proc(procs: &[Proc], via: usize) -> (u64, usize) {
 pub async fn member_ids(ep: &str) -> Vec<(String, u64, bool)> {
     let mut c = connect(ep).await;
     let list = c.member_list().await.expect("member list");
-    list.members()
-        .iter()
-        .map(|m| (m.name().to_string(), m.id(), m.is_learner()))
-        .collect()
+    list.members().iter().map(|m| (m.name().to_string(), m.id(), m.is_learner())).collect()
 }
 
 /// HashKV of every endpoint at `rev`, once each has applied `rev` (a
@@ -261,16 +222,11 @@ pub async fn hashes_at(eps: &[String], rev: i64) -> Vec<u32> {
             let r = c.get("hash-sync", None).await;
             match r {
                 Ok(r) if r.header().map(|h| h.revision()).unwrap_or(0) >= rev => break,
-                _ if start.elapsed() < Duration::from_secs(20) => {
-                    tokio::time::sleep(Duration::from_millis(100)).await
-                }
+                _ if start.elapsed() < Duration::from_secs(20) => tokio::time::sleep(Duration::from_millis(100)).await,
                 other => panic!("{ep} did not reach revision {rev}: {other:?}"),
             }
         }
-        let h = c
-            .hash_kv(rev)
-            .await
-            .unwrap_or_else(|e| panic!("hash_kv on {ep}: {e}"));
+        let h = c.hash_kv(rev).await.unwrap_or_else(|e| panic!("hash_kv on {ep}: {e}"));
         out.push(h.hash());
     }
     out
@@ -280,18 +236,11 @@ pub async fn hashes_at(eps: &[String], rev: i64) -> Vec<u32> {
 pub fn http_get(addr: &str, path: &str) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .expect("write");
+    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").expect("write");
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
-    let (head, body) = out
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("not an HTTP response: {out:?}"));
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or_else(|| panic!("not an HTTP response: {out:?}"));
     assert!(head.starts_with("HTTP/1.1 200"), "GET {path}: {head}");
     body.to_string()
 }
@@ -300,9 +249,5 @@ pub fn http_get(addr: &str, path: &str) -> String {
 /// exposed, e.g. `etcd_server_has_leader` or `x{To="ab"}`) in Prometheus
 /// text, or `None`.
 pub fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
-        l.strip_prefix(series)
-            .and_then(|rest| rest.strip_prefix(' '))
-            .and_then(|v| v.trim().parse().ok())
-    })
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')).and_then(|v| v.trim().parse().ok()))
 }

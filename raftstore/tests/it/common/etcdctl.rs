@@ -22,11 +22,7 @@ pub struct Output {
 
 impl fmt::Display for Output {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "`{}` exited {}\n--- stdout:\n{}\n--- stderr:\n{}",
-            self.cmd, self.code, self.stdout, self.stderr
-        )
+        write!(f, "`{}` exited {}\n--- stdout:\n{}\n--- stderr:\n{}", self.cmd, self.code, self.stdout, self.stderr)
     }
 }
 
@@ -48,16 +44,13 @@ impl Output {
     /// Stdout parsed as JSON (for `-w json`).
     #[track_caller]
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(self.ok().trim())
-            .unwrap_or_else(|e| panic!("etcdctl output is not JSON ({e}): {self}"))
+        serde_json::from_str(self.ok().trim()).unwrap_or_else(|e| panic!("etcdctl output is not JSON ({e}): {self}"))
     }
 }
 
 fn command(endpoint: &str, args: &[&str]) -> (Command, String) {
     let mut cmd = Command::new(program("etcdctl", "etcd-client"));
-    cmd.env("ETCDCTL_API", "3")
-        .arg(format!("--endpoints={endpoint}"))
-        .args(args);
+    cmd.env("ETCDCTL_API", "3").arg(format!("--endpoints={endpoint}")).args(args);
     let line = format!("etcdctl --endpoints={endpoint} {}", args.join(" "));
     (cmd, line)
 }
@@ -76,42 +69,19 @@ pub fn etcdctl_stdin(endpoint: &str, args: &[&str], stdin: &str) -> Output {
 
 /// Runs etcdctl; a run longer than `timeout` is killed and fails the test.
 #[track_caller]
-pub fn etcdctl_with_timeout(
-    endpoint: &str,
-    args: &[&str],
-    stdin: Option<&str>,
-    timeout: Duration,
-) -> Output {
+pub fn etcdctl_with_timeout(endpoint: &str, args: &[&str], stdin: Option<&str>, timeout: Duration) -> Output {
     let (mut cmd, line) = command(endpoint, args);
-    let mut child = cmd
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {line}: {e}"));
+    let mut child = cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() }).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap_or_else(|e| panic!("spawn {line}: {e}"));
     if let Some(input) = stdin {
         let mut pipe = child.stdin.take().expect("piped stdin");
-        pipe.write_all(input.as_bytes())
-            .expect("write etcdctl stdin");
+        pipe.write_all(input.as_bytes()).expect("write etcdctl stdin");
     }
     let stdout = read_all(child.stdout.take().expect("piped stdout"));
     let stderr = read_all(child.stderr.take().expect("piped stderr"));
     let Some(status) = wait_or_kill(&mut child, timeout) else {
-        panic!(
-            "`{line}` hung for more than {timeout:?}; stdout so far: {}",
-            stdout.join().unwrap_or_default()
-        );
+        panic!("`{line}` hung for more than {timeout:?}; stdout so far: {}", stdout.join().unwrap_or_default());
     };
-    Output {
-        cmd: line,
-        stdout: stdout.join().unwrap_or_default(),
-        stderr: stderr.join().unwrap_or_default(),
-        code: status.code().unwrap_or(-1),
-    }
+    Output { cmd: line, stdout: stdout.join().unwrap_or_default(), stderr: stderr.join().unwrap_or_default(), code: status.code().unwrap_or(-1) }
 }
 
 fn read_all(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
@@ -135,12 +105,7 @@ impl Background {
     /// Starts `etcdctl --endpoints=<endpoint> <args>`.
     pub fn spawn(endpoint: &str, args: &[&str]) -> Background {
         let (mut cmd, line) = command(endpoint, args);
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {line}: {e}"));
+        let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap_or_else(|e| panic!("spawn {line}: {e}"));
         let (tx, lines) = mpsc::channel();
         let out = child.stdout.take().expect("piped stdout");
         std::thread::spawn(move || {
@@ -162,12 +127,7 @@ impl Background {
                 s.push('\n');
             }
         });
-        Background {
-            line,
-            child: Some(child),
-            lines,
-            stderr,
-        }
+        Background { line, child: Some(child), lines, stderr }
     }
 
     /// The next `n` stdout lines; fails if they do not come within `timeout`.
@@ -179,11 +139,7 @@ impl Background {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
                 Ok(l) => got.push(l),
-                Err(_) => panic!(
-                    "`{}`: wanted {n} lines within {timeout:?}, got {got:?}; stderr: {}",
-                    self.line,
-                    self.stderr.lock().unwrap()
-                ),
+                Err(_) => panic!("`{}`: wanted {n} lines within {timeout:?}, got {got:?}; stderr: {}", self.line, self.stderr.lock().unwrap()),
             }
         }
         got
@@ -194,22 +150,13 @@ impl Background {
     pub fn wait_exit(mut self, timeout: Duration) -> Output {
         let mut child = self.child.take().expect("child");
         let Some(status) = wait_or_kill(&mut child, timeout) else {
-            panic!(
-                "`{}` should have exited by itself within {timeout:?}; stderr: {}",
-                self.line,
-                self.stderr.lock().unwrap()
-            );
+            panic!("`{}` should have exited by itself within {timeout:?}; stderr: {}", self.line, self.stderr.lock().unwrap());
         };
         // Let the reader threads reach EOF.
         std::thread::sleep(Duration::from_millis(50));
         let stdout: Vec<String> = self.lines.try_iter().collect();
         let stderr = self.stderr.lock().unwrap().clone();
-        Output {
-            cmd: self.line.clone(),
-            stdout: stdout.join("\n"),
-            stderr,
-            code: status.code().unwrap_or(-1),
-        }
+        Output { cmd: self.line.clone(), stdout: stdout.join("\n"), stderr, code: status.code().unwrap_or(-1) }
     }
 }
 

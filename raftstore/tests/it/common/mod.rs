@@ -47,12 +47,7 @@ pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 
 /// Runs `f` to completion on a fresh multi-thread Tokio runtime.
 pub fn block_on<F: Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-        .block_on(f)
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio runtime").block_on(f)
 }
 
 /// `f`, or a failure saying what hung.
@@ -65,16 +60,8 @@ pub async fn within<F: Future>(limit: Duration, what: &str, f: F) -> F::Output {
 
 /// An etcd-client for `endpoint`, with timeouts so a dead server fails fast.
 pub async fn connect(endpoint: &str) -> etcd_client::Client {
-    let opts = etcd_client::ConnectOptions::new()
-        .with_connect_timeout(Duration::from_secs(5))
-        .with_timeout(Duration::from_secs(15));
-    within(
-        Duration::from_secs(20),
-        &format!("connect to {endpoint}"),
-        etcd_client::Client::connect([endpoint], Some(opts)),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("connect to {endpoint}: {e}"))
+    let opts = etcd_client::ConnectOptions::new().with_connect_timeout(Duration::from_secs(5)).with_timeout(Duration::from_secs(15));
+    within(Duration::from_secs(20), &format!("connect to {endpoint}"), etcd_client::Client::connect([endpoint], Some(opts))).await.unwrap_or_else(|e| panic!("connect to {endpoint}: {e}"))
 }
 
 /// gRPC code and message of an etcd-client error, or its text if it is not a

@@ -71,10 +71,7 @@ pub fn free_port() -> u16 {
     static GIVEN: OnceLock<Mutex<HashSet<u16>>> = OnceLock::new();
     let given = GIVEN.get_or_init(|| Mutex::new(HashSet::new()));
     loop {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("bind a loopback port")
-            .port();
+        let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("bind a loopback port").port();
         if given.lock().unwrap().insert(port) {
             return port;
         }
@@ -122,34 +119,14 @@ impl Server {
         if opts.name.is_empty() {
             opts.name = "default".to_owned();
         }
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("it-{kind}-"))
-            .tempdir()
-            .expect("create temp dir");
-        let data_dir = opts
-            .data_dir
-            .clone()
-            .unwrap_or_else(|| dir.path().join("data"));
+        let dir = tempfile::Builder::new().prefix(&format!("it-{kind}-")).tempdir().expect("create temp dir");
+        let data_dir = opts.data_dir.clone().unwrap_or_else(|| dir.path().join("data"));
         let etcd_ports = (kind == Kind::Etcd).then(|| {
-            let peer = opts
-                .peer_url
-                .as_deref()
-                .map(port_of)
-                .unwrap_or_else(free_port);
+            let peer = opts.peer_url.as_deref().map(port_of).unwrap_or_else(free_port);
             (free_port(), peer)
         });
         let log_path = dir.path().join("server.log");
-        let mut server = Server {
-            kind,
-            opts,
-            dir,
-            data_dir,
-            etcd_ports,
-            child: None,
-            endpoint: String::new(),
-            peer_url: String::new(),
-            log_path,
-        };
+        let mut server = Server { kind, opts, dir, data_dir, etcd_ports, child: None, endpoint: String::new(), peer_url: String::new(), log_path };
         server.spawn();
         server
     }
@@ -204,20 +181,9 @@ impl Server {
         let (program, client_url, peer_url) = match self.kind {
             Kind::Etcd => {
                 let (client, peer) = self.etcd_ports.expect("etcd ports");
-                (
-                    program("etcd", "etcd-server"),
-                    format!("http://127.0.0.1:{client}"),
-                    format!("http://127.0.0.1:{peer}"),
-                )
+                (program("etcd", "etcd-server"), format!("http://127.0.0.1:{client}"), format!("http://127.0.0.1:{peer}"))
             }
-            Kind::Raftstore => (
-                raftstore_bin(),
-                "http://127.0.0.1:0".to_owned(),
-                self.opts
-                    .peer_url
-                    .clone()
-                    .unwrap_or_else(|| "http://127.0.0.1:0".to_owned()),
-            ),
+            Kind::Raftstore => (raftstore_bin(), "http://127.0.0.1:0".to_owned(), self.opts.peer_url.clone().unwrap_or_else(|| "http://127.0.0.1:0".to_owned())),
         };
         let mut args = vec![
             format!("--name={name}"),
@@ -236,11 +202,7 @@ impl Server {
         }
         args.extend(self.opts.args.iter().cloned());
 
-        let mut log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log_path)
-            .expect("open server log");
+        let mut log = OpenOptions::new().create(true).append(true).open(&self.log_path).expect("open server log");
         let _ = writeln!(log, "=== {} {}", program.display(), args.join(" "));
         let stdout_log = log.try_clone().expect("clone log handle");
         let mut child = Command::new(&program)
@@ -259,9 +221,7 @@ impl Server {
         let deadline = Instant::now() + START_TIMEOUT;
         match self.kind {
             Kind::Etcd => {
-                self.wait_line(&lines, deadline, |l| {
-                    l.contains("ready to serve client requests").then_some(())
-                });
+                self.wait_line(&lines, deadline, |l| l.contains("ready to serve client requests").then_some(()));
                 self.endpoint = client_url;
                 self.peer_url = peer_url;
             }
@@ -284,12 +244,7 @@ impl Server {
     }
 
     /// Reads stderr lines until `want` matches one; fails on exit or timeout.
-    fn wait_line<T>(
-        &mut self,
-        lines: &Receiver<String>,
-        deadline: Instant,
-        want: impl Fn(&str) -> Option<T>,
-    ) -> T {
+    fn wait_line<T>(&mut self, lines: &Receiver<String>, deadline: Instant, want: impl Fn(&str) -> Option<T>) -> T {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match lines.recv_timeout(left) {
@@ -298,19 +253,11 @@ impl Server {
                         return found;
                     }
                 }
-                Err(RecvTimeoutError::Timeout) => panic!(
-                    "{} did not report it was serving within {START_TIMEOUT:?}; log:\n{}",
-                    self.kind,
-                    self.log_tail(40)
-                ),
+                Err(RecvTimeoutError::Timeout) => panic!("{} did not report it was serving within {START_TIMEOUT:?}; log:\n{}", self.kind, self.log_tail(40)),
                 Err(RecvTimeoutError::Disconnected) => {
                     let status = self.child.as_mut().and_then(|c| c.wait().ok());
                     self.child = None;
-                    panic!(
-                        "{} exited before serving ({status:?}); log:\n{}",
-                        self.kind,
-                        self.log_tail(40)
-                    )
+                    panic!("{} exited before serving ({status:?}); log:\n{}", self.kind, self.log_tail(40))
                 }
             }
         }
@@ -331,12 +278,7 @@ impl Server {
                 return;
             }
             if Instant::now() > deadline {
-                panic!(
-                    "{} at {} never became healthy: {out}\nlog:\n{}",
-                    self.kind,
-                    self.endpoint,
-                    self.log_tail(40)
-                );
+                panic!("{} at {} never became healthy: {out}\nlog:\n{}", self.kind, self.endpoint, self.log_tail(40));
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -347,12 +289,7 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.kill9();
         if std::thread::panicking() {
-            eprintln!(
-                "--- last lines of {} log ({}):\n{}",
-                self.kind,
-                self.log_path.display(),
-                self.log_tail(30)
-            );
+            eprintln!("--- last lines of {} log ({}):\n{}", self.kind, self.log_path.display(), self.log_tail(30));
         }
     }
 }
@@ -381,10 +318,7 @@ fn tee_lines(r: impl Read + Send + 'static, mut log: File) -> Receiver<String> {
 /// The URL that follows `marker` in `line`, if any.
 fn url_after(line: &str, marker: &str) -> Option<String> {
     let rest = &line[line.find(marker)? + marker.len()..];
-    let url: String = rest
-        .chars()
-        .take_while(|c| c.is_ascii_alphanumeric() || ":/.[]-_".contains(*c))
-        .collect();
+    let url: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || ":/.[]-_".contains(*c)).collect();
     let url = url.trim_end_matches(['.', ':']).to_owned();
     url.starts_with("http").then_some(url)
 }
@@ -408,31 +342,18 @@ fn strip_ansi(s: &str) -> String {
 }
 
 fn port_of(url: &str) -> u16 {
-    url.rsplit(':')
-        .next()
-        .and_then(|p| p.trim_end_matches('/').parse().ok())
-        .unwrap_or_else(|| panic!("no port in {url}"))
+    url.rsplit(':').next().and_then(|p| p.trim_end_matches('/').parse().ok()).unwrap_or_else(|| panic!("no port in {url}"))
 }
 
 #[test]
 fn url_after_parses_log_lines() {
     let cases = [
-        (
-            "2024 INFO raftstore: serving client requests on http://127.0.0.1:41234",
-            Some("http://127.0.0.1:41234"),
-        ),
-        (
-            "\u{1b}[32mINFO\u{1b}[0m serving client requests on http://127.0.0.1:5, tls=false",
-            Some("http://127.0.0.1:5"),
-        ),
+        ("2024 INFO raftstore: serving client requests on http://127.0.0.1:41234", Some("http://127.0.0.1:41234")),
+        ("\u{1b}[32mINFO\u{1b}[0m serving client requests on http://127.0.0.1:5, tls=false", Some("http://127.0.0.1:5")),
         ("serving client requests on 127.0.0.1:5", None),
         ("nothing here", None),
     ];
     for (line, want) in cases {
-        assert_eq!(
-            url_after(&strip_ansi(line), "serving client requests on ").as_deref(),
-            want,
-            "{line}"
-        );
+        assert_eq!(url_after(&strip_ansi(line), "serving client requests on ").as_deref(), want, "{line}");
     }
 }
