@@ -423,7 +423,11 @@ pub struct CustomStrategy {
 /// metadata and the type meta, and but status when the status subresource
 /// owns it.
 fn generation_content(obj: &Value, status: bool) -> impl Iterator<Item = (&String, &Value)> {
-    obj.as_object().into_iter().flatten().filter(move |(k, _)| !matches!(k.as_str(), "metadata" | "apiVersion" | "kind") && !(status && k.as_str() == "status"))
+    obj.as_object().into_iter().flatten().filter(move |(k, _)| match k.as_str() {
+        "metadata" | "apiVersion" | "kind" => false,
+        "status" => !status,
+        _ => true,
+    })
 }
 
 impl Strategy for CustomStrategy {
