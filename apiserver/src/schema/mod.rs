@@ -20,6 +20,7 @@
 //!   [`SchemaStore::remove`]).
 //! - [`validate_crd_schema`]: a CRD's schema checked as kube-apiserver
 //!   checks it (structural, defaults, extensions).
+//! - [`ratchet`]: validation ratcheting of updates.
 //!
 //! Strategic merge patch, fieldValidation, managedFields and the OpenAPI
 //! documents read schemas from here; server-side apply will too.
@@ -36,6 +37,7 @@
 //! let unknown = s.prune(&mut obj);        // ["spec.extra"]: fieldValidation warnings or a Strict 400
 //! s.apply_defaults(&mut obj);             // spec.replicas: 1 filled in
 //! let errs = s.validate(&obj);            // [spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0]
+//! let errs = ratchet(errs, &obj, &old);   // on update: errors on parts left unchanged are dropped
 //! Status::invalid(group, kind, name, field::to_causes(&errs))             // 422
 //! ```
 
@@ -45,6 +47,7 @@ mod defaulting;
 pub mod field;
 pub mod formats;
 mod pruning;
+mod ratcheting;
 pub mod source;
 mod structural;
 mod validation;
@@ -58,6 +61,7 @@ use serde_json::Value;
 use compiled::NodeId;
 pub use compiled::{Compiled, ListType, MapType, Origin, SchemaRef, Type};
 pub use field::{BadValue, ErrorType, FieldError};
+pub use ratcheting::ratchet;
 pub use source::{crd_definition_name, SchemaSource, REF_PREFIX};
 pub use structural::validate_crd_schema;
 

@@ -384,10 +384,12 @@ spec:
 /// reach: the preferred version goes by version priority (v1 over the
 /// v1beta1 storage version); without a status subresource every change
 /// but to metadata bumps the generation; a default added to the schema
-/// shows on objects stored before it (reads are defaulted); and while the
-/// CRD is terminating, creates are refused with a 405.
+/// shows on objects stored before it (reads are defaulted); an update
+/// may keep a value a tightened schema refuses if it leaves it unchanged
+/// (validation ratcheting); and while the CRD is terminating, creates are
+/// refused with a 405.
 #[test]
-fn crd_versions_generation_read_defaults_and_termination() {
+fn crd_versions_generation_defaults_ratcheting_termination() {
     let s = Server::start();
     s.kubectl_stdin(33, &["apply", "-f", "-"], Some(WIDGETS)).ok();
     s.kubectl(33, &["wait", "--for=condition=Established", "crd/widgets.lifecycle.example.com", "--timeout=30s"]).ok();
@@ -426,6 +428,19 @@ fn crd_versions_generation_read_defaults_and_termination() {
         let list = json(&s.kubectl(33, &["get", &res, "-o", "json"]));
         assert_eq!(list["items"][0]["spec"]["color"], "blue", "{list}");
     }
+
+    // Ratcheting: after the schema tightens, an update that leaves the
+    // now-invalid size alone passes; one that changes it is checked.
+    let tightened = with_default.replace("              size: {type: integer}\n", "              size: {type: integer, maximum: 1}\n");
+    s.kubectl_stdin(33, &["apply", "-f", "-"], Some(&tightened)).ok();
+    let refused = eventually("the tightened schema served", || {
+        let out = s.kubectl(33, &["patch", "widgets.v1.lifecycle.example.com", "w", "--type=merge", "-p", r#"{"spec":{"size":3}}"#]);
+        (out.code != 0).then_some(out)
+    });
+    assert!(refused.stderr.contains("spec.size: Invalid value: 3: spec.size in body should be less than or equal to 1"), "{refused:?}");
+    s.kubectl(33, &["label", "widgets.v1.lifecycle.example.com", "w", "tier=two", "--overwrite"]).ok();
+    s.kubectl(33, &["patch", "widgets.v1.lifecycle.example.com", "w", "--type=merge", "-p", r#"{"status":{"phase":"Tight"}}"#]).ok();
+    assert_eq!(json(&s.kubectl(33, &["get", "widgets.v1.lifecycle.example.com", "w", "-o", "json"]))["spec"]["size"], 2);
 
     // Terminating: the finalizer holds the object, so the CRD stays.
     s.kubectl(33, &["delete", "crd", "widgets.lifecycle.example.com", "--wait=false"]).ok();
