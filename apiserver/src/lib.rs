@@ -37,6 +37,7 @@ pub mod registry;
 pub mod schema;
 pub mod selectors;
 pub mod server;
+pub mod serving;
 pub mod storage;
 pub mod strategicpatch;
 pub mod warning;

@@ -92,9 +92,43 @@ pub struct Options {
     /// they exist.
     #[arg(long, value_delimiter = ',', default_value = "AlwaysAllow")]
     pub authorization_mode: Vec<String>,
+    /// Concurrent HTTP/2 streams a client may open on one connection
+    /// (kube's `--http2-max-streams-per-connection`); 0 means Go's default
+    /// of 250, as in kube.
+    #[arg(long, default_value_t = 0)]
+    pub http2_max_streams_per_connection: u32,
+    /// Open client connections at most; connections over the cap are
+    /// closed at once, with a warning in the log. kube-apiserver has no
+    /// such cap; this keeps a flood of idle connections from using up the
+    /// process's file descriptors.
+    #[arg(long, default_value_t = 8192)]
+    pub max_connections: usize,
+    /// How long a TLS handshake may take (kube: its 32 s read-header
+    /// timeout, which Go applies to handshakes). For tests.
+    #[arg(long, default_value = "32s", value_parser = humantime::parse_duration, hide = true)]
+    pub tls_handshake_timeout: std::time::Duration,
+    /// How long an HTTP/1 request head may take to arrive (kube's
+    /// `ReadHeaderTimeout`, 32 s). For tests.
+    #[arg(long, default_value = "32s", value_parser = humantime::parse_duration, hide = true)]
+    pub read_header_timeout: std::time::Duration,
+    /// How long a connection may stay without a request in flight (kube's
+    /// `IdleTimeout`, 90 s). For tests.
+    #[arg(long, default_value = "90s", value_parser = humantime::parse_duration, hide = true)]
+    pub idle_timeout: std::time::Duration,
 }
 
 impl Options {
+    /// The serving port's connection limits.
+    pub fn serving_limits(&self) -> crate::serving::Limits {
+        crate::serving::Limits {
+            tls_handshake_timeout: self.tls_handshake_timeout,
+            read_header_timeout: self.read_header_timeout,
+            idle_timeout: self.idle_timeout,
+            http2_max_streams: if self.http2_max_streams_per_connection == 0 { crate::serving::DEFAULT_HTTP2_STREAMS } else { self.http2_max_streams_per_connection },
+            max_connections: self.max_connections,
+        }
+    }
+
     /// `--initial-cluster` as (name, peer URL) pairs.
     ///
     /// # Errors
@@ -113,4 +147,23 @@ impl Options {
 /// Splits a comma-separated URL list.
 pub fn split_urls(s: &str) -> Vec<String> {
     s.split(',').map(str::trim).filter(|u| !u.is_empty()).map(String::from).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::Options;
+
+    /// The serving limits default to kube-apiserver's.
+    #[test]
+    fn serving_limits_default_to_kube() {
+        let l = Options::parse_from(["apiserver"]).serving_limits();
+        assert_eq!(l.read_header_timeout, std::time::Duration::from_secs(32));
+        assert_eq!(l.tls_handshake_timeout, std::time::Duration::from_secs(32));
+        assert_eq!(l.idle_timeout, std::time::Duration::from_secs(90));
+        assert_eq!(l.http2_max_streams, 250);
+        let l = Options::parse_from(["apiserver", "--http2-max-streams-per-connection", "7"]).serving_limits();
+        assert_eq!(l.http2_max_streams, 7);
+    }
 }

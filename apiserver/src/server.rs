@@ -282,6 +282,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
 
+    let limits = opts.serving_limits();
+    let gate = crate::serving::Gate::new(limits.max_connections);
     loop {
         let (tcp, peer) = tokio::select! {
             r = listener.accept() => match r {
@@ -296,32 +298,46 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 return Ok(());
             }
         };
+        let Some(slot) = gate.admit() else {
+            drop(tcp);
+            continue;
+        };
         let acceptor = acceptor.clone();
         let chain = chain.clone();
         let client_verifier = client_verifier.clone();
+        let limits = limits.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let _ = tcp.set_nodelay(true);
-            let tls = match acceptor.accept(tcp).await {
-                Ok(t) => t,
-                Err(e) => {
+            let tls = match tokio::time::timeout(limits.tls_handshake_timeout, acceptor.accept(tcp)).await {
+                Ok(Ok(t)) => t,
+                Ok(Err(e)) => {
                     tracing::debug!("TLS handshake with {peer}: {e}");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!("TLS handshake with {peer}: timed out after {:?}", limits.tls_handshake_timeout);
                     return;
                 }
             };
             let presented = tls.get_ref().1.peer_certificates().map(|c| c.iter().map(|c| c.clone().into_owned()).collect()).unwrap_or_default();
             let certs = verify_peer(client_verifier.as_ref(), presented);
-            serve_connection(tls, chain, certs).await;
+            serve_connection(tls, chain, certs, &limits).await;
         });
     }
 }
 
-async fn serve_connection<IO>(io: IO, chain: Arc<dyn Handler>, certs: Result<PeerCertificates, UnverifiedCertificate>)
+async fn serve_connection<IO>(io: IO, chain: Arc<dyn Handler>, certs: Result<PeerCertificates, UnverifiedCertificate>, limits: &crate::serving::Limits)
 where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let activity = crate::serving::Activity::new();
+    let seen = activity.clone();
     let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
         let chain = chain.clone();
         let certs = certs.clone();
+        // In flight until the response body is sent or dropped.
+        let in_flight = seen.begin();
         async move {
             let mut req = req.map(|b| b.map_err(std::io::Error::other).boxed());
             match certs {
@@ -341,11 +357,39 @@ where
                 resp.headers_mut().remove(http::header::CONTENT_LENGTH);
                 *resp.body_mut() = crate::endpoints::responses::full(bytes::Bytes::new());
             }
+            let resp = resp.map(|body| {
+                body.map_frame(move |f| {
+                    let _ = &in_flight;
+                    f
+                })
+                .boxed()
+            });
             Ok::<_, Infallible>(resp)
         }
     });
-    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    if let Err(e) = builder.serve_connection(TokioIo::new(io), svc).await {
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder.http1().timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(limits.read_header_timeout);
+    builder.http2().timer(hyper_util::rt::TokioTimer::new()).max_concurrent_streams(limits.http2_max_streams);
+    let conn = builder.serve_connection(TokioIo::new(io), svc);
+    tokio::pin!(conn);
+    // Checked at a fraction of the idle timeout, so a connection closes
+    // within about 1.25 times it.
+    let tick = (limits.idle_timeout / 4).max(std::time::Duration::from_millis(100));
+    let result = loop {
+        tokio::select! {
+            r = conn.as_mut() => break r,
+            _ = tokio::time::sleep(tick) => {
+                if activity.idle_for().is_some_and(|d| d >= limits.idle_timeout) {
+                    conn.as_mut().graceful_shutdown();
+                    break match tokio::time::timeout(crate::serving::GRACE, conn.as_mut()).await {
+                        Ok(r) => r,
+                        Err(_) => Ok(()),
+                    };
+                }
+            }
+        }
+    };
+    if let Err(e) = result {
         tracing::debug!("connection: {e}");
     }
 }

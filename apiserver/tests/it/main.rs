@@ -6,6 +6,7 @@
 
 mod cluster;
 mod common;
+mod connections;
 mod crd;
 mod dynamic;
 mod kube_client;
