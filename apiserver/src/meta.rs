@@ -42,6 +42,28 @@ pub fn is_deleting(obj: &Value) -> bool {
     obj["metadata"]["deletionTimestamp"].is_string()
 }
 
+/// The nesting depth of `v`: how many arrays and objects enclose its
+/// deepest value, counted as serde_json's recursion limit counts them (a
+/// scalar is 0, `{"a":1}` is 1). Iterative, so any depth is safe to measure.
+pub fn nesting_depth(v: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack: Vec<(&Value, usize)> = vec![(v, 0)];
+    while let Some((v, d)) = stack.pop() {
+        match v {
+            Value::Array(a) => {
+                deepest = deepest.max(d + 1);
+                stack.extend(a.iter().map(|x| (x, d + 1)));
+            }
+            Value::Object(o) => {
+                deepest = deepest.max(d + 1);
+                stack.extend(o.values().map(|x| (x, d + 1)));
+            }
+            _ => {}
+        }
+    }
+    deepest
+}
+
 /// The current time as kube's `metav1.Time` (RFC 3339, seconds, UTC).
 pub fn now() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
@@ -82,5 +104,32 @@ mod tests {
         let n = super::generate_name("web-");
         assert!(n.starts_with("web-") && n.len() == 9);
         assert!(super::parse_time(&super::now()).is_some());
+    }
+}
+
+#[cfg(test)]
+mod depth_tests {
+    use serde_json::{json, Value};
+
+    use super::nesting_depth;
+
+    fn nested(depth: usize) -> String {
+        format!("{}1{}", "[".repeat(depth), "]".repeat(depth))
+    }
+
+    #[test]
+    fn depth_counts_containers() {
+        assert_eq!(nesting_depth(&json!(1)), 0);
+        assert_eq!(nesting_depth(&json!({"a": 1})), 1);
+        assert_eq!(nesting_depth(&json!({"a": [1, {"b": {}}], "c": "x"})), 4);
+    }
+
+    /// The store's limit is exactly what the JSON decoder reads back.
+    #[test]
+    fn the_stored_depth_limit_is_the_decoders() {
+        let limit = crate::registry::store::MAX_STORED_DEPTH;
+        let ok: Value = serde_json::from_str(&nested(limit)).unwrap_or(Value::Null);
+        assert_eq!(nesting_depth(&ok), limit);
+        assert!(serde_json::from_str::<Value>(&nested(limit + 1)).is_err());
     }
 }

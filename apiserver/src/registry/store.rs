@@ -45,6 +45,11 @@ use crate::schema::Origin;
 use crate::storage::{self, ListResult, Preconditions, Storage, TryUpdate, Update, WatchStream};
 use crate::warning::Warnings;
 
+/// The deepest nesting of arrays and objects a stored object may have: the
+/// JSON decoder's limit (127 levels), which reads of stored objects go through (kube's
+/// limit for custom resources is about 10,000).
+pub const MAX_STORED_DEPTH: usize = 127;
+
 /// Which part of an object an update writes, set by the REST object that
 /// calls [`Store::update_part`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -255,6 +260,13 @@ impl Store {
     /// The resource's validation: object meta, then the strategy's.
     fn validate(&self, obj: &Value, old: Option<&Value>) -> Result<(), Status> {
         let r = &self.resource;
+        // What is stored must decode again: the JSON decoder reads at most
+        // 127 levels, and managedFields or a patch can nest deeper than
+        // the body did.
+        let depth = meta::nesting_depth(obj);
+        if depth > MAX_STORED_DEPTH {
+            return Err(Status::bad_request(format!("the object is nested {depth} levels deep; at most {MAX_STORED_DEPTH} can be stored")));
+        }
         let mut causes = validation::object_meta(obj, r.strategy.name_rule(), r.namespaced);
         causes.extend(match old {
             Some(old) => r.strategy.validate_update(obj, old),

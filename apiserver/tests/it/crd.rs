@@ -459,3 +459,52 @@ fn crd_versions_generation_defaults_ratcheting_termination() {
     eventually("the CRD gone", || (s.kubectl(33, &["get", "crd", "widgets.lifecycle.example.com"]).code != 0).then_some(()));
     eventually("its endpoints withdrawn", || (s.kubectl(33, &["get", "--raw", "/apis/lifecycle.example.com/v1/widgets"]).code != 0).then_some(()));
 }
+
+/// An object nested deeper than a stored object can be read back is
+/// refused with a 400, whether the body or a patch makes it so; the
+/// resource stays readable (before, it was stored and every list failed).
+#[test]
+fn objects_too_deep_to_read_back_are_refused() {
+    let s = Server::start();
+    let blobs = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: blobs.deep.example.com
+spec:
+  group: deep.example.com
+  scope: Namespaced
+  names: {plural: blobs, singular: blob, kind: Blob}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"#;
+    s.kubectl_stdin(33, &["apply", "-f", "-"], Some(blobs)).ok();
+    s.kubectl(33, &["wait", "--for=condition=Established", "crd/blobs.deep.example.com", "--timeout=30s"]).ok();
+    let nested = |depth: usize| format!("{}1{}", r#"{"a":"#.repeat(depth), "}".repeat(depth));
+    let blob = |name: &str, depth: usize| format!(r#"{{"apiVersion":"deep.example.com/v1","kind":"Blob","metadata":{{"name":"{name}"}},"spec":{}}}"#, nested(depth));
+    // The body decodes (125 levels), but with managedFields the object
+    // would not.
+    let deep = eventually("the resource served", || {
+        let out = s.kubectl_stdin(33, &["create", "--validate=false", "-f", "-"], Some(&blob("deep", 123)));
+        (!out.stderr.contains("the server doesn't have a resource type") && !out.stderr.contains("no matches for kind")).then_some(out)
+    });
+    assert_eq!(deep.code, 1, "{deep:?}");
+    assert!(deep.stderr.contains("Error from server (BadRequest)") && deep.stderr.contains("levels deep; at most 127 can be stored"), "{deep:?}");
+    // A patch that nests an object deeper is refused the same way.
+    s.kubectl_stdin(33, &["create", "--validate=false", "-f", "-"], Some(&blob("shallow", 60))).ok();
+    let path = format!("/spec{}", "/a".repeat(60));
+    let patch = format!(r#"[{{"op":"replace","path":"{path}","value":{}}}]"#, nested(70));
+    let patched = s.kubectl(33, &["patch", "blob", "shallow", "--type=json", "-p", &patch]);
+    assert!(patched.code == 1 && patched.stderr.contains("at most 127 can be stored"), "{patched:?}");
+    // Everything stays readable.
+    let list = json(&s.kubectl(33, &["get", "blobs", "-o", "json"]));
+    let names: Vec<&str> = list["items"].as_array().map(|a| a.iter().filter_map(|i| i["metadata"]["name"].as_str()).collect()).unwrap_or_default();
+    assert_eq!(names, ["shallow"]);
+    s.kubectl(33, &["delete", "crd", "blobs.deep.example.com", "--timeout=60s"]).ok();
+}
