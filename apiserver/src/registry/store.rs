@@ -224,6 +224,7 @@ impl Store {
             // defaults follow pruning, as in kube's decoder.
             let unknown: Vec<String> = schema.prune(obj).iter().map(|p| format!("unknown field {p:?}")).collect();
             schema.apply_defaults(obj);
+            crate::schema::decode::integral_floats(obj);
             return report_field_errors(r, directive, warnings, unknown);
         }
         if let Some(e) = schema.type_error(obj) {

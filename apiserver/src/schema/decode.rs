@@ -303,3 +303,40 @@ mod tests {
         assert_eq!(go_base64("a!=="), Err(1));
     }
 }
+
+/// Rewrites floats with an integral value as integers (`1.0` and `1e2`
+/// become `1` and `100`), as a custom resource reads back from kube: its
+/// unstructured decoding keeps `1.0` as a float64, which Go's encoder then
+/// writes as `1`. Floats outside the i64 range stay floats.
+pub fn integral_floats(v: &mut Value) {
+    let mut stack: Vec<&mut Value> = vec![v];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Number(n) if n.is_f64() => {
+                if let Some(f) = n.as_f64() {
+                    // i64::MAX as f64 rounds up to 2^63, which is out of
+                    // range: the bound is exclusive.
+                    if f.is_finite() && f.fract() == 0.0 && f >= -9_223_372_036_854_775_808.0 && f < 9_223_372_036_854_775_808.0 {
+                        *v = Value::from(f as i64);
+                    }
+                }
+            }
+            Value::Array(a) => stack.extend(a.iter_mut()),
+            Value::Object(o) => stack.extend(o.values_mut()),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod integral_float_tests {
+    use serde_json::json;
+
+    #[test]
+    fn integral_floats_become_integers() {
+        let mut v: serde_json::Value = serde_json::from_str(r#"{"a": 1.0, "b": [1e2, 2.5, -0.0], "c": {"d": 3}, "e": 1e300}"#).unwrap_or_default();
+        super::integral_floats(&mut v);
+        assert_eq!(v, json!({"a": 1, "b": [100, 2.5, 0], "c": {"d": 3}, "e": 1e300}));
+        assert_eq!(serde_json::to_string(&v["a"]).unwrap_or_default(), "1");
+    }
+}

@@ -412,6 +412,11 @@ fn crd_versions_generation_defaults_ratcheting_termination() {
     assert_eq!(generation(), 2);
     s.kubectl(33, &["patch", "widgets.v1.lifecycle.example.com", "w", "--type=merge", "-p", r#"{"spec":{"size":2}}"#]).ok();
     assert_eq!(generation(), 3);
+    // An integral float is an integer, as Go writes it back.
+    s.kubectl(33, &["patch", "widgets.v1.lifecycle.example.com", "w", "--type=merge", "-p", r#"{"spec":{"size":2.0}}"#]).ok();
+    let size = json(&s.kubectl(33, &["get", "widgets.v1.lifecycle.example.com", "w", "-o", "json"]))["spec"]["size"].clone();
+    assert!(size.is_i64() && size == 2, "{size}");
+    assert_eq!(generation(), 3);
 
     // A default added later shows on the stored object, through get and
     // list, in both versions, without a write.
