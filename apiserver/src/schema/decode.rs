@@ -316,7 +316,7 @@ pub fn integral_floats(v: &mut Value) {
                 if let Some(f) = n.as_f64() {
                     // i64::MAX as f64 rounds up to 2^63, which is out of
                     // range: the bound is exclusive.
-                    if f.is_finite() && f.fract() == 0.0 && f >= -9_223_372_036_854_775_808.0 && f < 9_223_372_036_854_775_808.0 {
+                    if f.fract() == 0.0 && (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&f) {
                         *v = Value::from(f as i64);
                     }
                 }
