@@ -39,3 +39,28 @@ impl Authorizer for AlwaysDeny {
         Ok(Rules::default())
     }
 }
+
+/// The group whose members may do anything (kube's
+/// `user.SystemPrivilegedGroup`).
+pub const SYSTEM_MASTERS: &str = "system:masters";
+
+/// Allows every request of a member of `system:masters` and has no opinion
+/// on the others (kube's `authorizerfactory.NewPrivilegedGroups`, which
+/// kube-apiserver puts ahead of every `--authorization-mode`, so the admin
+/// keeps access whatever the modes say).
+pub struct PrivilegedGroups;
+
+#[async_trait]
+impl Authorizer for PrivilegedGroups {
+    async fn authorize(&self, attrs: &Attributes<'_>) -> Result<Authorized> {
+        Ok(Authorized::new(if attrs.user.groups.iter().any(|g| g == SYSTEM_MASTERS) { Decision::Allow } else { Decision::NoOpinion }))
+    }
+
+    async fn rules_for(&self, user: &UserInfo, namespace: &str) -> Result<Rules> {
+        if user.groups.iter().any(|g| g == SYSTEM_MASTERS) {
+            AlwaysAllow.rules_for(user, namespace).await
+        } else {
+            Ok(Rules::default())
+        }
+    }
+}

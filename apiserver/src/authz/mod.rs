@@ -256,13 +256,15 @@ impl Mode {
     }
 }
 
-/// The authorizer of `--authorization-mode`: a [`Union`] of the modes in
-/// their order.
+/// The authorizer of `--authorization-mode`: a [`Union`] of
+/// [`always::PrivilegedGroups`] (`system:masters` may do anything, as in
+/// kube) and then the modes in their order.
 ///
 /// # Errors
 /// As [`Mode::parse_list`].
 pub fn from_modes(modes: &[String]) -> Result<Arc<dyn Authorizer>> {
-    let members = Mode::parse_list(modes)?.into_iter().map(Mode::authorizer).collect();
+    let mut members: Vec<Arc<dyn Authorizer>> = vec![Arc::new(always::PrivilegedGroups)];
+    members.extend(Mode::parse_list(modes)?.into_iter().map(Mode::authorizer));
     Ok(Arc::new(Union::new(members)))
 }
 
@@ -281,6 +283,18 @@ mod tests {
 
     fn attrs(user: &UserInfo) -> Attributes<'_> {
         Attributes { user, verb: "get", resource_request: true, path: "/api/v1/namespaces/a/pods/b", namespace: "a", api_group: "", api_version: "v1", resource: "pods", subresource: "", name: "b" }
+    }
+
+    /// `system:masters` is allowed ahead of every mode; others get the
+    /// modes' answer.
+    #[tokio::test]
+    async fn privileged_groups_come_first() {
+        let deny = from_modes(&["AlwaysDeny".to_string()]).ok();
+        let Some(deny) = deny else { panic!("AlwaysDeny parses") };
+        let admin = UserInfo { name: "kubernetes-admin".into(), groups: vec![always::SYSTEM_MASTERS.into()], ..Default::default() };
+        let other = UserInfo { name: "jane".into(), groups: vec!["system:authenticated".into()], ..Default::default() };
+        assert_eq!(deny.authorize(&attrs(&admin)).await.map(|a| a.decision).ok(), Some(Decision::Allow));
+        assert_eq!(deny.authorize(&attrs(&other)).await.map(|a| a.decision).ok(), Some(Decision::Deny));
     }
 
     #[tokio::test]

@@ -532,3 +532,15 @@ fn rv_match_misuse_and_future_watch_are_as_kube() {
     assert_eq!(st["details"]["causes"][0]["reason"], "ResourceVersionTooLarge", "{st}");
     assert_eq!(st["details"]["causes"][0]["message"], "Too large resource version", "{st}");
 }
+
+/// Under `--authorization-mode=AlwaysDeny` the admin (group
+/// `system:masters`) keeps full access, as kube-apiserver puts its
+/// privileged-groups authorizer ahead of every mode; its access review
+/// says so. (Review of issue 15: the admin was locked out.)
+#[test]
+fn system_masters_are_allowed_whatever_the_modes() {
+    let s = Server::start_with(&["--authorization-mode=AlwaysDeny".to_string()]);
+    assert_eq!(s.kubectl(33, &["get", "namespace", "default", "-o", "name"]).ok().trim(), "namespace/default");
+    s.kubectl(33, &["create", "configmap", "masters", "--from-literal=a=b"]).ok();
+    assert_eq!(s.kubectl(33, &["auth", "can-i", "delete", "nodes"]).ok().trim(), "yes");
+}
