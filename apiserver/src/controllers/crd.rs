@@ -189,6 +189,25 @@ impl UpdatedObjectInfo for Conditions {
     }
 }
 
+/// Sets the `Terminating` condition.
+struct SetTerminating<'a> {
+    status: &'a str,
+    reason: &'a str,
+    message: &'a str,
+}
+
+#[async_trait]
+impl UpdatedObjectInfo for SetTerminating<'_> {
+    async fn updated_object(&self, current: Option<&Value>) -> Result<Value, Status> {
+        let mut crd = current.cloned().unwrap_or(Value::Null);
+        set_condition(&mut crd, "Terminating", self.status, self.reason, self.message);
+        Ok(crd)
+    }
+    fn may_create(&self) -> bool {
+        false
+    }
+}
+
 /// Drops the cleanup finalizer.
 struct DropFinalizer;
 
@@ -376,6 +395,7 @@ impl CrdController {
     }
 
     /// One pass over a CRD being deleted: `Ok(true)` when done with it.
+    /// Its `Terminating` condition says how it goes, with kube's reasons.
     async fn clean(&self, name: &str) -> Result<bool, Status> {
         let Some(crd) = self.lister.get(name) else { return Ok(true) };
         let held = crd["metadata"]["finalizers"].as_array().is_some_and(|l| l.contains(&json!(CLEANUP_FINALIZER)));
@@ -385,34 +405,65 @@ impl CrdController {
         let spec = CrdSpec::of(&crd);
         let (user, warnings) = (internal_user(), Warnings::default());
         let ctx = Context { namespace: "", user: &user, user_agent: Some("apiextensions-controller"), warnings: &warnings };
-        if condition_true(&crd, "Established") {
+        let done = if condition_true(&crd, "Established") {
             // Objects can exist only once served; wait until this node
             // serves them. Only what this CRD serves is emptied: the same
             // resource served by a built-in or another CRD is not its own.
             let ours = self.served.lock().get(name).is_some_and(|s| s.spec.group == spec.group && s.spec.plural == spec.plural && s.spec.storage_version == spec.storage_version);
             if !ours {
-                if self.registry.entry(&spec.group, &spec.storage_version, &spec.plural).is_some() {
-                    tracing::warn!("crd {name}: its resource is served by another; nothing of this CRD's to delete");
-                    return self.drop_finalizer(&ctx, name).await;
+                if self.registry.entry(&spec.group, &spec.storage_version, &spec.plural).is_none() {
+                    return Ok(false);
                 }
-                return Ok(false);
+                tracing::warn!("crd {name}: its resource is served by another; nothing of this CRD's to delete");
+                ("OverlappingBuiltInResource", "instances overlap with built-in resources in storage".to_string())
+            } else {
+                let Some(store) = self.registry.store(&spec.group, &spec.storage_version, &spec.plural) else { return Ok(false) };
+                if let Err(e) = store.list(&ctx, &ListOptions::default()).await {
+                    self.set_terminating(&ctx, &crd, "True", "InstanceDeletionFailed", &format!("could not list instances: {}", e.message)).await;
+                    return Err(e);
+                }
+                let objs = match store.delete_collection(&ctx, &DeleteOptions::default(), &ListOptions::default()).await {
+                    Ok((objs, _)) => objs,
+                    Err(e) => {
+                        self.set_terminating(&ctx, &crd, "True", "InstanceDeletionFailed", &format!("could not issue all deletes: {}", e.message)).await;
+                        return Err(e);
+                    }
+                };
+                let remaining = objs.iter().filter(|o| store.resource().strategy.held_by_finalizers(o)).count();
+                if remaining > 0 {
+                    tracing::debug!("crd {name}: {remaining} objects wait for finalizers");
+                    let msg = format!("could not confirm zero CustomResources remaining: {remaining} held by finalizers");
+                    self.set_terminating(&ctx, &crd, "True", "InstanceDeletionCheck", &msg).await;
+                    return Ok(false);
+                }
+                // A node that had not yet seen the CRD terminating may have
+                // created objects after the list: look again before letting
+                // go.
+                let again = store.list(&ctx, &ListOptions::default()).await?;
+                if !again.items.is_empty() || !again.encoded.is_empty() {
+                    tracing::debug!("crd {name}: objects created during cleanup; another pass");
+                    return Ok(false);
+                }
+                ("InstanceDeletionCompleted", "removed all instances".to_string())
             }
-            let Some(store) = self.registry.store(&spec.group, &spec.storage_version, &spec.plural) else { return Ok(false) };
-            let (objs, _) = store.delete_collection(&ctx, &DeleteOptions::default(), &ListOptions::default()).await?;
-            let remaining = objs.iter().filter(|o| store.resource().strategy.held_by_finalizers(o)).count();
-            if remaining > 0 {
-                tracing::debug!("crd {name}: {remaining} objects wait for finalizers");
-                return Ok(false);
-            }
-            // A node that had not yet seen the CRD terminating may have
-            // created objects after the list: look again before letting go.
-            let again = store.list(&ctx, &ListOptions::default()).await?;
-            if !again.items.is_empty() || !again.encoded.is_empty() {
-                tracing::debug!("crd {name}: objects created during cleanup; another pass");
-                return Ok(false);
-            }
-        }
+        } else {
+            ("NeverEstablished", "resource was never established".to_string())
+        };
+        self.set_terminating(&ctx, &crd, "False", done.0, &done.1).await;
         self.drop_finalizer(&ctx, name).await
+    }
+
+    /// Sets the CRD's `Terminating` condition (through `/status`) unless
+    /// it says so already; a failure is logged, the cleanup goes on.
+    async fn set_terminating(&self, ctx: &Context<'_>, crd: &Value, status: &str, reason: &str, message: &str) {
+        let current = crate::registry::apiextensions::condition(crd, "Terminating");
+        if current.is_some_and(|c| c["status"] == json!(status) && c["reason"] == json!(reason) && c["message"] == json!(message)) {
+            return;
+        }
+        let set = SetTerminating { status, reason, message };
+        if let Err(e) = self.crds.update_part(ctx, meta::name(crd), &set, &write_options(), Part::STATUS).await {
+            tracing::debug!("crd {}: Terminating condition: {e}", meta::name(crd));
+        }
     }
 
     /// Drops the cleanup finalizer: `Ok(true)` once it is gone.

@@ -459,6 +459,15 @@ fn crd_versions_generation_defaults_ratcheting_termination() {
     assert!(refused.stderr.contains("Error from server (MethodNotAllowed)") && refused.stderr.contains("create not allowed while custom resource definition is terminating"), "{refused:?}");
     let terminating = s.kubectl(33, &["get", "crd", "widgets.lifecycle.example.com", "-o", "jsonpath={.status.conditions[?(@.type==\"Terminating\")].status}"]);
     assert_eq!(terminating.ok(), "True");
+    // The condition says what holds the deletion, as kube's does.
+    let held = eventually("the Terminating condition to name the held instances", || {
+        let out = s.kubectl(
+            33,
+            &["get", "crd", "widgets.lifecycle.example.com", "-o", "jsonpath={.status.conditions[?(@.type==\"Terminating\")].reason}: {.status.conditions[?(@.type==\"Terminating\")].message}"],
+        );
+        out.stdout.starts_with("InstanceDeletionCheck").then_some(out.stdout)
+    });
+    assert_eq!(held, "InstanceDeletionCheck: could not confirm zero CustomResources remaining: 1 held by finalizers");
     // Updates still work; releasing the finalizer lets the CRD go.
     s.kubectl(33, &["patch", "widgets.v1.lifecycle.example.com", "w", "--type=merge", "-p", r#"{"metadata":{"finalizers":null}}"#]).ok();
     eventually("the CRD gone", || (s.kubectl(33, &["get", "crd", "widgets.lifecycle.example.com"]).code != 0).then_some(()));
