@@ -45,11 +45,6 @@ use crate::schema::Origin;
 use crate::storage::{self, ListResult, Preconditions, Storage, TryUpdate, Update, WatchStream};
 use crate::warning::Warnings;
 
-/// The deepest nesting of arrays and objects a stored object may have: the
-/// JSON decoder's limit (127 levels), which reads of stored objects go through (kube's
-/// limit for custom resources is about 10,000).
-pub const MAX_STORED_DEPTH: usize = 127;
-
 /// Which part of an object an update writes, set by the REST object that
 /// calls [`Store::update_part`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -265,8 +260,8 @@ impl Store {
         // 127 levels, and managedFields or a patch can nest deeper than
         // the body did.
         let depth = meta::nesting_depth(obj);
-        if depth > MAX_STORED_DEPTH {
-            return Err(Status::bad_request(format!("the object is nested {depth} levels deep; at most {MAX_STORED_DEPTH} can be stored")));
+        if depth > storage::MAX_STORED_DEPTH {
+            return Err(Status::bad_request(format!("the object is nested {depth} levels deep; at most {} can be stored", storage::MAX_STORED_DEPTH)));
         }
         let mut causes = validation::object_meta(obj, r.strategy.name_rule(), r.namespaced);
         causes.extend(match old {

@@ -14,6 +14,12 @@
 //! the core group without a group segment (`/registry/configmaps/default/x`);
 //! [`keys`] builds every one of them.
 
+/// The deepest nesting of arrays and objects a stored object may have:
+/// what the JSON decoder that reads stored objects accepts (127 levels;
+/// kube's limit for custom resources is about 10,000). The registry
+/// refuses to write deeper objects.
+pub const MAX_STORED_DEPTH: usize = 127;
+
 pub mod embedded;
 pub mod keys;
 pub mod kv;

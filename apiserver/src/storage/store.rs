@@ -399,3 +399,22 @@ mod tests {
         assert!(decode_continue(&bad, "/p/").is_err());
     }
 }
+
+#[cfg(test)]
+mod depth_tests {
+    use serde_json::Value;
+
+    fn nested(depth: usize) -> String {
+        format!("{}1{}", "[".repeat(depth), "]".repeat(depth))
+    }
+
+    /// The stored-depth limit is exactly what the decoder of stored
+    /// objects reads back.
+    #[test]
+    fn the_stored_depth_limit_is_the_decoders() {
+        let limit = super::super::MAX_STORED_DEPTH;
+        let ok: Value = serde_json::from_str(&nested(limit)).unwrap_or(Value::Null);
+        assert_eq!(crate::meta::nesting_depth(&ok), limit);
+        assert!(serde_json::from_str::<Value>(&nested(limit + 1)).is_err());
+    }
+}

@@ -13,6 +13,7 @@ const LAYERS: &[(&str, usize)] = &[
     ("server", 0),
     ("options", 0),
     ("pki", 0),
+    ("serving", 0),
     ("endpoints", 1),
     // Served documents: built from the registry.
     ("discovery", 2),
