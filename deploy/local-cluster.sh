@@ -2,7 +2,8 @@
 # Starts, stops and reports on a local three-member raftstore cluster on
 # loopback, and prints its endpoints and an etcdctl line to use it.
 #
-#   deploy/local-cluster.sh start    # build if needed, start 3 members
+#   deploy/local-cluster.sh start    # build if needed, start the 3 members
+#                                    # and those added with join
 #   deploy/local-cluster.sh status   # etcdctl endpoint status + member list
 #   deploy/local-cluster.sh join m4  # etcdctl member add --learner, start it
 #                                    # with --initial-cluster-state existing,
@@ -11,15 +12,31 @@
 #   deploy/local-cluster.sh clean    # stop and delete the data
 #
 # Environment: CLUSTER_DIR (default /tmp/raftstore-cluster), BASE_PORT
-# (default 32379: clients on BASE_PORT+{0,10,20}, peers on +1), RAFTSTORE_BIN,
-# START_TIMEOUT (seconds to wait for a healthy majority, default 20).
+# (default 32379: clients on BASE_PORT+{0,10,20}, peers on +1), RAFTSTORE_BIN
+# (default: the raftstore binary of this checkout, built with the workspace's
+# features so that it shares the apiserver build's artifacts), START_TIMEOUT
+# (seconds to wait for the members, default 20).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="${CLUSTER_DIR:-/tmp/raftstore-cluster}"
 base="${BASE_PORT:-32379}"
-bin="${RAFTSTORE_BIN:-/var/tmp/kubers-target/debug/raftstore}"
 names=(m1 m2 m3)
+
+# The raftstore binary to run: RAFTSTORE_BIN, or this checkout's, built (or
+# brought up to date) first.
+raftstore_bin() {
+  if [ -n "${RAFTSTORE_BIN:-}" ]; then
+    echo "$RAFTSTORE_BIN"
+    return
+  fi
+  local target
+  target="$(cd "$here" && cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')"
+  # --workspace: features unified as in the workspace build, so RocksDB is
+  # not rebuilt for a raftstore-only feature set.
+  (cd "$here" && cargo build --quiet --workspace --bin raftstore) >&2
+  echo "$target/debug/raftstore"
+}
 
 client_port() { echo $((base + 10 * $1)); }
 peer_port() { echo $((base + 10 * $1 + 1)); }
@@ -36,47 +53,77 @@ initial_cluster() {
   (IFS=,; echo "${parts[*]}")
 }
 
+# alive PIDFILE: whether the member of that pid file runs.
+alive() {
+  [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null && [ "$(awk '{print $3}' "/proc/$(cat "$1")/stat" 2>/dev/null)" != Z ]
+}
+
+# launch NAME CLIENT_URL PEER_URL INITIAL_CLUSTER STATE: starts one member.
+launch() {
+  nohup "$bin" --name "$1" --data-dir "$dir/$1" \
+    --listen-client-urls "$2" --advertise-client-urls "$2" \
+    --listen-peer-urls "$3" --initial-advertise-peer-urls "$3" \
+    --initial-cluster "$4" --initial-cluster-state "$5" \
+    >> "$dir/$1.log" 2>&1 &
+  echo $! > "$dir/$1.pid"
+  echo "started $1 (pid $!), log $dir/$1.log"
+}
+
+# healthy CLIENT_PORT: whether the member there answers a health check.
+healthy() {
+  ETCDCTL_API=3 etcdctl --endpoints="127.0.0.1:$1" --dial-timeout=1s --command-timeout=1s endpoint health >/dev/null 2>&1
+}
+
 start() {
-  if [ ! -x "$bin" ]; then
-    (cd "$here" && cargo build -p raftstore --bin raftstore)
-  fi
+  bin="$(raftstore_bin)"
   mkdir -p "$dir"
   local ic
   ic="$(initial_cluster)"
+  local members=() ports=()
   for i in 0 1 2; do
-    local n="${names[$i]}" pidf="$dir/${names[$i]}.pid"
-    if [ -f "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null; then
-      echo "$n already running (pid $(cat "$pidf"))"
+    local n="${names[$i]}"
+    members+=("$n") ports+=("$(client_port "$i")")
+    if alive "$dir/$n.pid"; then
+      echo "$n already running (pid $(cat "$dir/$n.pid"))"
       continue
     fi
-    nohup "$bin" --name "$n" --data-dir "$dir/$n" \
-      --listen-client-urls "http://127.0.0.1:$(client_port "$i")" \
-      --advertise-client-urls "http://127.0.0.1:$(client_port "$i")" \
-      --listen-peer-urls "http://127.0.0.1:$(peer_port "$i")" \
-      --initial-advertise-peer-urls "http://127.0.0.1:$(peer_port "$i")" \
-      --initial-cluster "$ic" --initial-cluster-state new \
-      > "$dir/$n.log" 2>&1 &
-    echo $! > "$pidf"
-    echo "started $n (pid $!), log $dir/$n.log"
+    launch "$n" "http://127.0.0.1:$(client_port "$i")" "http://127.0.0.1:$(peer_port "$i")" "$ic" new
   done
-  # Wait (up to START_TIMEOUT seconds, default 20) until a majority of the
-  # three members is healthy. Each member is asked on its own with short
-  # timeouts, so one that cannot start (e.g. it was removed) neither stalls
-  # the wait nor fails it while the other two have a quorum.
-  local deadline=$((SECONDS + ${START_TIMEOUT:-20})) healthy down
+  # Members added with `join` come back too, as existing members.
+  local f
+  for f in "$dir"/joined/*; do
+    [ -f "$f" ] || continue
+    local n slot jic
+    n="$(basename "$f")" slot="$(sed -n 1p "$f")" jic="$(sed -n 2p "$f")"
+    members+=("$n") ports+=("$(client_port "$slot")")
+    if alive "$dir/$n.pid"; then
+      echo "$n already running (pid $(cat "$dir/$n.pid"))"
+      continue
+    fi
+    launch "$n" "http://127.0.0.1:$(client_port "$slot")" "http://127.0.0.1:$(peer_port "$slot")" "$jic" existing
+  done
+  # Wait (up to START_TIMEOUT seconds, default 20) until every member is
+  # healthy, or a majority of the three is and the others have exited.
+  # Each member is asked on its own with short timeouts, so one that cannot
+  # start neither stalls the wait nor fails it while the others have a
+  # quorum. A member that runs but is not healthy yet (still electing or
+  # catching up) is reported as starting, not as unhealthy.
+  local deadline=$((SECONDS + ${START_TIMEOUT:-20})) up quorum starting exited k
   while :; do
-    healthy=0
-    down=()
-    for i in 0 1 2; do
-      if ETCDCTL_API=3 etcdctl --endpoints="127.0.0.1:$(client_port "$i")" --dial-timeout=1s --command-timeout=1s \
-        endpoint health >/dev/null 2>&1; then
-        healthy=$((healthy + 1))
+    up=0 quorum=0 starting=() exited=()
+    for k in "${!members[@]}"; do
+      if healthy "${ports[$k]}"; then
+        up=$((up + 1))
+        [ "$k" -ge 3 ] || quorum=$((quorum + 1))
+      elif alive "$dir/${members[$k]}.pid"; then
+        starting+=("${members[$k]}")
       else
-        down+=("${names[$i]}")
+        exited+=("${members[$k]}")
       fi
     done
-    if [ "$healthy" -ge 2 ]; then
-      [ "${#down[@]}" -eq 0 ] || echo "warning: not healthy: ${down[*]} (see their logs in $dir); the others have a quorum" >&2
+    if [ "$quorum" -ge 2 ] && { [ "${#starting[@]}" -eq 0 ] || [ "$SECONDS" -ge "$deadline" ]; }; then
+      [ "${#exited[@]}" -eq 0 ] || echo "warning: exited: ${exited[*]} (see their logs in $dir); the others have a quorum" >&2
+      [ "${#starting[@]}" -eq 0 ] || echo "note: still starting (running, not yet serving): ${starting[*]}" >&2
       echo "endpoints: $(endpoints)"
       echo "use: ETCDCTL_API=3 etcdctl --endpoints=$(endpoints) endpoint status -w table"
       echo "metrics: curl http://127.0.0.1:$(client_port 0)/metrics"
@@ -85,7 +132,7 @@ start() {
     [ "$SECONDS" -lt "$deadline" ] || break
     sleep 0.2
   done
-  echo "cluster did not become healthy within ${START_TIMEOUT:-20} s (healthy: $healthy of 3); see $dir/*.log" >&2
+  echo "cluster did not become healthy within ${START_TIMEOUT:-20} s (healthy: $quorum of 3; starting: ${starting[*]-}; exited: ${exited[*]-}); see $dir/*.log" >&2
   return 1
 }
 
@@ -107,13 +154,11 @@ join() {
   id="$(echo "$out" | awk '/^Member/ {print $2; exit}')"
   ic="$(echo "$out" | sed -n 's/^ETCD_INITIAL_CLUSTER="\(.*\)"$/\1/p')"
   touch "$dir/slot-$i"
-  nohup "$bin" --name "$n" --data-dir "$dir/$n" \
-    --listen-client-urls "$client" --advertise-client-urls "$client" \
-    --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" \
-    --initial-cluster "$ic" --initial-cluster-state existing \
-    > "$dir/$n.log" 2>&1 &
-  echo $! > "$dir/$n.pid"
-  echo "started $n (pid $!), log $dir/$n.log"
+  # Remembered so that `start` brings it back after a `stop`.
+  mkdir -p "$dir/joined"
+  printf '%s\n%s\n' "$i" "$ic" > "$dir/joined/$n"
+  bin="$(raftstore_bin)"
+  launch "$n" "$client" "$peer" "$ic" existing
   for _ in $(seq 1 100); do
     if ETCDCTL_API=3 etcdctl --endpoints="$(endpoints)" member promote "$id" 2>/dev/null; then
       return 0

@@ -1,6 +1,7 @@
 //! `deploy/local-cluster.sh`: `stop` returns only once every member process
 //! is gone (so their ports are free), and an immediate `start` on the same
-//! ports brings the cluster back with its data.
+//! ports brings the cluster back with its data, members added with `join`
+//! included; a start where every member comes up warns of nothing.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -18,9 +19,10 @@ fn run(dir: &Path, base: u16, args: &[&str]) -> Output {
     out
 }
 
-/// The script's ports for `base`: clients on base+{0,10,20}, peers +1.
+/// The script's ports for `base`: clients on base+{0,10,20}, peers +1, and
+/// the slot of a fourth (joined) member at +30.
 fn ports(base: u16) -> Vec<u16> {
-    [0, 1, 10, 11, 20, 21].iter().map(|o| base + o).collect()
+    [0, 1, 10, 11, 20, 21, 30, 31].iter().map(|o| base + o).collect()
 }
 
 fn all_free(base: u16) -> bool {
@@ -55,7 +57,9 @@ fn alive(pid: u32) -> bool {
 fn stop_waits_for_the_members_and_start_reuses_the_ports() {
     let dir = tempfile::tempdir().expect("tempdir");
     let base = free_base();
-    run(dir.path(), base, &["start"]);
+    let out = run(dir.path(), base, &["start"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("warning") && !err.contains("still starting"), "a clean start warned: {err}");
     let first = pids(dir.path());
     assert!(first.iter().all(|p| alive(*p)));
 
@@ -74,6 +78,27 @@ fn stop_waits_for_the_members_and_start_reuses_the_ports() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("endpoints:"));
     let second = pids(dir.path());
     assert!(second.iter().all(|p| alive(*p)));
+
+    // A joined member comes back with the others after stop and start.
+    run(dir.path(), base, &["join", "m4"]);
+    run(dir.path(), base, &["stop"]);
+    let out = run(dir.path(), base, &["start"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("started m4"), "{text}");
+    let m4: u32 = std::fs::read_to_string(dir.path().join("m4.pid")).expect("m4 pid file").trim().parse().expect("pid");
+    assert!(alive(m4));
+    let client = format!("127.0.0.1:{}", base + 30);
+    let mut healthy = false;
+    for _ in 0..100 {
+        let h = Command::new("etcdctl").args(["--endpoints", &client, "--dial-timeout=1s", "--command-timeout=1s", "endpoint", "health"]).env("ETCDCTL_API", "3").output().expect("etcdctl");
+        if h.status.success() {
+            healthy = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert!(healthy, "the joined member m4 does not serve after start");
+    let third = pids(dir.path());
     run(dir.path(), base, &["clean"]);
-    assert!(second.iter().all(|p| !alive(*p)));
+    assert!(third.iter().all(|p| !alive(*p)) && !alive(m4));
 }
