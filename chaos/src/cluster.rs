@@ -61,7 +61,8 @@ impl Target {
 /// `target/<profile>/deps`).
 ///
 /// # Errors
-/// If no such file exists; build it with `cargo build -p raftstore`.
+/// If no such file exists; build it with `cargo build --bin raftstore` (from the
+/// workspace root, so that it shares the workspace build).
 pub fn find_raftstore() -> Result<PathBuf> {
     if let Ok(p) = std::env::var("RAFTSTORE_BIN") {
         return Ok(PathBuf::from(p));
@@ -73,7 +74,7 @@ pub fn find_raftstore() -> Result<PathBuf> {
             return Ok(p);
         }
     }
-    bail!("raftstore binary not found next to {} (run `cargo build -p raftstore`, or set RAFTSTORE_BIN)", exe.display())
+    bail!("raftstore binary not found next to {} (run `cargo build --bin raftstore` from the workspace root, or set RAFTSTORE_BIN)", exe.display())
 }
 
 /// Cluster options.

@@ -11,7 +11,7 @@ pub fn targets() -> Vec<Target> {
 }
 
 pub fn raftstore() -> Target {
-    Target::Raftstore(find_raftstore().expect("raftstore binary (cargo build -p raftstore)"))
+    Target::Raftstore(find_raftstore().expect("raftstore binary (cargo build --bin raftstore)"))
 }
 
 pub fn etcd() -> Target {
