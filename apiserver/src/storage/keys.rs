@@ -16,7 +16,8 @@
 //! events live under the core `events/`).
 
 /// The root of every key: what a store-wide read (the current revision)
-/// ranges over.
+/// ranges over. It is the logical root: `--etcd-prefix` stores the keys
+/// under another one ([`super::prefixed`]).
 pub const ROOT: &str = "/registry/";
 
 /// The prefix of one resource, or of one namespace of it when `namespace` is

@@ -12,7 +12,10 @@
 //!
 //! Keys follow kube-apiserver: `/registry/<group>/<resource>/<namespace>/<name>`,
 //! the core group without a group segment (`/registry/configmaps/default/x`);
-//! [`keys`] builds every one of them.
+//! [`keys`] builds every one of them. `--etcd-prefix` moves them under
+//! another root ([`prefixed`]); `--etcd-servers-overrides` puts some
+//! resources on other etcd servers ([`routed`]); remote etcd is compacted as
+//! kube-apiserver compacts it ([`compactor`]).
 
 /// The deepest nesting of arrays and objects a stored object may have:
 /// what the JSON decoder that reads stored objects accepts (127 levels;
@@ -20,10 +23,13 @@
 /// refuses to write deeper objects.
 pub const MAX_STORED_DEPTH: usize = 127;
 
+pub mod compactor;
 pub mod embedded;
 pub mod keys;
 pub mod kv;
+pub mod prefixed;
 pub mod remote;
+pub mod routed;
 pub(crate) mod store;
 
 use std::sync::Arc;
@@ -437,6 +443,15 @@ pub trait Storage: Send + Sync + 'static {
     /// # Errors
     /// [`Error::Unavailable`].
     async fn current_revision(&self) -> Result<i64>;
+
+    /// The store that holds the keys under `prefix` (one resource), when
+    /// this storage spreads resources over several stores with revisions of
+    /// their own (`--etcd-servers-overrides`, see [`routed`]); `None`: this
+    /// storage itself. The watch cache feeds each resource's cache from it,
+    /// so a consistent read waits for that store's revision.
+    fn backend_for(&self, _prefix: &str) -> Option<Arc<dyn Storage>> {
+        None
+    }
 }
 
 /// Where the registry gets the storage of each resource it serves (kube's

@@ -30,14 +30,44 @@ fn map_err(e: etcd_client::Error) -> Error {
     }
 }
 
+/// Client TLS to etcd (kube-apiserver's `--etcd-cafile`, `--etcd-certfile`
+/// and `--etcd-keyfile`), as PEM bytes.
+#[derive(Clone, Debug, Default)]
+pub struct Tls {
+    /// CA certificates that verify the servers' certificates.
+    pub ca: Vec<u8>,
+    /// Client certificate chain and key, if etcd asks for one
+    /// (`--client-cert-auth`).
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+}
+
 impl RemoteKv {
-    /// Connects to `endpoints` (`http://host:port`).
+    /// Connects to `endpoints` (`http://host:port`, or `https://host:port`
+    /// with `tls`). Requests go to any endpoint that is up; one that goes
+    /// down is skipped until it is back.
     ///
     /// # Errors
-    /// [`Error::Unavailable`] if no endpoint can be reached.
-    pub async fn connect(endpoints: &[String]) -> Result<Self> {
-        let client = Client::connect(endpoints, None).await.map_err(map_err)?;
+    /// [`Error::Unavailable`] if no endpoint can be reached;
+    /// [`Error::Internal`] for URLs or TLS material the client refuses.
+    pub async fn connect(endpoints: &[String], tls: Option<&Tls>) -> Result<Self> {
+        // kube-apiserver's etcd client keep-alive: a member that stops
+        // answering is noticed within 40 s even without traffic.
+        let mut opts =
+            etcd_client::ConnectOptions::new().with_keep_alive(std::time::Duration::from_secs(30), std::time::Duration::from_secs(10)).with_connect_timeout(std::time::Duration::from_secs(20));
+        if let Some(tls) = tls {
+            let mut t = etcd_client::TlsOptions::new().ca_certificate(etcd_client::Certificate::from_pem(&tls.ca));
+            if let Some((cert, key)) = &tls.identity {
+                t = t.identity(etcd_client::Identity::from_pem(cert, key));
+            }
+            opts = opts.with_tls(t);
+        }
+        let client = Client::connect(endpoints, Some(opts)).await.map_err(map_err)?;
         Ok(RemoteKv { client })
+    }
+
+    /// The client, for maintenance calls beside [`Kv`] (compaction).
+    pub fn client(&self) -> Client {
+        self.client.clone()
     }
 }
 

@@ -121,7 +121,14 @@ impl CachedStorage {
     }
 
     fn started(&self, slot: &Slot) -> Arc<Cacher> {
-        slot.cacher.get_or_init(|| Cacher::start(slot.prefix.clone(), self.inner.clone(), self.capacity, self.bookmark_interval)).clone()
+        slot.cacher
+            .get_or_init(|| {
+                // The resource's own store (an --etcd-servers-overrides
+                // resource has its own revisions).
+                let inner = self.inner.backend_for(&slot.prefix).unwrap_or_else(|| self.inner.clone());
+                Cacher::start(slot.prefix.clone(), inner, self.capacity, self.bookmark_interval)
+            })
+            .clone()
     }
 
     /// The cache holding `key` (a key or a list prefix), started on first

@@ -303,7 +303,7 @@ impl RealEtcd {
             .spawn()
             .expect("start etcd");
         for _ in 0..50 {
-            if let Ok(k) = apiserver::storage::remote::RemoteKv::connect(std::slice::from_ref(&url)).await {
+            if let Ok(k) = apiserver::storage::remote::RemoteKv::connect(std::slice::from_ref(&url), None).await {
                 if apiserver::storage::KvStorage::new(std::sync::Arc::new(k.clone())).current_revision().await.is_ok() {
                     return RealEtcd { url, kv: k, child, _dir: dir };
                 }
