@@ -17,9 +17,36 @@ pub struct Options {
     /// Where certificates, the admin kubeconfig and the embedded store live.
     #[arg(long, default_value = "./apiserver-data")]
     pub data_dir: PathBuf,
-    /// Remote etcd endpoints (comma-separated). Empty: use the embedded store.
+    /// Remote etcd endpoints (comma-separated `http://` or `https://`
+    /// URLs, kube-apiserver's `--etcd-servers`). Empty: use the embedded
+    /// store.
     #[arg(long, value_delimiter = ',')]
     pub etcd_servers: Vec<String>,
+    /// CA bundle (PEM) that verifies the certificates of `https://`
+    /// `--etcd-servers` and overrides (kube's `--etcd-cafile`).
+    #[arg(long)]
+    pub etcd_cafile: Option<PathBuf>,
+    /// Client certificate (PEM) presented to etcd (kube's
+    /// `--etcd-certfile`); needs `--etcd-keyfile`.
+    #[arg(long)]
+    pub etcd_certfile: Option<PathBuf>,
+    /// Key (PEM) of `--etcd-certfile` (kube's `--etcd-keyfile`).
+    #[arg(long)]
+    pub etcd_keyfile: Option<PathBuf>,
+    /// The root of every key the API server writes and reads (kube's
+    /// `--etcd-prefix`): objects live at
+    /// `<prefix>/[<group>/]<resource>/[<namespace>/]<name>`. Applies to the
+    /// embedded store and to remote etcd alike.
+    #[arg(long, default_value = crate::storage::prefixed::DEFAULT_PREFIX)]
+    pub etcd_prefix: String,
+    /// Per-resource etcd servers (kube's `--etcd-servers-overrides`):
+    /// comma-separated `group/resource#servers` entries, the servers of one
+    /// entry separated by semicolons, the core group empty
+    /// (`/events#https://etcd-ev:2379;https://etcd-ev2:2379`). Those
+    /// resources are stored there, under the same `--etcd-prefix` and with
+    /// the same TLS flags.
+    #[arg(long, value_delimiter = ',')]
+    pub etcd_servers_overrides: Vec<String>,
     /// Serving certificate (PEM). Default: generated in the data dir.
     #[arg(long)]
     pub tls_cert_file: Option<PathBuf>,
@@ -70,12 +97,15 @@ pub struct Options {
     /// holds ~75 s of a busy resource's events.
     #[arg(long, default_value_t = crate::watchcache::DEFAULT_CAPACITY)]
     pub default_watch_cache_size: usize,
-    /// How much history the embedded store keeps before compacting it
+    /// How much history the store keeps before compacting it
     /// (kube-apiserver's `--etcd-compaction-interval`, default 5m; `0`
     /// disables). The embedded store's leader compacts to the revision it had
-    /// this long ago, so a resourceVersion or continue token older than that
-    /// gets 410 Expired, and the store does not grow without bound. Remote
-    /// `--etcd-servers` are left to their own compaction.
+    /// this long ago. Remote `--etcd-servers` (and each override's servers)
+    /// are compacted as kube-apiserver compacts them: every interval, to the
+    /// revision seen one interval before, coordinated with the other API
+    /// servers of that etcd through etcd's `compact_rev_key`. Either way a
+    /// resourceVersion or continue token older than that gets 410 Expired,
+    /// and the store does not grow without bound.
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     pub etcd_compaction_interval: std::time::Duration,
     /// Admission plugins to enable besides the default ones (kube's
@@ -144,6 +174,100 @@ impl Options {
     }
 }
 
+/// One `--etcd-servers-overrides` entry: a resource on its own servers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdOverride {
+    /// API group; empty for the core group.
+    pub group: String,
+    /// Resource (plural).
+    pub resource: String,
+    /// Its etcd servers.
+    pub servers: Vec<String>,
+}
+
+impl Options {
+    /// `--etcd-servers-overrides`, parsed as kube-apiserver parses it.
+    ///
+    /// # Errors
+    /// An entry that is not `group/resource#server;server...`, or whose
+    /// servers are not all `http://` or all `https://` URLs.
+    pub fn etcd_servers_overrides(&self) -> anyhow::Result<Vec<EtcdOverride>> {
+        let mut out: Vec<EtcdOverride> = Vec::new();
+        for entry in self.etcd_servers_overrides.iter().map(|e| e.trim()).filter(|e| !e.is_empty()) {
+            // kube's wording (`options/etcd.go`), and the entry.
+            let invalid = || anyhow::anyhow!("--etcd-servers-overrides invalid, must be of format: group/resource#servers, where servers are URLs, semicolon separated: {entry:?}");
+            let (resource, servers) = entry.split_once('#').ok_or_else(invalid)?;
+            let (group, resource) = resource.split_once('/').ok_or_else(invalid)?;
+            if servers.contains('#') || resource.contains('/') || resource.is_empty() {
+                return Err(invalid());
+            }
+            let servers: Vec<String> = servers.split(';').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
+            if servers.is_empty() {
+                return Err(invalid());
+            }
+            check_etcd_urls(&format!("--etcd-servers-overrides {group}/{resource}"), &servers)?;
+            if out.iter().any(|o| o.group == group && o.resource == resource) {
+                anyhow::bail!("--etcd-servers-overrides: {group}/{resource} is given twice");
+            }
+            out.push(EtcdOverride { group: group.to_string(), resource: resource.to_string(), servers });
+        }
+        Ok(out)
+    }
+
+    /// The client TLS to etcd of `--etcd-cafile`, `--etcd-certfile` and
+    /// `--etcd-keyfile`, read and checked now so that a bad file fails the
+    /// start; `None` without them.
+    ///
+    /// # Errors
+    /// A file that cannot be read or holds no PEM certificate or key; a
+    /// certificate without its key or the other way round; https servers
+    /// without `--etcd-cafile` (no system roots are built in); TLS files
+    /// with only `http://` servers; servers that are not URLs.
+    pub fn etcd_tls(&self) -> anyhow::Result<Option<crate::storage::remote::Tls>> {
+        use rustls::pki_types::pem::PemObject as _;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        check_etcd_urls("--etcd-servers", &self.etcd_servers)?;
+        let overrides = self.etcd_servers_overrides()?;
+        let https = self.etcd_servers.iter().chain(overrides.iter().flat_map(|o| &o.servers)).any(|u| u.starts_with("https://"));
+        let read = |flag: &str, path: &std::path::Path| std::fs::read(path).map_err(|e| anyhow::anyhow!("{flag} {}: {e}", path.display()));
+        let certs = |flag: &str, path: &std::path::Path| -> anyhow::Result<Vec<u8>> {
+            let pem = read(flag, path)?;
+            let n = CertificateDer::pem_slice_iter(&pem).filter(Result::is_ok).count();
+            anyhow::ensure!(n > 0, "{flag} {}: no PEM certificate in it", path.display());
+            Ok(pem)
+        };
+        let identity = match (&self.etcd_certfile, &self.etcd_keyfile) {
+            (None, None) => None,
+            (Some(c), Some(k)) => {
+                let cert = certs("--etcd-certfile", c)?;
+                let key = read("--etcd-keyfile", k)?;
+                PrivateKeyDer::from_pem_slice(&key).map_err(|e| anyhow::anyhow!("--etcd-keyfile {}: no PEM private key in it: {e}", k.display()))?;
+                Some((cert, key))
+            }
+            (Some(_), None) => anyhow::bail!("--etcd-certfile needs --etcd-keyfile"),
+            (None, Some(_)) => anyhow::bail!("--etcd-keyfile needs --etcd-certfile"),
+        };
+        let Some(ca) = &self.etcd_cafile else {
+            anyhow::ensure!(!https, "https:// etcd servers need --etcd-cafile, the CA that signed their certificates");
+            anyhow::ensure!(identity.is_none(), "--etcd-certfile and --etcd-keyfile need https:// etcd servers and --etcd-cafile");
+            return Ok(None);
+        };
+        let ca = certs("--etcd-cafile", ca)?;
+        anyhow::ensure!(https, "--etcd-cafile, --etcd-certfile and --etcd-keyfile apply to https:// etcd servers; --etcd-servers and --etcd-servers-overrides have none");
+        Ok(Some(crate::storage::remote::Tls { ca, identity }))
+    }
+}
+
+/// Checks one set of etcd servers: URLs of one scheme, `http` or `https`.
+fn check_etcd_urls(flag: &str, servers: &[String]) -> anyhow::Result<()> {
+    for s in servers {
+        anyhow::ensure!(s.starts_with("http://") || s.starts_with("https://"), "{flag}: {s:?} is not an http:// or https:// URL");
+    }
+    let https = servers.iter().filter(|s| s.starts_with("https://")).count();
+    anyhow::ensure!(https == 0 || https == servers.len(), "{flag}: mixes http:// and https:// servers ({})", servers.join(", "));
+    Ok(())
+}
+
 /// Splits a comma-separated URL list.
 pub fn split_urls(s: &str) -> Vec<String> {
     s.split(',').map(str::trim).filter(|u| !u.is_empty()).map(String::from).collect()
@@ -165,5 +289,47 @@ mod tests {
         assert_eq!(l.http2_max_streams, 250);
         let l = Options::parse_from(["apiserver", "--http2-max-streams-per-connection", "7"]).serving_limits();
         assert_eq!(l.http2_max_streams, 7);
+    }
+
+    /// kube's `--etcd-servers-overrides` format, core group empty.
+    #[test]
+    fn etcd_servers_overrides_parse_like_kube() {
+        let o = Options::parse_from(["apiserver", "--etcd-servers-overrides", "/events#https://a:2379;https://b:2379,apps/deployments#http://c:2379"]);
+        let got = o.etcd_servers_overrides().unwrap_or_default();
+        assert_eq!(got.len(), 2);
+        assert_eq!((got[0].group.as_str(), got[0].resource.as_str()), ("", "events"));
+        assert_eq!(got[0].servers, ["https://a:2379", "https://b:2379"]);
+        assert_eq!((got[1].group.as_str(), got[1].resource.as_str(), got[1].servers.as_slice()), ("apps", "deployments", ["http://c:2379".to_string()].as_slice()));
+        for bad in [
+            "events#http://a:2379",
+            "/events",
+            "/events#",
+            "a/b/c#http://a:2379",
+            "/events#http://a#b",
+            "/#http://a:2379",
+            "/events#a:2379",
+            "/events#http://a:1;https://b:2",
+            "/events#http://a:1,/events#http://b:1",
+        ] {
+            let err = Options::parse_from(["apiserver", "--etcd-servers-overrides", bad]).etcd_servers_overrides().err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(err.starts_with("--etcd-servers-overrides"), "{bad}: {err}");
+        }
+    }
+
+    /// Bad TLS flags fail the start with the flag's name.
+    #[test]
+    fn etcd_tls_flags_are_checked() {
+        let tls = |args: &[&str]| {
+            let mut all = vec!["apiserver"];
+            all.extend_from_slice(args);
+            Options::parse_from(all).etcd_tls().err().map(|e| e.to_string()).unwrap_or_default()
+        };
+        assert!(tls(&["--etcd-servers", "https://a:2379"]).contains("--etcd-cafile"));
+        assert!(tls(&["--etcd-servers", "https://a:2379", "--etcd-cafile", "/nonexistent/ca.crt"]).starts_with("--etcd-cafile /nonexistent/ca.crt"));
+        assert!(tls(&["--etcd-servers", "https://a:2379", "--etcd-certfile", "/x.crt"]).contains("needs --etcd-keyfile"));
+        assert!(tls(&["--etcd-servers", "https://a:2379", "--etcd-keyfile", "/x.key"]).contains("needs --etcd-certfile"));
+        assert!(tls(&["--etcd-servers", "http://a:2379,https://b:2379"]).contains("mixes"));
+        assert!(tls(&["--etcd-servers", "a:2379"]).contains("not an http"));
+        assert!(Options::parse_from(["apiserver", "--etcd-servers", "http://a:2379"]).etcd_tls().is_ok_and(|t| t.is_none()));
     }
 }

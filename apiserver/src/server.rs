@@ -22,7 +22,7 @@ use crate::authn::x509::{PeerCertificates, UnverifiedCertificate};
 use crate::endpoints::{build_handler_chain, ApiState, Handler};
 use crate::options::Options;
 use crate::registry::Registry;
-use crate::storage::{embedded::EmbeddedKv, kv::Kv, remote::RemoteKv, Direct, KvStorage, Storage, StorageProvider};
+use crate::storage::{embedded::EmbeddedKv, kv::Kv, prefixed::PrefixedKv, remote::RemoteKv, routed::RoutedStorage, Direct, KvStorage, Storage, StorageProvider};
 
 /// Namespaces that always exist (kube's bootstrap controller).
 const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -103,7 +103,14 @@ fn tls_config(cert: &Path, key: &Path, client_ca: &Path) -> anyhow::Result<(rust
     Ok((cfg, verifier))
 }
 
+/// The store of the flags: the embedded member or `--etcd-servers`, keys
+/// under `--etcd-prefix`, and the resources of `--etcd-servers-overrides`
+/// on their own servers. Remote servers are compacted every
+/// `--etcd-compaction-interval`, as kube-apiserver compacts them.
 async fn open_storage(opts: &Options) -> anyhow::Result<Arc<dyn Storage>> {
+    // Every etcd flag is checked before anything starts or connects.
+    let tls = opts.etcd_tls()?;
+    let overrides = opts.etcd_servers_overrides()?;
     let kv: Arc<dyn Kv> = if opts.etcd_servers.is_empty() {
         let cfg = raftstore::node::Config {
             name: opts.name.clone(),
@@ -120,11 +127,41 @@ async fn open_storage(opts: &Options) -> anyhow::Result<Arc<dyn Storage>> {
         let handle = raftstore::node::start(cfg).await.context("start the embedded store")?;
         handle.node.wait_for_leader().await.context("embedded store has no leader")?;
         println!("embedded etcd API on http://{}", handle.client_addr);
-        Arc::new(EmbeddedKv::new(handle.ctx.clone()))
+        with_prefix(EmbeddedKv::new(handle.ctx.clone()), &opts.etcd_prefix)
     } else {
-        Arc::new(RemoteKv::connect(&opts.etcd_servers).await.context("connect to --etcd-servers")?)
+        connect_remote(opts, "--etcd-servers", &opts.etcd_servers, tls.as_ref()).await?
     };
-    Ok(Arc::new(KvStorage::new(kv)))
+    let default: Arc<dyn Storage> = Arc::new(KvStorage::new(kv));
+    if overrides.is_empty() {
+        return Ok(default);
+    }
+    let mut routes = Vec::with_capacity(overrides.len());
+    for o in &overrides {
+        let kv = connect_remote(opts, &format!("--etcd-servers-overrides {}/{}", o.group, o.resource), &o.servers, tls.as_ref()).await?;
+        routes.push((crate::storage::keys::prefix(&o.group, &o.resource, None), Arc::new(KvStorage::new(kv)) as Arc<dyn Storage>));
+    }
+    Ok(Arc::new(RoutedStorage::new(default, routes)))
+}
+
+/// A client of one set of etcd servers, with its compactor.
+async fn connect_remote(opts: &Options, flag: &str, servers: &[String], tls: Option<&crate::storage::remote::Tls>) -> anyhow::Result<Arc<dyn Kv>> {
+    // TLS goes to https sets only (a set is all http or all https).
+    let tls = tls.filter(|_| servers.iter().all(|s| s.starts_with("https://")));
+    let remote = RemoteKv::connect(servers, tls).await.with_context(|| format!("connect to {flag} {}", servers.join(",")))?;
+    if !opts.etcd_compaction_interval.is_zero() {
+        crate::storage::compactor::start(remote.client(), opts.etcd_compaction_interval, servers.join(","));
+    }
+    Ok(with_prefix(remote, &opts.etcd_prefix))
+}
+
+/// `kv` with its keys under `--etcd-prefix`; the default prefix needs no
+/// mapping.
+fn with_prefix<K: Kv>(kv: K, prefix: &str) -> Arc<dyn Kv> {
+    if crate::storage::prefixed::normalize(prefix) == crate::storage::prefixed::DEFAULT_PREFIX {
+        Arc::new(kv)
+    } else {
+        Arc::new(PrefixedKv::new(kv, prefix))
+    }
 }
 
 /// How the API is wired (the flags that shape it).
