@@ -22,6 +22,47 @@ pub struct RemoteKv {
     client: Client,
 }
 
+/// Attempts of one request while endpoints fail (a request goes to any of
+/// the endpoints; a dead one fails it until the channel drops that
+/// endpoint).
+const ATTEMPTS: u32 = 6;
+/// Pause before the second attempt; it doubles for each next one.
+const RETRY_BACKOFF: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Whether a failed request may be sent again: reads always when an
+/// endpoint is unavailable; writes only when they never left this process
+/// (the connection to the endpoint could not be made), as etcd's clientv3
+/// retries mutations only when no connection was available.
+fn retriable(e: &etcd_client::Error, idempotent: bool) -> bool {
+    let (unavailable, message) = match e {
+        etcd_client::Error::GRpcStatus(s) => (s.code() == tonic::Code::Unavailable, s.message().to_string()),
+        etcd_client::Error::TransportError(t) => (true, t.to_string()),
+        _ => return false,
+    };
+    unavailable && (idempotent || message.contains("connect error"))
+}
+
+/// Runs `call` until it succeeds, fails for good, or [`ATTEMPTS`] are spent.
+async fn with_retries<T, F, Fut>(idempotent: bool, mut call: F) -> std::result::Result<T, etcd_client::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<T, etcd_client::Error>>,
+{
+    let mut backoff = RETRY_BACKOFF;
+    let mut attempt = 1;
+    loop {
+        match call().await {
+            Err(e) if attempt < ATTEMPTS && retriable(&e, idempotent) => {
+                tracing::debug!("etcd request failed, attempt {attempt} of {ATTEMPTS}: {e}");
+                tokio::time::sleep(backoff).await;
+                backoff *= 2;
+                attempt += 1;
+            }
+            r => return r,
+        }
+    }
+}
+
 fn map_err(e: etcd_client::Error) -> Error {
     match e {
         etcd_client::Error::GRpcStatus(s) => from_grpc(&s),
@@ -78,7 +119,13 @@ impl Kv for RemoteKv {
         if !end.is_empty() {
             opts = opts.with_range(end.to_vec());
         }
-        let resp = self.client.clone().get(key.to_vec(), Some(opts)).await.map_err(map_err)?.0;
+        let resp = with_retries(true, || {
+            let (mut client, key, opts) = (self.client.clone(), key.to_vec(), opts.clone());
+            async move { client.get(key, Some(opts)).await }
+        })
+        .await
+        .map_err(map_err)?
+        .0;
         Ok(RangeResult { revision: resp.header.as_ref().map(|h| h.revision).unwrap_or(0), more: resp.more, kvs: resp.kvs.into_iter().map(kv_from_pb).collect() })
     }
 
@@ -88,7 +135,13 @@ impl Kv for RemoteKv {
             WriteOp::Delete => TxnOp::delete(key.to_vec(), None),
         };
         let txn = Txn::new().when([Compare::mod_revision(key.to_vec(), CompareOp::Equal, expected_mod_revision)]).and_then([write]).or_else([TxnOp::get(key.to_vec(), None)]);
-        let resp = self.client.clone().txn(txn).await.map_err(map_err)?.0;
+        let resp = with_retries(false, || {
+            let (mut client, txn) = (self.client.clone(), txn.clone());
+            async move { client.txn(txn).await }
+        })
+        .await
+        .map_err(map_err)?
+        .0;
         Ok(cas_from_pb(resp))
     }
 
@@ -97,7 +150,13 @@ impl Kv for RemoteKv {
         if !end.is_empty() {
             opts = opts.with_range(end.to_vec());
         }
-        let (mut watcher, mut stream) = self.client.clone().watch(key.to_vec(), Some(opts)).await.map_err(map_err)?.split();
+        let (mut watcher, mut stream) = with_retries(true, || {
+            let (mut client, key, opts) = (self.client.clone(), key.to_vec(), opts.clone());
+            async move { client.watch(key, Some(opts)).await }
+        })
+        .await
+        .map_err(map_err)?
+        .split();
         let (tx, rx) = mpsc::channel(WATCH_BUFFER);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(PROGRESS_TICK);
