@@ -9,6 +9,7 @@ mod common;
 mod connections;
 mod crd;
 mod dynamic;
+mod etcd_tls;
 mod kube_client;
 mod layers;
 mod listwatch;
