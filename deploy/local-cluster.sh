@@ -80,27 +80,24 @@ start() {
   local ic
   ic="$(initial_cluster)"
   local members=() ports=()
-  for i in 0 1 2; do
-    local n="${names[$i]}"
-    members+=("$n") ports+=("$(client_port "$i")")
-    if alive "$dir/$n.pid"; then
-      echo "$n already running (pid $(cat "$dir/$n.pid"))"
-      continue
+  # ensure NAME SLOT INITIAL_CLUSTER STATE: the member in the ports of SLOT,
+  # started unless it runs.
+  ensure() {
+    members+=("$1") ports+=("$(client_port "$2")")
+    if alive "$dir/$1.pid"; then
+      echo "$1 already running (pid $(cat "$dir/$1.pid"))"
+    else
+      launch "$1" "http://127.0.0.1:$(client_port "$2")" "http://127.0.0.1:$(peer_port "$2")" "$3" "$4"
     fi
-    launch "$n" "http://127.0.0.1:$(client_port "$i")" "http://127.0.0.1:$(peer_port "$i")" "$ic" new
+  }
+  for i in 0 1 2; do
+    ensure "${names[$i]}" "$i" "$ic" new
   done
   # Members added with `join` come back too, as existing members.
   local f
   for f in "$dir"/joined/*; do
     [ -f "$f" ] || continue
-    local n slot jic
-    n="$(basename "$f")" slot="$(sed -n 1p "$f")" jic="$(sed -n 2p "$f")"
-    members+=("$n") ports+=("$(client_port "$slot")")
-    if alive "$dir/$n.pid"; then
-      echo "$n already running (pid $(cat "$dir/$n.pid"))"
-      continue
-    fi
-    launch "$n" "http://127.0.0.1:$(client_port "$slot")" "http://127.0.0.1:$(peer_port "$slot")" "$jic" existing
+    ensure "$(basename "$f")" "$(sed -n 1p "$f")" "$(sed -n 2p "$f")" existing
   done
   # Wait (up to START_TIMEOUT seconds, default 20) until every member is
   # healthy, or a majority of the three is and the others have exited.
