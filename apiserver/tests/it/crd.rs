@@ -516,6 +516,22 @@ spec:
     let patch = format!(r#"[{{"op":"replace","path":"{path}","value":{}}}]"#, nested(70));
     let patched = s.kubectl(33, &["patch", "blob", "shallow", "--type=json", "-p", &patch]);
     assert!(patched.code == 1 && patched.stderr.contains("at most 127 can be stored"), "{patched:?}");
+    // A YAML body may nest as deep as a JSON one (the YAML parser's own
+    // budget stopped at 64 levels).
+    let mut yaml = String::from("apiVersion: deep.example.com/v1\nkind: Blob\nmetadata:\n  name: yaml\nspec:\n");
+    for level in 1..=100 {
+        yaml.push_str(&format!("{}a:\n", "  ".repeat(level)));
+    }
+    yaml.push_str(&format!("{}1\n", "  ".repeat(101)));
+    let yaml_file = s.dir.path().join("deep.yaml");
+    std::fs::write(&yaml_file, &yaml).expect("write yaml");
+    let posted = crate::common::curl_admin(
+        &s,
+        "/apis/deep.example.com/v1/namespaces/default/blobs",
+        &["-X", "POST", "-H", "Content-Type: application/yaml", "--data-binary", &format!("@{}", yaml_file.display())],
+    );
+    assert!(posted.contains(" 201"), "{posted}");
+    s.kubectl(33, &["delete", "blob", "yaml"]).ok();
     // Everything stays readable.
     let list = json(&s.kubectl(33, &["get", "blobs", "-o", "json"]));
     let names: Vec<&str> = list["items"].as_array().map(|a| a.iter().filter_map(|i| i["metadata"]["name"].as_str()).collect()).unwrap_or_default();

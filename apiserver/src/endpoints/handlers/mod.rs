@@ -165,7 +165,9 @@ impl Scope {
             // kube-apiserver converts with sigs.k8s.io/yaml (go-yaml v2, YAML
             // 1.1 scalars): plain `yes`/`on`/`off`/`y`/`n` are booleans
             // (serde-saphyr's default too) and `010` is octal 8.
-            let options = serde_saphyr::options! { legacy_octal_numbers: true };
+            // Nesting as deep as a JSON body may nest (the parser's default
+            // budget stops at 64).
+            let options = serde_saphyr::options! { legacy_octal_numbers: true, budget: serde_saphyr::budget! { max_depth: 128 } };
             let v: Value = serde_saphyr::from_slice_with_options(&bytes, options).map_err(|e| Status::bad_request(format!("error converting YAML to JSON: {e}")))?;
             let json = serde_json::to_vec(&v).map_err(|e| Status::bad_request(format!("error converting YAML to JSON: {e}")))?;
             return self.decode_json(&json);
