@@ -42,6 +42,8 @@ pub mod reason {
     pub const TIMEOUT: &str = "Timeout";
     /// 503.
     pub const SERVICE_UNAVAILABLE: &str = "ServiceUnavailable";
+    /// 429.
+    pub const TOO_MANY_REQUESTS: &str = "TooManyRequests";
 }
 
 /// One `StatusCause`. Its type field is serialised as `reason`.
@@ -389,6 +391,13 @@ impl Status {
     /// 410 `Expired` (compacted resourceVersion or continue token).
     pub fn expired(message: impl Into<String>) -> Self {
         Self::failure(410, reason::EXPIRED, message, None)
+    }
+
+    /// 429 `TooManyRequests` with `retryAfterSeconds` (kube's
+    /// `NewTooManyRequests`); the response carries a `Retry-After` header
+    /// too, which client-go honours by retrying.
+    pub fn too_many_requests(message: impl Into<String>, retry_after_seconds: i32) -> Self {
+        Self::failure(429, reason::TOO_MANY_REQUESTS, message, Some(Details { retry_after_seconds: Some(retry_after_seconds), ..Default::default() }))
     }
 
     /// 504 `Timeout`.

@@ -29,9 +29,14 @@ pub fn json_bytes(code: u16, body: Bytes) -> Response {
     r
 }
 
-/// A Status response with its code.
+/// A Status response with its code, and a `Retry-After` header when the
+/// Status asks for a retry (as kube's `ErrorNegotiated` writes it).
 pub fn status(s: &Status) -> Response {
-    json(s.code, &s.to_value())
+    let mut r = json(s.code, &s.to_value());
+    if let Some(secs) = s.details.as_ref().and_then(|d| d.retry_after_seconds).filter(|s| *s > 0) {
+        r.headers_mut().insert(http::header::RETRY_AFTER, http::HeaderValue::from(secs));
+    }
+    r
 }
 
 /// A plain-text response.
