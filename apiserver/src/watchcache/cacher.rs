@@ -112,10 +112,19 @@ impl Cacher {
         });
         let weak = Arc::downgrade(&c);
         tokio::spawn(async move {
+            // A store without a quorum fails every attempt until it has
+            // one: warn once per outage, not once per retry.
+            let mut failing = false;
             loop {
                 let Some(c) = weak.upgrade() else { return };
                 if let Err(e) = c.run_generation().await {
-                    tracing::warn!("watch cache {}: {e}; rebuilding", c.prefix);
+                    let never_ready = !c.ready.load(Ordering::Acquire);
+                    if failing && never_ready {
+                        tracing::debug!("watch cache {}: {e}; rebuilding", c.prefix);
+                    } else {
+                        tracing::warn!("watch cache {}: {e}; rebuilding", c.prefix);
+                    }
+                    failing = never_ready;
                 }
                 c.ready.store(false, Ordering::Release);
                 c.generation.load().ring.close();
@@ -127,6 +136,12 @@ impl Cacher {
             }
         });
         c
+    }
+
+    /// Whether the cache has listed its resource and follows the store's
+    /// watch (false while it starts or rebuilds).
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
     }
 
     /// Stops the cache for good (its resource is no longer served): the

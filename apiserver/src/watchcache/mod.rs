@@ -139,6 +139,12 @@ impl CachedStorage {
         Some(self.started(slot))
     }
 
+    /// The cached prefixes whose cache has not listed its resource yet or
+    /// is rebuilding (empty once every cache follows the store).
+    pub fn unsynced(&self) -> Vec<String> {
+        self.slots.load().iter().filter(|s| !s.cacher.get().is_some_and(|c| c.is_ready())).map(|s| s.prefix.clone()).collect()
+    }
+
     /// Whether keys under `prefix` are cached.
     pub fn is_cached(&self, prefix: &str) -> bool {
         self.slots.load().iter().any(|s| s.prefix == prefix)
