@@ -42,6 +42,12 @@ run_one() {
     sleep 0.1
   done
   grep -q '^serving on ' "$dir/out.log" || { echo "kubeload-ab.sh: $label did not start" >&2; cat "$dir/err.log" >&2; exit 1; }
+  # A server prints `serving on` before its store is up; load starts once
+  # /readyz passes.
+  for _ in $(seq 300); do
+    kubectl --kubeconfig "$dir/admin.kubeconfig" get --raw /readyz >/dev/null 2>&1 && break
+    sleep 0.1
+  done
   "$KUBELOAD" --kubeconfig "$dir/admin.kubeconfig" --json "$@" | while read -r line; do
     echo "$line" | jq -c --arg ab "$label" --argjson round "$round" '. + {ab: $ab, round: $round}'
   done

@@ -28,6 +28,7 @@ pub mod discovery;
 pub mod endpoints;
 pub mod errors;
 pub mod fieldmanager;
+pub mod health;
 pub mod meta;
 pub mod openapi;
 pub mod options;

@@ -103,14 +103,23 @@ fn tls_config(cert: &Path, key: &Path, client_ca: &Path) -> anyhow::Result<(rust
     Ok((cfg, verifier))
 }
 
+/// The store of the flags, opened: the storage, and the embedded member
+/// whose leader the start-up waits for (none on remote etcd).
+struct Opened {
+    storage: Arc<dyn Storage>,
+    member: Option<raftstore::node::NodeHandle>,
+}
+
 /// The store of the flags: the embedded member or `--etcd-servers`, keys
 /// under `--etcd-prefix`, and the resources of `--etcd-servers-overrides`
 /// on their own servers. Remote servers are compacted every
-/// `--etcd-compaction-interval`, as kube-apiserver compacts them.
-async fn open_storage(opts: &Options) -> anyhow::Result<Arc<dyn Storage>> {
+/// `--etcd-compaction-interval`, as kube-apiserver compacts them. The
+/// embedded member is started but may have no leader yet.
+async fn open_storage(opts: &Options) -> anyhow::Result<Opened> {
     // Every etcd flag is checked before anything starts or connects.
     let tls = opts.etcd_tls()?;
     let overrides = opts.etcd_servers_overrides()?;
+    let mut member = None;
     let kv: Arc<dyn Kv> = if opts.etcd_servers.is_empty() {
         let cfg = raftstore::node::Config {
             name: opts.name.clone(),
@@ -125,22 +134,68 @@ async fn open_storage(opts: &Options) -> anyhow::Result<Arc<dyn Storage>> {
             ..Default::default()
         };
         let handle = raftstore::node::start(cfg).await.context("start the embedded store")?;
-        handle.node.wait_for_leader().await.context("embedded store has no leader")?;
         println!("embedded etcd API on http://{}", handle.client_addr);
-        with_prefix(EmbeddedKv::new(handle.ctx.clone()), &opts.etcd_prefix)
+        let kv = with_prefix(EmbeddedKv::new(handle.ctx.clone()), &opts.etcd_prefix);
+        member = Some(handle);
+        kv
     } else {
         connect_remote(opts, "--etcd-servers", &opts.etcd_servers, tls.as_ref()).await?
     };
     let default: Arc<dyn Storage> = Arc::new(KvStorage::new(kv));
     if overrides.is_empty() {
-        return Ok(default);
+        return Ok(Opened { storage: default, member });
     }
     let mut routes = Vec::with_capacity(overrides.len());
     for o in &overrides {
         let kv = connect_remote(opts, &format!("--etcd-servers-overrides {}/{}", o.group, o.resource), &o.servers, tls.as_ref()).await?;
         routes.push((crate::storage::keys::prefix(&o.group, &o.resource, None), Arc::new(KvStorage::new(kv)) as Arc<dyn Storage>));
     }
-    Ok(Arc::new(RoutedStorage::new(default, routes)))
+    Ok(Opened { storage: Arc::new(RoutedStorage::new(default, routes)), member })
+}
+
+/// How long the start-up waits between attempts on a store that is not up.
+const STARTUP_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// What runs once the store is up (kube's post-start hooks): waits for the
+/// embedded member's leader, however long its peers take, then creates the
+/// system namespaces (retried until the store takes them), opens the API
+/// ([`crate::health::Health::mark_started`]) and starts the controllers.
+///
+/// # Errors
+/// The embedded member stopped.
+async fn start_up(
+    member: Option<raftstore::node::NodeHandle>,
+    storage: Arc<dyn Storage>,
+    registry: Arc<Registry>,
+    health: Arc<crate::health::Health>,
+    identity: String,
+) -> anyhow::Result<crate::controllers::Controllers> {
+    if let Some(m) = &member {
+        let mut waited = std::time::Duration::ZERO;
+        loop {
+            let began = std::time::Instant::now();
+            match m.node.wait_for_leader().await {
+                Ok(_) => break,
+                Err(raftstore::error::Error::Stopped) => anyhow::bail!("the embedded store stopped before it had a leader"),
+                Err(e) => {
+                    waited += began.elapsed();
+                    tracing::warn!("embedded store has no leader after {}s ({e}); waiting for a quorum of its members", waited.as_secs());
+                }
+            }
+        }
+    }
+    loop {
+        match bootstrap_namespaces(storage.as_ref()).await {
+            Ok(()) => break,
+            Err(e) => {
+                tracing::warn!("{e}; retrying");
+                tokio::time::sleep(STARTUP_RETRY).await;
+            }
+        }
+    }
+    health.mark_started();
+    tracing::info!("the store is up: serving the API");
+    Ok(crate::controllers::start(registry, &identity))
 }
 
 /// A client of one set of etcd servers, with its compactor.
@@ -203,6 +258,10 @@ pub struct Api {
 /// cache is on, started now), discovery, OpenAPI and the handler chain.
 /// Call it inside a Tokio runtime.
 ///
+/// Resource requests get 429 until the caller has the store ready and
+/// calls [`crate::health::Health::mark_started`] on `state.health`; the
+/// watch caches start now and retry until the store answers.
+///
 /// # Errors
 /// Unknown admission plugin names.
 pub fn build_api(storage: Arc<dyn Storage>, cfg: ApiConfig) -> anyhow::Result<Api> {
@@ -218,8 +277,10 @@ pub fn build_api(storage: Arc<dyn Storage>, cfg: ApiConfig) -> anyhow::Result<Ap
     };
     let registry = Arc::new(Registry::new(provider, Arc::new(admission), cfg.schemas.clone()));
     registry.add_all(crate::registry::builtin(cfg.authorizer.clone()))?;
+    let health = Arc::new(crate::health::Health::new(storage.clone(), cache.clone()));
     let state = Arc::new(ApiState {
         registry: registry.clone(),
+        health,
         storage,
         discovery: crate::discovery::Service::new(cfg.advertise_address),
         openapi: crate::openapi::Service::new(cfg.schemas.clone()),
@@ -279,8 +340,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let authorizer = crate::authz::from_modes(&opts.authorization_mode).map_err(|e| anyhow::anyhow!("--authorization-mode: {e}"))?;
     // Checked before the store starts, so a bad flag fails fast.
     crate::admission::plugins::enabled(&opts.enable_admission_plugins, &opts.disable_admission_plugins)?;
-    let storage = open_storage(&opts).await?;
-    bootstrap_namespaces(storage.as_ref()).await?;
+    let Opened { storage, member } = open_storage(&opts).await?;
 
     let listener = TcpListener::bind((opts.bind_address.as_str(), opts.secure_port)).await.with_context(|| format!("listen on {}:{}", opts.bind_address, opts.secure_port))?;
     let addr: SocketAddr = listener.local_addr()?;
@@ -295,7 +355,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     // async thread.
     let schemas = tokio::task::spawn_blocking(crate::schema::SchemaStore::builtin).await?;
     let api = build_api(
-        storage,
+        storage.clone(),
         ApiConfig {
             schemas,
             watch_cache: opts.watch_cache,
@@ -311,8 +371,11 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     // kubectl apply does not wait for them.
     let warm = api.state.clone();
     tokio::task::spawn_blocking(move || warm.openapi.v3_root(&warm.registry.catalog()));
-    let controllers = crate::controllers::start(api.registry.clone(), &opts.name);
     let chain = api.chain.clone();
+    // The store may wait for its peers for a long time: serve health checks
+    // meanwhile, and the API once it is up.
+    let mut startup = Some(tokio::spawn(start_up(member, storage, api.registry.clone(), api.state.health.clone(), opts.name.clone())));
+    let mut controllers = None;
 
     println!("serving on {server_url}");
     println!("to use kubectl: export KUBECONFIG={}", kubeconfig_abs.display());
@@ -330,8 +393,23 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                     continue;
                 }
             },
+            done = async {
+                match startup.as_mut() {
+                    Some(t) => t.await,
+                    None => std::future::pending().await,
+                }
+            }, if startup.is_some() => {
+                startup = None;
+                controllers = Some(done.context("start-up task")??);
+                continue;
+            },
             _ = tokio::signal::ctrl_c() => {
-                controllers.stop().await;
+                if let Some(t) = startup.take() {
+                    t.abort();
+                }
+                if let Some(c) = controllers.take() {
+                    c.stop().await;
+                }
                 return Ok(());
             }
         };

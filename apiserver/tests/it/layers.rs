@@ -36,6 +36,8 @@ const LAYERS: &[(&str, usize)] = &[
     ("strategicpatch", 7),
     ("storage", 8),
     ("watchcache", 8),
+    // Health checks over the store and its caches.
+    ("health", 8),
     ("errors", 9),
     ("meta", 9),
     ("selectors", 9),

@@ -4,3 +4,4 @@
 pub mod authentication;
 pub mod authorization;
 pub mod request_info;
+pub mod storage_ready;

@@ -18,13 +18,13 @@ pub struct Server {
 
 impl Server {
     /// Starts `apiserver --secure-port 0 --data-dir <tmp>` and waits for its
-    /// `serving on` line.
+    /// `serving on` line and then until `/readyz` passes.
     pub fn start() -> Server {
         Self::start_with(&[])
     }
 
     /// Starts `apiserver --secure-port 0 --data-dir <tmp> <extra>` and waits
-    /// for its `serving on` line.
+    /// for its `serving on` line and then until `/readyz` passes.
     pub fn start_with(extra: &[String]) -> Server {
         Self::spawn(extra).wait()
     }
@@ -38,13 +38,43 @@ impl Server {
     }
 
     /// Kills the server (SIGKILL) and starts it again on the same data dir
-    /// (a new port); returns once it serves.
+    /// (a new port); returns once it serves and is ready.
     pub fn restart(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let (child, rx) = launch(self.dir.path(), &[]);
         self.child = child;
         self.url = rx.recv_timeout(Duration::from_secs(120)).expect("apiserver did not print `serving on` after a restart");
+        self.wait_ready(Duration::from_secs(120));
+    }
+
+    /// Sends `GET <path>` without credentials (the health paths are
+    /// public) and returns the raw response.
+    pub fn get_anonymous(&self, path: &str) -> String {
+        https_request(self, &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"), false)
+    }
+
+    /// Sends `GET <path>` as the admin user and returns the raw response.
+    pub fn get_admin(&self, path: &str) -> String {
+        https_request(self, &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"), true)
+    }
+
+    /// Whether `/readyz` answers 200 (asked as the admin, whom every
+    /// authorization mode allows).
+    pub fn is_ready(&self) -> bool {
+        self.get_admin("/readyz").starts_with("HTTP/1.1 200")
+    }
+
+    /// Waits until `/readyz` answers 200 (the server prints `serving on`
+    /// before its store is up, as kube-apiserver serves before etcd
+    /// answers).
+    #[track_caller]
+    pub fn wait_ready(&self, timeout: Duration) {
+        let deadline = std::time::Instant::now() + timeout;
+        while !self.is_ready() {
+            assert!(std::time::Instant::now() < deadline, "{} not ready after {timeout:?}: {}", self.url, self.get_admin("/readyz?verbose"));
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// The admin kubeconfig.
@@ -122,8 +152,16 @@ pub struct Starting {
 }
 
 impl Starting {
-    /// Waits for `serving on`.
-    pub fn wait(mut self) -> Server {
+    /// Waits for `serving on`, then until `/readyz` passes.
+    pub fn wait(self) -> Server {
+        let s = self.wait_serving();
+        s.wait_ready(Duration::from_secs(120));
+        s
+    }
+
+    /// Waits for `serving on` only (the store may still be waiting for its
+    /// peers).
+    pub fn wait_serving(mut self) -> Server {
         let url = self.rx.recv_timeout(Duration::from_secs(120)).expect("apiserver did not print `serving on`");
         Server { child: self.child.take().expect("child"), url, dir: self.dir.take().expect("dir") }
     }
@@ -153,22 +191,37 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Starts the three nodes and waits until each serves.
+    /// Starts the three nodes and waits until each serves and is ready.
     pub fn start() -> Cluster {
+        let plan = ClusterPlan::new();
+        let starting: Vec<Starting> = (0..3).map(|i| plan.spawn(i)).collect();
+        Cluster { nodes: starting.into_iter().map(Starting::wait).collect(), _pki: plan.pki }
+    }
+}
+
+/// The flags of a three-node cluster, for starting its nodes one by one
+/// (`n0`, `n1`, `n2`, sharing one PKI).
+pub struct ClusterPlan {
+    /// The shared PKI dir.
+    pub pki: tempfile::TempDir,
+    peers: Vec<String>,
+}
+
+impl ClusterPlan {
+    /// Three free peer ports and a PKI.
+    pub fn new() -> ClusterPlan {
         let pki = tempfile::tempdir().expect("tempdir");
         apiserver::pki::ensure_in(pki.path(), &["127.0.0.1".to_string()]).expect("pki");
         let peers: Vec<String> = (0..3).map(|_| format!("http://127.0.0.1:{}", free_port())).collect();
-        let initial = peers.iter().enumerate().map(|(i, p)| format!("n{i}={p}")).collect::<Vec<_>>().join(",");
-        let starting: Vec<Starting> = peers
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
-                let args: Vec<String> =
-                    vec!["--name".into(), format!("n{i}"), "--listen-peer-urls".into(), p.clone(), "--initial-cluster".into(), initial.clone(), "--pki-dir".into(), pki.path().display().to_string()];
-                Server::spawn(&args)
-            })
-            .collect();
-        Cluster { nodes: starting.into_iter().map(Starting::wait).collect(), _pki: pki }
+        ClusterPlan { pki, peers }
+    }
+
+    /// Starts node `i` (0..3) without waiting for it.
+    pub fn spawn(&self, i: usize) -> Starting {
+        let initial = self.peers.iter().enumerate().map(|(i, p)| format!("n{i}={p}")).collect::<Vec<_>>().join(",");
+        let args: Vec<String> =
+            vec!["--name".into(), format!("n{i}"), "--listen-peer-urls".into(), self.peers[i].clone(), "--initial-cluster".into(), initial, "--pki-dir".into(), self.pki.path().display().to_string()];
+        Server::spawn(&args)
     }
 }
 
@@ -232,14 +285,54 @@ pub fn fixtures() -> PathBuf {
 /// Sends a raw HTTPS request without a client certificate; returns the
 /// response (status line, headers, body).
 pub fn raw_https(server: &Server, request: &str) -> String {
+    https_request(server, request, false)
+}
+
+/// The body of a raw HTTP/1.1 response, its chunks joined.
+pub fn body_of(resp: &str) -> String {
+    let Some((head, body)) = resp.split_once("\r\n\r\n") else { return String::new() };
+    if !head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        return body.to_string();
+    }
+    let (mut out, mut rest) = (String::new(), body);
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || after.len() < n {
+            break;
+        }
+        out.push_str(&after[..n]);
+        rest = after[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// A field of the server's admin kubeconfig (`certificate-authority-data`,
+/// …), decoded from base64.
+fn kubeconfig_data(server: &Server, field: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    let cfg = std::fs::read_to_string(server.kubeconfig()).expect("read kubeconfig");
+    let line = cfg.lines().find_map(|l| l.trim().strip_prefix(&format!("{field}: "))).unwrap_or_else(|| panic!("no {field} in the kubeconfig"));
+    base64::engine::general_purpose::STANDARD.decode(line.trim()).expect("base64 in the kubeconfig")
+}
+
+/// Sends a raw HTTPS request, trusting the CA of the server's kubeconfig,
+/// as its admin user (`admin`) or without a client certificate; returns
+/// the response (status line, headers, body).
+pub fn https_request(server: &Server, request: &str, admin: bool) -> String {
+    use rustls::pki_types::pem::PemObject;
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let mut roots = rustls::RootCertStore::empty();
-    let pem = std::fs::read(server.ca()).expect("read CA");
-    use rustls::pki_types::pem::PemObject;
-    for c in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
+    for c in rustls::pki_types::CertificateDer::pem_slice_iter(&kubeconfig_data(server, "certificate-authority-data")) {
         roots.add(c.expect("CA pem")).expect("add CA");
     }
-    let cfg = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
+    let builder = rustls::ClientConfig::builder().with_root_certificates(roots);
+    let cfg = if admin {
+        let certs: Vec<_> = rustls::pki_types::CertificateDer::pem_slice_iter(&kubeconfig_data(server, "client-certificate-data")).map(|c| c.expect("cert pem")).collect();
+        let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(&kubeconfig_data(server, "client-key-data")).expect("key pem");
+        builder.with_client_auth_cert(certs, key).expect("client cert")
+    } else {
+        builder.with_no_client_auth()
+    };
     let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name").to_owned();
     let conn = rustls::ClientConnection::new(std::sync::Arc::new(cfg), name).expect("tls");
     let tcp = std::net::TcpStream::connect(server.host_port()).expect("connect");

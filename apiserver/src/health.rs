@@ -1,0 +1,108 @@
+//! Health checks and the start-up state (kube's
+//! `k8s.io/apiserver/pkg/server/healthz` and the cacher's readiness).
+//!
+//! A node serves HTTPS before its store has a quorum, as kube-apiserver
+//! does: it keeps retrying the store while `/livez` says ok and `/readyz`
+//! names what it waits for. [`Health`] holds that state; the handlers only
+//! render it.
+//!
+//! | endpoint | checks |
+//! |---|---|
+//! | `/livez` | `ping` |
+//! | `/healthz` | `ping`, `etcd` |
+//! | `/readyz` | `ping`, `etcd`, `informer-sync` |
+//!
+//! - `etcd` fails until the store has a leader and the system namespaces
+//!   exist ([`Health::mark_started`]); then it reads the store's revision
+//!   within [`ETCD_CHECK_TIMEOUT`] (kube's `--etcd-healthcheck-timeout`).
+//! - `informer-sync` fails until every watch cache has listed its resource
+//!   and follows the store.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::storage::Storage;
+use crate::watchcache::CachedStorage;
+
+/// How long the `etcd` check waits for the store (kube's
+/// `--etcd-healthcheck-timeout` default, 2 s).
+pub const ETCD_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The message of the 429 that API requests get before the store is ready
+/// (kube's cacher answers it while a watch cache is not initialized).
+pub const NOT_READY_MESSAGE: &str = "storage is (re)initializing";
+
+/// Seconds a client is told to wait before it retries a request refused
+/// with [`NOT_READY_MESSAGE`].
+pub const NOT_READY_RETRY_AFTER_SECONDS: i32 = 1;
+
+/// The health of one node: whether its store has come up, and its checks.
+pub struct Health {
+    storage: Arc<dyn Storage>,
+    cache: Option<Arc<CachedStorage>>,
+    started: AtomicBool,
+}
+
+impl Health {
+    /// The health of an API over `storage`, with its watch `cache` if on.
+    /// It starts not started: API requests are refused until
+    /// [`Health::mark_started`].
+    pub fn new(storage: Arc<dyn Storage>, cache: Option<Arc<CachedStorage>>) -> Self {
+        Health { storage, cache, started: AtomicBool::new(false) }
+    }
+
+    /// Records that the store has a leader and the system namespaces exist:
+    /// API requests are served from now on.
+    pub fn mark_started(&self) {
+        self.started.store(true, Ordering::Release);
+    }
+
+    /// Whether [`Health::mark_started`] was called.
+    pub fn is_started(&self) -> bool {
+        self.started.load(Ordering::Acquire)
+    }
+
+    /// The checks of `endpoint` (`livez`, `readyz` or `healthz`), in the
+    /// order they are listed; none for another name.
+    pub fn checks(endpoint: &str) -> &'static [&'static str] {
+        match endpoint {
+            "livez" => &["ping"],
+            "healthz" => &["ping", "etcd"],
+            "readyz" => &["ping", "etcd", "informer-sync"],
+            _ => &[],
+        }
+    }
+
+    /// Runs the check `name`: `None` for an unknown check, else `Ok` or
+    /// why it fails.
+    pub async fn check(&self, name: &str) -> Option<Result<(), String>> {
+        Some(match name {
+            "ping" => Ok(()),
+            "etcd" => self.etcd().await,
+            "informer-sync" => self.informer_sync(),
+            _ => return None,
+        })
+    }
+
+    async fn etcd(&self) -> Result<(), String> {
+        if !self.is_started() {
+            return Err("the store has no leader yet".into());
+        }
+        match tokio::time::timeout(ETCD_CHECK_TIMEOUT, self.storage.current_revision()).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("no answer from the store within {ETCD_CHECK_TIMEOUT:?}")),
+        }
+    }
+
+    fn informer_sync(&self) -> Result<(), String> {
+        let Some(cache) = &self.cache else { return Ok(()) };
+        let waiting = cache.unsynced();
+        if waiting.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("watch caches not synced: {}", waiting.join(", ")))
+        }
+    }
+}
