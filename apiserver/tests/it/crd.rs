@@ -337,8 +337,9 @@ spec:
     assert!(smp.stderr.contains("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json\n"), "{smp:?}");
 }
 
-/// A CRD whose storage version is v1beta1 and which also serves v1,
-/// without a status subresource.
+/// A CRD whose storage version is v1beta1 and which also serves v1 with
+/// the same schema (a YAML alias, so one edit changes both), without a
+/// status subresource.
 const WIDGETS: &str = r#"apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
@@ -351,7 +352,7 @@ spec:
   - name: v1beta1
     served: true
     storage: true
-    schema:
+    schema: &schema
       openAPIV3Schema:
         type: object
         properties:
@@ -366,18 +367,7 @@ spec:
   - name: v1
     served: true
     storage: false
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties:
-              size: {type: integer}
-          status:
-            type: object
-            properties:
-              phase: {type: string}
+    schema: *schema
 "#;
 
 /// What kube-apiserver does around a CRD's life that the suite does not
