@@ -209,11 +209,7 @@ impl Strategy for CrdStrategy {
 
     /// Status is kept; a new storage version joins `storedVersions`.
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        let Some(o) = new.as_object_mut() else { return };
-        match old.get("status") {
-            Some(s) => o.insert("status".into(), s.clone()),
-            None => o.remove("status"),
-        };
+        super::strategy::keep_status(new, old);
         let add = storage_versions(new);
         let Some(st) = new.get_mut("status").and_then(Value::as_object_mut) else { return };
         let list = st.entry("storedVersions").or_insert_with(|| json!([]));

@@ -105,16 +105,7 @@ pub trait Strategy: Send + Sync {
     /// Carries over what a client may not change on update.
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
         if self.has_status() {
-            if let Some(o) = new.as_object_mut() {
-                match old.get("status") {
-                    Some(s) => {
-                        o.insert("status".into(), s.clone());
-                    }
-                    None => {
-                        o.remove("status");
-                    }
-                }
-            }
+            keep_status(new, old);
         }
     }
 
@@ -185,6 +176,16 @@ pub trait Strategy: Send + Sync {
     fn cells(&self, obj: &Value) -> Vec<Value> {
         vec![Value::String(crate::meta::name(obj).to_string()), Value::String(printers::age(obj))]
     }
+}
+
+/// Gives `new` the status of `old` (none if `old` has none): what the main
+/// resource of a type with a status subresource does on update.
+pub fn keep_status(new: &mut Value, old: &Value) {
+    let Some(o) = new.as_object_mut() else { return };
+    match old.get("status") {
+        Some(s) => o.insert("status".into(), s.clone()),
+        None => o.remove("status"),
+    };
 }
 
 /// A plain type with no special semantics.
