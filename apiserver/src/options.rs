@@ -76,6 +76,24 @@ pub struct Options {
     /// running cluster), as etcd.
     #[arg(long, default_value = "new", value_parser = ["new", "existing"])]
     pub initial_cluster_state: String,
+    /// Certificate (PEM) of the embedded store's peer URL, presented to the
+    /// other members both as server and as client (etcd's
+    /// `--peer-cert-file`). With it, `https://` peer URLs are served and
+    /// dialled over TLS; needs `--peer-key-file` and
+    /// `--peer-trusted-ca-file`.
+    #[arg(long)]
+    pub peer_cert_file: Option<PathBuf>,
+    /// Key (PEM) of `--peer-cert-file` (etcd's `--peer-key-file`).
+    #[arg(long)]
+    pub peer_key_file: Option<PathBuf>,
+    /// CA bundle (PEM) the other members' peer certificates must chain to
+    /// (etcd's `--peer-trusted-ca-file`).
+    #[arg(long)]
+    pub peer_trusted_ca_file: Option<PathBuf>,
+    /// Refuse peer connections without a certificate signed by
+    /// `--peer-trusted-ca-file` (etcd's `--peer-client-cert-auth`).
+    #[arg(long)]
+    pub peer_client_cert_auth: bool,
     /// etcd's `--initial-cluster-token` (member IDs derive from it).
     #[arg(long, default_value = "etcd-cluster")]
     pub initial_cluster_token: String,
@@ -214,6 +232,20 @@ impl Options {
         Ok(out)
     }
 
+    /// The embedded store's peer TLS (`--peer-*` flags), checked together.
+    ///
+    /// # Errors
+    /// A certificate without its key or CA, or the reverse.
+    pub fn peer_tls(&self) -> anyhow::Result<Option<raftstore::node::TlsFiles>> {
+        match (&self.peer_cert_file, &self.peer_key_file, &self.peer_trusted_ca_file) {
+            (None, None, None) if !self.peer_client_cert_auth => Ok(None),
+            (Some(cert), Some(key), Some(ca)) => {
+                Ok(Some(raftstore::node::TlsFiles { cert_file: cert.clone(), key_file: key.clone(), trusted_ca_file: Some(ca.clone()), client_cert_auth: self.peer_client_cert_auth }))
+            }
+            _ => anyhow::bail!("--peer-cert-file, --peer-key-file and --peer-trusted-ca-file go together (with --peer-client-cert-auth optional)"),
+        }
+    }
+
     /// The client TLS to etcd of `--etcd-cafile`, `--etcd-certfile` and
     /// `--etcd-keyfile`, read and checked now so that a bad file fails the
     /// start; `None` without them.
@@ -313,6 +345,24 @@ mod tests {
         ] {
             let err = Options::parse_from(["apiserver", "--etcd-servers-overrides", bad]).etcd_servers_overrides().err().map(|e| e.to_string()).unwrap_or_default();
             assert!(err.starts_with("--etcd-servers-overrides"), "{bad}: {err}");
+        }
+    }
+
+    /// The peer TLS flags come as a set; a partial set fails the start.
+    #[test]
+    fn peer_tls_flags_go_together() {
+        let peer = |args: &[&str]| {
+            let mut all = vec!["apiserver"];
+            all.extend_from_slice(args);
+            Options::parse_from(all).peer_tls()
+        };
+        assert!(matches!(peer(&[]), Ok(None)));
+        let full = peer(&["--peer-cert-file", "p.crt", "--peer-key-file", "p.key", "--peer-trusted-ca-file", "ca.crt", "--peer-client-cert-auth"]);
+        let files = full.ok().flatten().map(|t| (t.cert_file, t.key_file, t.trusted_ca_file, t.client_cert_auth));
+        assert_eq!(files, Some(("p.crt".into(), "p.key".into(), Some("ca.crt".into()), true)));
+        for partial in [&["--peer-cert-file", "p.crt"][..], &["--peer-cert-file", "p.crt", "--peer-key-file", "p.key"], &["--peer-client-cert-auth"], &["--peer-trusted-ca-file", "ca.crt"]] {
+            let err = peer(partial).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(err.contains("go together"), "{partial:?}: {err}");
         }
     }
 

@@ -119,6 +119,7 @@ async fn open_storage(opts: &Options) -> anyhow::Result<Opened> {
     // Every etcd flag is checked before anything starts or connects.
     let tls = opts.etcd_tls()?;
     let overrides = opts.etcd_servers_overrides()?;
+    let peer_tls = opts.peer_tls()?;
     let mut member = None;
     let kv: Arc<dyn Kv> = if opts.etcd_servers.is_empty() {
         let cfg = raftstore::node::Config {
@@ -131,6 +132,7 @@ async fn open_storage(opts: &Options) -> anyhow::Result<Opened> {
             initial_cluster_token: opts.initial_cluster_token.clone(),
             initial_advertise_peer_urls: crate::options::split_urls(&opts.initial_advertise_peer_urls),
             auto_compaction: (!opts.etcd_compaction_interval.is_zero()).then_some(raftstore::compactor::AutoCompaction::Periodic(opts.etcd_compaction_interval)),
+            peer_tls,
             ..Default::default()
         };
         let handle = raftstore::node::start(cfg).await.context("start the embedded store")?;
