@@ -10,13 +10,17 @@
 //! |---|---|
 //! | `/livez` | `ping` |
 //! | `/healthz` | `ping`, `etcd` |
-//! | `/readyz` | `ping`, `etcd`, `informer-sync` |
+//! | `/readyz` | `ping`, `etcd`, `informer-sync`, `shutdown` |
 //!
 //! - `etcd` fails until the store has a leader and the system namespaces
 //!   exist ([`Health::mark_started`]); then it reads the store's revision
 //!   within [`ETCD_CHECK_TIMEOUT`] (kube's `--etcd-healthcheck-timeout`).
 //! - `informer-sync` fails until every watch cache has listed its resource
 //!   and follows the store.
+//! - `shutdown` fails once the process has begun to shut down
+//!   ([`Health::begin_shutdown`]), so load balancers stop sending new
+//!   requests while the ones in flight finish (kube's `shutdown` check and
+//!   `--shutdown-delay-duration`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -42,6 +46,10 @@ pub struct Health {
     storage: Arc<dyn Storage>,
     cache: Option<Arc<CachedStorage>>,
     started: AtomicBool,
+    /// True once the shutdown has begun.
+    shutdown: tokio::sync::watch::Sender<bool>,
+    /// True once open watches are to end (after the shutdown delay).
+    watches_end: tokio::sync::watch::Sender<bool>,
 }
 
 impl Health {
@@ -49,7 +57,7 @@ impl Health {
     /// It starts not started: API requests are refused until
     /// [`Health::mark_started`].
     pub fn new(storage: Arc<dyn Storage>, cache: Option<Arc<CachedStorage>>) -> Self {
-        Health { storage, cache, started: AtomicBool::new(false) }
+        Health { storage, cache, started: AtomicBool::new(false), shutdown: tokio::sync::watch::Sender::new(false), watches_end: tokio::sync::watch::Sender::new(false) }
     }
 
     /// Records that the store has a leader and the system namespaces exist:
@@ -63,13 +71,39 @@ impl Health {
         self.started.load(Ordering::Acquire)
     }
 
+    /// Records that the process is shutting down: `/readyz` fails from now
+    /// on, while requests are still served.
+    pub fn begin_shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    /// Whether [`Health::begin_shutdown`] was called.
+    pub fn is_shutting_down(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+
+    /// Tells every open watch to end: each sends a last BOOKMARK (when the
+    /// client allows bookmarks) and closes, so its client resumes on
+    /// another server from there.
+    pub fn end_watches(&self) {
+        if let Some(cache) = &self.cache {
+            cache.end_watches();
+        }
+        self.watches_end.send_replace(true);
+    }
+
+    /// Becomes true when open watches are to end ([`Health::end_watches`]).
+    pub fn watches_ending(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.watches_end.subscribe()
+    }
+
     /// The checks of `endpoint` (`livez`, `readyz` or `healthz`), in the
     /// order they are listed; none for another name.
     pub fn checks(endpoint: &str) -> &'static [&'static str] {
         match endpoint {
             "livez" => &["ping"],
             "healthz" => &["ping", "etcd"],
-            "readyz" => &["ping", "etcd", "informer-sync"],
+            "readyz" => &["ping", "etcd", "informer-sync", "shutdown"],
             _ => &[],
         }
     }
@@ -81,6 +115,13 @@ impl Health {
             "ping" => Ok(()),
             "etcd" => self.etcd().await,
             "informer-sync" => self.informer_sync(),
+            "shutdown" => {
+                if self.is_shutting_down() {
+                    Err("the process is shutting down".into())
+                } else {
+                    Ok(())
+                }
+            }
             _ => return None,
         })
     }

@@ -151,6 +151,14 @@ pub struct Options {
     /// process's file descriptors.
     #[arg(long, default_value_t = 8192)]
     pub max_connections: usize,
+    /// How long the server keeps serving after SIGTERM (or SIGINT) with
+    /// `/readyz` failing, so load balancers take it out of rotation before
+    /// it stops accepting connections (kube's `--shutdown-delay-duration`,
+    /// default 0). After it, the server stops accepting, lets requests in
+    /// flight finish (up to 60 s), ends watches with a last BOOKMARK, moves
+    /// the embedded store's leadership to another member and exits.
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    pub shutdown_delay_duration: std::time::Duration,
     /// How long a TLS handshake may take (kube: its 32 s read-header
     /// timeout, which Go applies to handshakes). For tests.
     #[arg(long, default_value = "32s", value_parser = humantime::parse_duration, hide = true)]

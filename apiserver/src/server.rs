@@ -376,7 +376,9 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let chain = api.chain.clone();
     // The store may wait for its peers for a long time: serve health checks
     // meanwhile, and the API once it is up.
-    let mut startup = Some(tokio::spawn(start_up(member, storage, api.registry.clone(), api.state.health.clone(), opts.name.clone())));
+    let node = member.as_ref().map(|m| m.node.clone());
+    let health = api.state.health.clone();
+    let mut startup = Some(tokio::spawn(start_up(member, storage, api.registry.clone(), health.clone(), opts.name.clone())));
     let mut controllers = None;
 
     println!("serving on {server_url}");
@@ -386,6 +388,12 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
 
     let limits = opts.serving_limits();
     let gate = crate::serving::Gate::new(limits.max_connections);
+    // Connections end gracefully when this becomes true.
+    let closing = tokio::sync::watch::Sender::new(false);
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("SIGTERM handler")?;
+    // Set by the first SIGTERM or SIGINT: until then the server serves
+    // with `/readyz` failing.
+    let mut stop_accepting_at: Option<tokio::time::Instant> = None;
     loop {
         let (tcp, peer) = tokio::select! {
             r = listener.accept() => match r {
@@ -405,15 +413,23 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 controllers = Some(done.context("start-up task")??);
                 continue;
             },
-            _ = tokio::signal::ctrl_c() => {
-                if let Some(t) = startup.take() {
-                    t.abort();
+            _ = async {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {},
+                    _ = terminate.recv() => {},
                 }
-                if let Some(c) = controllers.take() {
-                    c.stop().await;
+            }, if stop_accepting_at.is_none() => {
+                health.begin_shutdown();
+                tracing::warn!("shutting down: /readyz fails; still serving for {:?} (--shutdown-delay-duration)", opts.shutdown_delay_duration);
+                stop_accepting_at = Some(tokio::time::Instant::now() + opts.shutdown_delay_duration);
+                continue;
+            },
+            _ = async {
+                match stop_accepting_at {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => std::future::pending().await,
                 }
-                return Ok(());
-            }
+            } => break,
         };
         let Some(slot) = gate.admit() else {
             drop(tcp);
@@ -423,6 +439,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         let chain = chain.clone();
         let client_verifier = client_verifier.clone();
         let limits = limits.clone();
+        let closing = closing.subscribe();
         tokio::spawn(async move {
             let _slot = slot;
             let _ = tcp.set_nodelay(true);
@@ -439,12 +456,52 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             };
             let presented = tls.get_ref().1.peer_certificates().map(|c| c.iter().map(|c| c.clone().into_owned()).collect()).unwrap_or_default();
             let certs = verify_peer(client_verifier.as_ref(), presented);
-            serve_connection(tls, chain, certs, &limits).await;
+            serve_connection(tls, chain, certs, &limits, closing).await;
         });
     }
+    shut_down(listener, &gate, &closing, &health, startup, controllers, node).await;
+    Ok(())
 }
 
-async fn serve_connection<IO>(io: IO, chain: Arc<dyn Handler>, certs: Result<PeerCertificates, UnverifiedCertificate>, limits: &crate::serving::Limits)
+/// The rest of a graceful shutdown, after `--shutdown-delay-duration`
+/// (kube's generic server does the same steps): stop accepting; tell every
+/// connection to finish (HTTP/2 GOAWAY, HTTP/1 close after the response in
+/// flight); end the watches with a last BOOKMARK; wait for the requests in
+/// flight (at most [`crate::serving::SHUTDOWN_TIMEOUT`]); stop the
+/// controllers; move the embedded store's leadership to another member so
+/// the cluster does not wait an election timeout; stop the member.
+async fn shut_down(
+    listener: TcpListener,
+    gate: &crate::serving::Gate,
+    closing: &tokio::sync::watch::Sender<bool>,
+    health: &crate::health::Health,
+    startup: Option<tokio::task::JoinHandle<anyhow::Result<crate::controllers::Controllers>>>,
+    controllers: Option<crate::controllers::Controllers>,
+    node: Option<raftstore::raft::RaftNode>,
+) {
+    drop(listener);
+    closing.send_replace(true);
+    health.end_watches();
+    let began = std::time::Instant::now();
+    while gate.open() > 0 && began.elapsed() < crate::serving::SHUTDOWN_TIMEOUT {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    if gate.open() > 0 {
+        tracing::warn!("shutting down with {} connections still open after {:?}", gate.open(), crate::serving::SHUTDOWN_TIMEOUT);
+    }
+    if let Some(t) = startup {
+        t.abort();
+    }
+    if let Some(c) = controllers {
+        c.stop().await;
+    }
+    if let Some(node) = node {
+        let _ = node.raft.shutdown().await;
+    }
+    tracing::info!("shut down");
+}
+
+async fn serve_connection<IO>(io: IO, chain: Arc<dyn Handler>, certs: Result<PeerCertificates, UnverifiedCertificate>, limits: &crate::serving::Limits, mut closing: tokio::sync::watch::Receiver<bool>)
 where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -495,6 +552,12 @@ where
     let result = loop {
         tokio::select! {
             r = conn.as_mut() => break r,
+            () = async { drop(closing.wait_for(|c| *c).await) } => {
+                // The server shuts down: requests in flight finish, then the
+                // connection closes (HTTP/2 GOAWAY).
+                conn.as_mut().graceful_shutdown();
+                break conn.as_mut().await;
+            }
             _ = tokio::time::sleep(tick) => {
                 if activity.idle_for().is_some_and(|d| d >= limits.idle_timeout) {
                     conn.as_mut().graceful_shutdown();

@@ -35,6 +35,10 @@ pub const DEFAULT_HTTP2_STREAMS: u32 = 250;
 /// How long a connection shut down for idleness may take to finish.
 pub const GRACE: Duration = Duration::from_secs(10);
 
+/// How long a shutting-down server waits for the requests in flight
+/// (kube's generic server waits 60 s for them).
+pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// The limits of the serving port.
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -62,6 +66,11 @@ impl Gate {
     pub fn new(max: usize) -> Self {
         let max = max.max(1);
         Gate { slots: Arc::new(Semaphore::new(max)), max, last_warning: Mutex::new(None) }
+    }
+
+    /// How many connections are open.
+    pub fn open(&self) -> usize {
+        self.max - self.slots.available_permits()
     }
 
     /// A slot for a new connection, held while it is open; `None` (and a

@@ -90,13 +90,16 @@ pub struct Cacher {
     ready: AtomicBool,
     /// Set once by [`Cacher::stop`]; the feeder ends and does not rebuild.
     stopped: watch::Sender<bool>,
+    /// Becomes true when the server shuts down: each watcher, once caught
+    /// up, sends a last BOOKMARK (if it asked for bookmarks) and ends.
+    ending: watch::Receiver<bool>,
 }
 
 impl Cacher {
     /// Starts a cache of the keys under `prefix` of `inner` with a ring of
     /// `capacity` events. The cache fills in the background; reads wait for
-    /// it.
-    pub fn start(prefix: String, inner: Arc<dyn Storage>, capacity: usize, bookmark_interval: Duration) -> Arc<Self> {
+    /// it. Its watchers end when `ending` becomes true (server shutdown).
+    pub fn start(prefix: String, inner: Arc<dyn Storage>, capacity: usize, bookmark_interval: Duration, ending: watch::Receiver<bool>) -> Arc<Self> {
         let (revision_tx, _) = watch::channel(0);
         let c = Arc::new(Cacher {
             prefix,
@@ -109,6 +112,7 @@ impl Cacher {
             revision_tx,
             ready: AtomicBool::new(false),
             stopped: watch::channel(false).0,
+            ending,
         });
         let weak = Arc::downgrade(&c);
         tokio::spawn(async move {
@@ -537,6 +541,10 @@ impl Watcher {
         let mut sent = 0u64;
         let mut last_bookmark = tokio::time::Instant::now();
         let mut bookmarked_rev = 0i64;
+        let mut ending = self.cacher.ending.clone();
+        // The sender goes with its storage; then there is no shutdown to
+        // wait for.
+        let mut ending_gone = false;
         loop {
             // Load the revision before looking at the ring: if the ring then
             // has nothing new, every event up to `rev` has been read.
@@ -570,6 +578,14 @@ impl Watcher {
                     if self.generation.ring.is_closed() {
                         break;
                     }
+                    if *ending.borrow_and_update() {
+                        // Caught up to `rev`: a last bookmark tells the
+                        // client where to resume on another server.
+                        if self.bookmarks && rev > 0 {
+                            self.send(WatchEvent::bookmark(rev, false)).await;
+                        }
+                        break;
+                    }
                     let interval = self.cacher.bookmark_interval;
                     if self.bookmarks && rev > bookmarked_rev && last_bookmark.elapsed() >= interval {
                         if !self.send(WatchEvent::bookmark(rev, false)).await {
@@ -583,6 +599,7 @@ impl Watcher {
                     tokio::select! {
                         _ = self.generation.ring.wait(self.position) => {}
                         _ = tokio::time::sleep(next_bookmark), if self.bookmarks => {}
+                        r = ending.changed(), if !ending_gone => ending_gone = r.is_err(),
                         _ = self.tx.closed() => break,
                     }
                 }

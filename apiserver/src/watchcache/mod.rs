@@ -66,6 +66,8 @@ pub struct CachedStorage {
     slots: ArcSwap<Vec<Arc<Slot>>>,
     /// How many users opened each prefix; taken by writers of `slots` only.
     refs: Mutex<HashMap<String, usize>>,
+    /// Set by [`CachedStorage::end_watches`].
+    ending: tokio::sync::watch::Sender<bool>,
 }
 
 /// One cached prefix and its cache, started on first use.
@@ -94,6 +96,7 @@ impl CachedStorage {
             bookmark_interval: cacher::BOOKMARK_INTERVAL,
             slots: ArcSwap::from_pointee(slots),
             refs: Mutex::new(refs),
+            ending: tokio::sync::watch::Sender::new(false),
         }
     }
 
@@ -102,6 +105,16 @@ impl CachedStorage {
     pub fn with_bookmark_interval(mut self, interval: std::time::Duration) -> Self {
         self.bookmark_interval = interval;
         self
+    }
+
+    /// Ends every open watch of every cache, for a server that shuts down:
+    /// each watcher first sends what it has yet to send, then a last
+    /// BOOKMARK with the revision it is complete up to (to clients that
+    /// asked for bookmarks), so clients resume from there on another
+    /// server without a gap. Watches opened afterwards end the same way
+    /// once caught up.
+    pub fn end_watches(&self) {
+        self.ending.send_replace(true);
     }
 
     /// Starts the cache of every resource now rather than on first use, as
@@ -126,7 +139,7 @@ impl CachedStorage {
                 // The resource's own store (an --etcd-servers-overrides
                 // resource has its own revisions).
                 let inner = self.inner.backend_for(&slot.prefix).unwrap_or_else(|| self.inner.clone());
-                Cacher::start(slot.prefix.clone(), inner, self.capacity, self.bookmark_interval)
+                Cacher::start(slot.prefix.clone(), inner, self.capacity, self.bookmark_interval, self.ending.subscribe())
             })
             .clone()
     }

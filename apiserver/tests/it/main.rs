@@ -17,6 +17,7 @@ mod openapi;
 mod python;
 mod resources;
 mod review;
+mod shutdown;
 mod start_order;
 mod storage;
 mod store;

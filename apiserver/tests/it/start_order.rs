@@ -35,7 +35,7 @@ fn assert_cluster_works(nodes: &[Server], name: &str) {
         assert!(n.kubectl(33, &["get", "ns", "default", "-o", "name"]).ok().contains("namespace/default"));
         assert_eq!(n.kubectl(33, &["get", "cm", name, "-o", "name"]).ok().trim(), format!("configmap/{name}"));
         let verbose = n.get_admin("/readyz?verbose");
-        assert_eq!(body_of(&verbose), "[+]ping ok\n[+]etcd ok\n[+]informer-sync ok\nreadyz check passed\n", "{verbose}");
+        assert_eq!(body_of(&verbose), "[+]ping ok\n[+]etcd ok\n[+]informer-sync ok\n[+]shutdown ok\nreadyz check passed\n", "{verbose}");
     }
 }
 

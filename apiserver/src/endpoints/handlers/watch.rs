@@ -12,7 +12,8 @@
 //! - `sendInitialEvents=true` with `resourceVersionMatch=NotOlderThan`: the
 //!   state first, ended by a BOOKMARK annotated `k8s.io/initial-events-end`.
 //! - `allowWatchBookmarks=true`: periodic BOOKMARKs carrying the latest
-//!   resourceVersion.
+//!   resourceVersion, and a last one when the server shuts down, so the
+//!   client resumes from it on another server.
 //! - `timeoutSeconds` (default: a random 30–60 minutes), after which the
 //!   stream ends normally.
 //! - label and field selectors: an object that stops matching arrives as
@@ -41,6 +42,11 @@ use crate::storage::RevisionMatch;
 use crate::watchcache::cacher::BOOKMARK_INTERVAL;
 
 type FrameResult = Result<Frame<Bytes>, std::io::Error>;
+
+/// How long a watch may take to end once the server shuts down: enough
+/// for the watch cache to flush what the watcher has yet to read and its
+/// last BOOKMARK.
+const SHUTDOWN_DRAIN: Duration = Duration::from_secs(5);
 
 /// One watch event line `{"type":kind,"object":object}`, keys in kube's
 /// order (a `json!` map would sort them).
@@ -124,7 +130,8 @@ pub async fn handle(scope: Scope) -> Result<Response, Status> {
     let watcher = scope.rest.watcher().ok_or_else(Status::method_not_allowed)?;
     let events = watcher.watch(&scope.context(), &scope.info.name, &opts).await?;
     let (tx, rx) = mpsc::channel::<FrameResult>(64);
-    let w = Writer { tx, resource: scope.resource().clone(), output: scope.output, include: scope.include, bookmarks, requested };
+    let ending = scope.state.health.watches_ending();
+    let w = Writer { tx, resource: scope.resource().clone(), output: scope.output, include: scope.include, bookmarks, requested, ending };
     tokio::spawn(w.run(events, timeout));
     let body = StreamBody::new(ReceiverStream::new(rx)).boxed();
     let mut resp = http::Response::new(body);
@@ -140,19 +147,40 @@ struct Writer {
     include: negotiation::IncludeObject,
     bookmarks: bool,
     requested: String,
+    /// Becomes true when the server shuts down.
+    ending: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Writer {
-    async fn run(self, mut events: WatchStream, timeout: Duration) {
+    async fn run(mut self, mut events: WatchStream, timeout: Duration) {
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
         let mut first = true;
         let mut last_bookmark: Option<tokio::time::Instant> = None;
+        // Once the server shuts down, the stream gets a short while to
+        // deliver what is pending and its last bookmark (the watch cache
+        // sends one and ends its watchers); then it ends either way.
+        let mut ending = false;
+        let mut ending_gone = false;
         loop {
             let ev = tokio::select! {
                 e = events.recv() => e,
                 _ = &mut deadline => return,
                 _ = self.tx.closed() => return,
+                r = self.ending.changed(), if !ending && !ending_gone => {
+                    match r {
+                        Ok(()) if *self.ending.borrow_and_update() => {
+                            ending = true;
+                            let drain = tokio::time::Instant::now() + SHUTDOWN_DRAIN;
+                            if drain < deadline.deadline() {
+                                deadline.as_mut().reset(drain);
+                            }
+                        }
+                        Ok(()) => {}
+                        Err(_) => ending_gone = true,
+                    }
+                    continue;
+                }
             };
             let Some(ev) = ev else { return };
             let ev = match ev {
@@ -176,7 +204,7 @@ impl Writer {
                 let end = ev.object["metadata"]["annotations"][INITIAL_EVENTS_END] == "true";
                 // Bookmarks from the store come with its progress; clients
                 // get them only when asked, and at most every interval.
-                if !end && (!self.bookmarks || last_bookmark.is_some_and(|t| t.elapsed() < BOOKMARK_INTERVAL)) {
+                if !end && (!self.bookmarks || (!ending && last_bookmark.is_some_and(|t| t.elapsed() < BOOKMARK_INTERVAL))) {
                     continue;
                 }
                 last_bookmark = Some(tokio::time::Instant::now());

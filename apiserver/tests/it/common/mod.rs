@@ -48,6 +48,28 @@ impl Server {
         self.wait_ready(Duration::from_secs(120));
     }
 
+    /// Sends SIGTERM (a graceful shutdown, as systemd or kubelet stops a
+    /// server).
+    pub fn terminate(&self) {
+        let ok = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().is_ok_and(|s| s.success());
+        assert!(ok, "kill -TERM {}", self.child.id());
+    }
+
+    /// Waits up to `timeout` for the process to exit; its status, or `None`
+    /// if it still runs.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if std::time::Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Sends `GET <path>` without credentials (the health paths are
     /// public) and returns the raw response.
     pub fn get_anonymous(&self, path: &str) -> String {
