@@ -72,13 +72,19 @@ fn a_node_without_quorum_serves_not_ready_until_its_peers_come() {
     // Discovery does not need the store.
     assert!(alone.kubectl(33, &["api-resources", "-o", "name"]).ok().contains("configmaps"));
 
-    // Still waiting, still serving, about 20 s in.
-    std::thread::sleep(Duration::from_secs(20).saturating_sub(began.elapsed()));
+    // Still waiting, still serving, 60 s in (the longest gap the issue
+    // names between two starts).
+    std::thread::sleep(Duration::from_secs(60).saturating_sub(began.elapsed()));
     assert!(alone.get_anonymous("/livez").starts_with("HTTP/1.1 200"));
     assert!(!alone.is_ready());
 
+    // Two of three make a quorum: both become ready; the third comes 60 s
+    // after the second and joins.
+    let second_at = Instant::now();
     let second = plan.spawn(1).wait_serving();
-    std::thread::sleep(Duration::from_secs(5));
+    alone.wait_ready(Duration::from_secs(60));
+    second.wait_ready(Duration::from_secs(60));
+    std::thread::sleep(Duration::from_secs(60).saturating_sub(second_at.elapsed()));
     let third = plan.spawn(2).wait_serving();
     assert_cluster_works(&[alone, second, third], "late-peers");
 }
