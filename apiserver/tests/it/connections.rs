@@ -189,3 +189,61 @@ fn idle_connections_are_closed_but_watches_stay() {
     let _ = watch.wait();
     assert!(out.contains("namespace/after-idle"), "the watch ended with its connection idle on the wire: {out}");
 }
+
+/// Open file descriptors of a process.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0)
+}
+
+/// The Done-when case of issue 16: hundreds of connections that never
+/// finish a TLS handshake or a request head. They are all closed on the
+/// timeouts, the server's file descriptors come back to where they were,
+/// and kubectl is served throughout. (How the latency of normal requests
+/// fares is measured by `bench/flood-ab.sh`, not asserted here.)
+#[test]
+fn hundreds_of_stalled_connections_are_closed_while_kubectl_is_served() {
+    let flags = ["--tls-handshake-timeout=6s".to_string(), "--read-header-timeout=6s".to_string(), "--idle-timeout=60s".to_string()];
+    let s = Server::start_with(&flags);
+    let cfg = tls_config(&s);
+    let before = open_fds(s.pid());
+
+    let start = Instant::now();
+    let silent: Vec<TcpStream> = (0..400).map(|_| TcpStream::connect(s.host_port()).expect("connect")).collect();
+    let mut slow: Vec<Tls> = (0..100)
+        .map(|_| {
+            let mut t = tls_connect(&s, &cfg);
+            t.write_all(b"GET /version HTTP/1.1\r\nHost: 127.0.0.1\r\n").and_then(|()| t.flush()).expect("write a partial head");
+            t
+        })
+        .collect();
+    let during = open_fds(s.pid());
+    assert!(during >= before + 450, "the server holds the flood's connections meanwhile: {before} fds before, {during} during");
+    // kubectl is served while the flood holds its connections.
+    for i in 0..5 {
+        let out = s.kubectl(33, &["create", "configmap", &format!("during-flood-{i}")]);
+        assert_eq!(out.code, 0, "{out:?}");
+        assert!(s.kubectl(27, &["get", "configmap", &format!("during-flood-{i}"), "-o", "name"]).ok().contains("during-flood"));
+    }
+
+    // Every flood connection is closed on its timeout.
+    let deadline = Duration::from_secs(6) + Duration::from_secs(20);
+    for c in &silent {
+        let left = deadline.saturating_sub(start.elapsed()).max(Duration::from_millis(200));
+        assert!(raw_closed(c, left), "a silent connection is still open after {:?}", start.elapsed());
+    }
+    for t in &mut slow {
+        let left = deadline.saturating_sub(start.elapsed()).max(Duration::from_millis(200));
+        let mut got = Vec::new();
+        assert!(tls_closed(t, left, &mut got), "a partial request head still holds its connection after {:?}", start.elapsed());
+        assert!(!String::from_utf8_lossy(&got).contains("200 OK"), "a request without its end was served");
+    }
+    drop((silent, slow));
+    // The descriptors are released (a little slack for the store's own).
+    let wait = Instant::now();
+    while open_fds(s.pid()) > before + 10 && wait.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let after = open_fds(s.pid());
+    assert!(after <= before + 10, "{before} fds before the flood, {after} after it");
+    version_ok(&s);
+}

@@ -48,6 +48,11 @@ impl Server {
         self.wait_ready(Duration::from_secs(120));
     }
 
+    /// The server's process ID.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends SIGTERM (a graceful shutdown, as systemd or kubelet stops a
     /// server).
     pub fn terminate(&self) {
