@@ -14,6 +14,7 @@
 pub mod command;
 pub mod compactor;
 pub mod error;
+pub mod import;
 pub mod lease;
 pub mod metrics;
 pub mod mvcc;

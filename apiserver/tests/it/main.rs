@@ -13,6 +13,7 @@ mod etcd_tls;
 mod kube_client;
 mod layers;
 mod listwatch;
+mod migration;
 mod openapi;
 mod python;
 mod resources;

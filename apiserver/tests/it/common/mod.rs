@@ -37,6 +37,12 @@ impl Server {
         Starting { child: Some(child), rx, dir: Some(dir) }
     }
 
+    /// Starts an apiserver on an existing data dir without waiting for it.
+    pub fn spawn_in(dir: tempfile::TempDir, extra: &[String]) -> Starting {
+        let (child, rx) = launch(dir.path(), extra);
+        Starting { child: Some(child), rx, dir: Some(dir) }
+    }
+
     /// Kills the server (SIGKILL) and starts it again on the same data dir
     /// (a new port); returns once it serves and is ready.
     pub fn restart(&mut self) {
