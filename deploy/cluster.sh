@@ -171,7 +171,7 @@ ensure_pki() {
   IFS=, read -r -a lbs <<< "$lb_names"
   for spec in "$@"; do
     name="${spec%%=*}" hosts="${spec#*=}"
-    [ -n "$name" ] && [ -n "$hosts" ] && [ "$name" != "$spec" ] || die "--node wants NAME=HOST[,HOST...], got $spec"
+    { [ -n "$name" ] && [ -n "$hosts" ] && [ "$name" != "$spec" ]; } || die "--node wants NAME=HOST[,HOST...], got $spec"
     local -a hs
     IFS=, read -r -a hs <<< "$hosts"
     local nd="$pki/nodes/$name"
@@ -207,7 +207,7 @@ load_config() {
   IFS=, read -r -a client_ports <<< "$CLIENT_PORTS"
   IFS=, read -r -a peer_ports <<< "$PEER_PORTS"
   local n="${#names[@]}"
-  [ "${#secure_ports[@]}" -eq "$n" ] && [ "${#client_ports[@]}" -eq "$n" ] && [ "${#peer_ports[@]}" -eq "$n" ] \
+  { [ "${#secure_ports[@]}" -eq "$n" ] && [ "${#client_ports[@]}" -eq "$n" ] && [ "${#peer_ports[@]}" -eq "$n" ]; } \
     || die "NODE_NAMES, SECURE_PORTS, CLIENT_PORTS and PEER_PORTS must list as many entries"
 }
 
@@ -401,7 +401,7 @@ leader_index() {
 # wait_caught_up I: waits until node I's store has applied everything the
 # leader had committed when this started waiting.
 wait_caught_up() {
-  local deadline=$((SECONDS + start_timeout)) l target= applied=0 id is_leader learner term index rest
+  local deadline=$((SECONDS + start_timeout)) l target="" applied=0 id is_leader learner term rest
   while [ -z "$target" ]; do
     l="$(leader_index)"
     if [ -n "$l" ]; then
@@ -411,7 +411,7 @@ wait_caught_up() {
     [ -n "$target" ] || sleep 0.2
   done
   while :; do
-    read -r id is_leader learner term index applied rest < <(store_status "$1" || true) || applied=0
+    read -r id is_leader learner term _ applied rest < <(store_status "$1" || true) || applied=0
     [ "${applied:-0}" -lt "$target" ] || break
     [ "$SECONDS" -lt "$deadline" ] || die "${names[$1]} applied ${applied:-0} of the leader's $target after ${start_timeout}s"
     sleep 0.2
@@ -440,9 +440,6 @@ global
 
 defaults
   mode tcp
-  log global
-  option tcplog
-  option dontlognull
   timeout connect 3s
   # Watches stay open for up to an hour (kube ends them after 30-60 min).
   timeout client 1h
@@ -458,6 +455,9 @@ defaults
 
 frontend kube-apiserver
   bind $bind
+  log global
+  option tcplog
+  option dontlognull
   default_backend kube-apiserver
 
 backend kube-apiserver
@@ -483,7 +483,6 @@ listen stats
   bind unix@$stats
   stats enable
   stats uri /
-  no log
 EOF
   fi
 }
@@ -524,7 +523,6 @@ start_haproxy() {
 # write_kubeconfig FILE SERVER: the admin user's kubeconfig, certificates
 # embedded.
 write_kubeconfig() {
-  local b64
   b64() { base64 -w0 < "$1"; }
   (umask 077 && cat > "$1.tmp" << EOF
 apiVersion: v1
@@ -643,10 +641,10 @@ cmd_status() {
   printf "$fmt" NODE PID READYZ HAPROXY MEMBER LEADER LEARNER TERM APPLIED ERRORS
   for i in "${!names[@]}"; do
     pid="$(node_pid "$i")"
-    local r=- id=- is_leader=- learner=- term=- index=- applied=- errors=
+    local r=- id=- is_leader=- learner=- term=- applied=- errors=
     if [ -n "$pid" ]; then
       if ready "$i"; then r=ok; else r=failing; fi
-      read -r id is_leader learner term index applied errors < <(store_status "$i" || true) || id=unreachable
+      read -r id is_leader learner term _ applied errors < <(store_status "$i" || true) || id=unreachable
     fi
     # shellcheck disable=SC2059
     printf "$fmt" "${names[$i]}" "${pid:-down}" "$r" "$(lb_state "${names[$i]}")" "$id" "$is_leader" "$learner" "$term" "$applied" "$errors"
@@ -691,7 +689,7 @@ cmd_rolling_restart() {
     launch "$i"
     wait_ready "$i"
     wait_caught_up "$i"
-    wait_lb_up "$i"
+    [ -z "$(haproxy_pid)" ] || wait_lb_up "$i"
   done
   echo "rolling restart done"
 }
@@ -726,7 +724,7 @@ cmd_replace() {
   echo "$out"
   ic="$(sed -n 's/^ETCD_INITIAL_CLUSTER="\(.*\)"$/\1/p' <<< "$out")"
   id="$(awk '/^Member/ {print $2; exit}' <<< "$out")"
-  [ -n "$ic" ] && [ -n "$id" ] || die "cannot read member add's answer"
+  { [ -n "$ic" ] && [ -n "$id" ]; } || die "cannot read member add's answer"
   write_args "$i" existing "$ic"
   launch "$i"
   # etcd refuses to promote a learner that is not in sync with the leader.
@@ -738,7 +736,7 @@ cmd_replace() {
   echo "$out"
   wait_ready "$i"
   wait_caught_up "$i"
-  wait_lb_up "$i"
+  [ -z "$(haproxy_pid)" ] || wait_lb_up "$i"
   echo "replaced ${names[$i]}"
 }
 
@@ -753,7 +751,7 @@ cmd_hosts() {
       *) die "hosts: unknown argument $1" ;;
     esac
   done
-  [ "${#specs[@]}" -ge 1 ] && [ "${#lbs[@]}" -ge 1 ] || die "usage: hosts --node NAME=HOST[,HOST...] (one per node) --lb-name NAME [--lb-port PORT]"
+  { [ "${#specs[@]}" -ge 1 ] && [ "${#lbs[@]}" -ge 1 ]; } || die "usage: hosts --node NAME=HOST[,HOST...] (one per node) --lb-name NAME [--lb-port PORT]"
   [ ! -f "$dir/cluster.env" ] || die "$dir holds a loopback cluster; give the real hosts their own CLUSTER_DIR"
   local secure=6443 peer=2380 client=2379
   ensure_pki "$(IFS=,; echo "${lbs[*]}")" "${specs[@]}"
