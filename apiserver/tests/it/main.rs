@@ -8,6 +8,7 @@ mod cluster;
 mod common;
 mod connections;
 mod crd;
+mod deploy;
 mod dynamic;
 mod etcd_tls;
 mod kube_client;

@@ -1,6 +1,8 @@
 //! Test helpers: a real `apiserver` process on a free port with a temporary
 //! data dir, and real kubectl binaries.
 
+pub mod deploy;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

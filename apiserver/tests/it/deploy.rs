@@ -1,0 +1,501 @@
+//! Issue 16, `deploy/cluster.sh`: the PKI it creates, the files it writes
+//! for real hosts, and a three-node cluster behind haproxy that loses its
+//! raft leader to `kill -9` and loses nothing else: no request after the
+//! kill fails, watchers resume without a gap, every acknowledged write
+//! survives, and the node rejoins. Then a node replaced through
+//! `etcdctl member remove / add --learner / promote`.
+//!
+//! What `kubectl get -w` does when its connection drops (found here, with
+//! kubectl 1.27 and 1.33): it ends at once with exit status 0 and prints
+//! nothing on stderr (at `-v=6` client-go logs `Unexpected EOF during watch
+//! stream event decoding`); it does not re-watch. A user runs it again,
+//! which lists the current objects (as ADDED) before watching, so every
+//! object that exists is shown again; an object created and deleted while
+//! no watch ran would not be. The `kube` crate's watcher, like client-go's
+//! reflector, re-watches from the last resourceVersion it saw and misses
+//! nothing.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+
+use crate::common::deploy::{run_script, Deployed, KubectlWatch, NAMES};
+
+fn cm(name: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  labels:\n    suite: failover\ndata:\n  a: \"1\"\n")
+}
+
+/// `openssl x509 -text` of a certificate.
+fn x509_text(path: &Path) -> String {
+    let out = Command::new("openssl").args(["x509", "-noout", "-text", "-in"]).arg(path).output().expect("openssl");
+    assert!(out.status.success(), "openssl x509 {}: {out:?}", path.display());
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The value line under an extension heading (`X509v3 Subject Alternative
+/// Name:`), split at commas.
+fn extension(text: &str, heading: &str) -> BTreeSet<String> {
+    let mut lines = text.lines().skip_while(|l| !l.trim_start().starts_with(heading));
+    lines.next();
+    lines.next().unwrap_or_default().split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
+}
+
+fn set(items: &[&str]) -> BTreeSet<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+/// Every file under `dir` with its bytes.
+fn snapshot(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push((p.clone(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `cluster.sh pki`: each certificate names what it must (SANs, EKUs,
+/// subject), chains to the CA, and a second run keeps every file.
+#[test]
+fn deploy_pki_names_and_usages() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["pki", "--node", "a=10.0.0.1,a.example.test", "--node", "b=10.0.0.2,b.example.test", "--lb-name", "api.example.test"];
+    let out = run_script(dir.path(), &[], &args);
+    assert_eq!(out.code, 0, "{out:?}");
+    let pki = dir.path().join("pki");
+    let serving_common =
+        ["DNS:api.example.test", "DNS:localhost", "IP Address:127.0.0.1", "DNS:kubernetes", "DNS:kubernetes.default", "DNS:kubernetes.default.svc", "DNS:kubernetes.default.svc.cluster.local"];
+    let serving = |own: &[&str]| own.iter().chain(&serving_common).map(|s| s.to_string()).collect::<BTreeSet<String>>();
+    let server = set(&["TLS Web Server Authentication"]);
+    let both = set(&["TLS Web Server Authentication", "TLS Web Client Authentication"]);
+    let client = set(&["TLS Web Client Authentication"]);
+    // (file, subject, SANs, extended key usages)
+    let cases: Vec<(&str, &str, BTreeSet<String>, BTreeSet<String>)> = vec![
+        ("nodes/a/apiserver.crt", "CN = kube-apiserver", serving(&["IP Address:10.0.0.1", "DNS:a.example.test"]), server.clone()),
+        ("nodes/b/apiserver.crt", "CN = kube-apiserver", serving(&["IP Address:10.0.0.2", "DNS:b.example.test"]), server),
+        ("nodes/a/peer.crt", "CN = a", set(&["IP Address:10.0.0.1", "DNS:a.example.test"]), both.clone()),
+        ("nodes/b/peer.crt", "CN = b", set(&["IP Address:10.0.0.2", "DNS:b.example.test"]), both),
+        ("admin.crt", "O = system:masters, CN = kubernetes-admin", BTreeSet::new(), client),
+    ];
+    for (file, subject, sans, ekus) in &cases {
+        let path = pki.join(file);
+        let text = x509_text(&path);
+        assert!(text.contains(&format!("Subject: {subject}\n")), "{file}: {text}");
+        assert_eq!(&extension(&text, "X509v3 Subject Alternative Name:"), sans, "{file}");
+        assert_eq!(&extension(&text, "X509v3 Extended Key Usage:"), ekus, "{file}");
+        assert!(text.contains("CA:FALSE"), "{file}: {text}");
+        let verify = Command::new("openssl").arg("verify").arg("-CAfile").arg(pki.join("ca.crt")).arg(&path).output().unwrap();
+        assert!(verify.status.success(), "{file} does not chain to the CA: {verify:?}");
+    }
+    let ca = x509_text(&pki.join("ca.crt"));
+    assert!(ca.contains("CA:TRUE") && ca.contains("Certificate Sign"), "{ca}");
+    // Each node's --pki-dir has what the apiserver reads there.
+    for node in ["a", "b"] {
+        for f in ["ca.crt", "apiserver.crt", "apiserver.key", "peer.crt", "peer.key", "admin.crt", "admin.key", "sa.key", "sa.pub"] {
+            assert!(pki.join("nodes").join(node).join(f).exists(), "nodes/{node}/{f}");
+        }
+    }
+    // The ServiceAccount key pair: sa.pub is sa.key's public half.
+    let derived = Command::new("openssl").args(["pkey", "-pubout", "-in"]).arg(pki.join("sa.key")).output().unwrap();
+    assert!(derived.status.success(), "{derived:?}");
+    assert_eq!(String::from_utf8_lossy(&derived.stdout), std::fs::read_to_string(pki.join("sa.pub")).unwrap());
+    // Keys are private.
+    use std::os::unix::fs::PermissionsExt as _;
+    for key in ["ca.key", "admin.key", "sa.key", "nodes/a/apiserver.key", "nodes/a/peer.key"] {
+        assert_eq!(std::fs::metadata(pki.join(key)).unwrap().permissions().mode() & 0o077, 0, "{key} is readable by others");
+    }
+    // Idempotent: a second run keeps every file as it was.
+    let before = snapshot(&pki);
+    let again = run_script(dir.path(), &[], &args);
+    assert_eq!(again.code, 0, "{again:?}");
+    assert!(!again.stdout.contains("created") && !again.stderr.contains("warning"), "{again:?}");
+    assert_eq!(snapshot(&pki), before, "a second run changed files");
+}
+
+/// `cluster.sh hosts`: per-host env files that define every variable the
+/// systemd unit uses, a haproxy.cfg that haproxy accepts, and an admin
+/// kubeconfig pointing at the load balancer.
+#[test]
+fn deploy_hosts_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_script(dir.path(), &[], &["hosts", "--node", "n1=10.0.0.1,cp1.example.test", "--node", "n2=10.0.0.2", "--node", "n3=cp3.example.test", "--lb-name", "api.example.test"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let hosts = dir.path().join("hosts");
+    let unit = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/systemd/kubers-apiserver.service")).unwrap();
+    let used: BTreeSet<String> = regex::Regex::new(r"\$\{?([A-Z_]+)\}?").unwrap().captures_iter(&unit).map(|c| c[1].to_string()).collect();
+    assert!(used.contains("INITIAL_CLUSTER"), "{used:?}");
+    let initial = "n1=https://10.0.0.1:2380,n2=https://10.0.0.2:2380,n3=https://cp3.example.test:2380";
+    for (name, host) in [("n1", "10.0.0.1"), ("n2", "10.0.0.2"), ("n3", "cp3.example.test")] {
+        let env = std::fs::read_to_string(hosts.join(name).join("apiserver.env")).unwrap();
+        let vars: BTreeSet<String> = env.lines().filter(|l| !l.starts_with('#')).filter_map(|l| l.split_once('=')).map(|(k, _)| k.to_string()).collect();
+        assert!(used.is_subset(&vars), "{name}: the unit uses {:?} that the env file does not set", used.difference(&vars).collect::<Vec<_>>());
+        assert!(env.contains(&format!("\nNAME={name}\n")), "{env}");
+        assert!(env.contains(&format!("\nINITIAL_CLUSTER={initial}\n")), "{env}");
+        assert!(env.contains(&format!("\nINITIAL_ADVERTISE_PEER_URLS=https://{host}:2380\n")), "{env}");
+        let serving = x509_text(&hosts.join(name).join("pki/apiserver.crt"));
+        let sans = extension(&serving, "X509v3 Subject Alternative Name:");
+        assert!(sans.contains(&format!("{}:{host}", if host.starts_with("10.") { "IP Address" } else { "DNS" })) && sans.contains("DNS:api.example.test"), "{name}: {sans:?}");
+        assert!(out.stdout.contains(&format!("# {name} ({host})")), "{}", out.stdout);
+    }
+    // haproxy accepts the load balancer's config (with its CA where the
+    // config expects it on the load balancer).
+    let cfg = std::fs::read_to_string(hosts.join("lb/haproxy.cfg")).unwrap();
+    assert!(cfg.contains("server n3 cp3.example.test:6443"), "{cfg}");
+    let local = dir.path().join("haproxy-check.cfg");
+    std::fs::write(&local, cfg.replace("/etc/haproxy/kubers-ca.crt", hosts.join("lb/kubers-ca.crt").to_str().unwrap()).replace("/dev/log", "stdout format raw")).unwrap();
+    let check = Command::new("haproxy").arg("-c").arg("-f").arg(&local).output().expect("haproxy (install Debian's haproxy; .ci/setup does)");
+    assert!(check.status.success(), "{check:?}\n{cfg}");
+    // systemd accepts the unit (with a binary that exists here).
+    let local_unit = dir.path().join("kubers-apiserver.service");
+    std::fs::write(&local_unit, unit.replace("/usr/local/bin/apiserver", "/bin/true")).unwrap();
+    let verify = Command::new("systemd-analyze").arg("verify").arg(&local_unit).output().expect("systemd-analyze (Debian's systemd; .ci/setup installs it)");
+    assert!(verify.status.success() && verify.stderr.is_empty(), "{verify:?}");
+    let kubeconfig = std::fs::read_to_string(hosts.join("admin.kubeconfig")).unwrap();
+    assert!(kubeconfig.contains("server: https://api.example.test:6443\n"), "{kubeconfig}");
+    // A loopback cluster's dir is refused, so its certificates are not
+    // taken for the real hosts'.
+    std::fs::write(dir.path().join("cluster.env"), "").unwrap();
+    let refused = run_script(dir.path(), &[], &["hosts", "--node", "n1=10.0.0.1", "--lb-name", "x"]);
+    assert_ne!(refused.code, 0, "{refused:?}");
+}
+
+/// The peer port speaks TLS only, to clients with a certificate of the
+/// cluster CA; the members list https peer URLs and elected a leader over
+/// them.
+fn assert_peer_traffic_is_tls(d: &Deployed) {
+    let members = d.etcdctl(0, &["member", "list", "-w", "simple"]);
+    let lines: Vec<&str> = members.ok().lines().collect();
+    assert_eq!(lines.len(), 3, "{members:?}");
+    for (i, name) in NAMES.iter().enumerate() {
+        let line = lines.iter().find(|l| l.split(", ").nth(2) == Some(name)).unwrap_or_else(|| panic!("{name} not in {members:?}"));
+        let f: Vec<&str> = line.split(", ").collect();
+        assert_eq!((f[1], f[3], f[5]), ("started", format!("https://127.0.0.1:{}", d.peer[i]).as_str(), "false"), "{line}");
+    }
+    d.leader();
+    let pki = d.dir.path().join("pki");
+    let ca = d.ca();
+    let curl = |url: String, extra: &[&str]| Command::new("curl").args(["-s", "-o", "/dev/null", "--max-time", "5", "--cacert"]).arg(&ca).args(extra).arg(url).status().expect("curl").code();
+    for (i, name) in NAMES.iter().enumerate() {
+        let port = d.peer[i];
+        // Plaintext HTTP gets a TLS alert record (content type 21) or a
+        // closed connection, never an HTTP answer.
+        let mut tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        std::io::Write::write_all(&mut tcp, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut answer = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut tcp, &mut answer);
+        assert!(answer.first().is_none_or(|b| *b == 21), "{name}: plaintext to the peer port got {:?}", String::from_utf8_lossy(&answer));
+        // TLS without a client certificate is refused; with a peer
+        // certificate of the cluster CA the exchange works.
+        let url = format!("https://127.0.0.1:{port}/");
+        let anonymous = curl(url.clone(), &[]);
+        assert_ne!(anonymous, Some(0), "{name}: TLS without a client certificate was served");
+        let peer = pki.join("nodes").join(NAMES[(i + 1) % 3]);
+        let mutual = curl(url, &["--cert", peer.join("peer.crt").to_str().unwrap(), "--key", peer.join("peer.key").to_str().unwrap()]);
+        assert_eq!(mutual, Some(0), "{name}: TLS with a peer certificate");
+    }
+}
+
+/// Create, get, list, apply and delete through haproxy.
+fn kubectl_suite(d: &Deployed, minor: u32) {
+    let name = format!("suite-{minor}");
+    let created = d.kubectl_at(minor, None, &["create", "--validate=false", "-f", "-"], Some(&cm(&name)));
+    assert_eq!(created.ok().trim(), format!("configmap/{name} created"));
+    let json: serde_json::Value = serde_json::from_str(d.kubectl(minor, &["get", "cm", &name, "-o", "json"]).ok()).unwrap();
+    assert_eq!(json["data"]["a"], "1");
+    let listed = d.kubectl(minor, &["get", "cm", "-l", "suite=failover", "-o", "name"]);
+    assert!(listed.ok().lines().any(|l| l == format!("configmap/{name}")), "{listed:?}");
+    let applied = format!("applied-{minor}");
+    let manifest = cm(&applied);
+    assert_eq!(d.kubectl_at(minor, None, &["apply", "--validate=false", "-f", "-"], Some(&manifest)).ok().trim(), format!("configmap/{applied} created"));
+    let changed = manifest.replace("a: \"1\"", "a: \"2\"");
+    assert_eq!(d.kubectl_at(minor, None, &["apply", "--validate=false", "-f", "-"], Some(&changed)).ok().trim(), format!("configmap/{applied} configured"));
+    assert_eq!(d.kubectl(minor, &["get", "cm", &applied, "-o", "jsonpath={.data.a}"]).ok(), "2");
+    for n in [&name, &applied] {
+        assert_eq!(d.kubectl(minor, &["delete", "cm", n]).ok().trim(), format!("configmap \"{n}\" deleted"));
+    }
+    let gone = d.kubectl(minor, &["get", "cm", &name]);
+    assert!(gone.code == 1 && gone.stderr.contains(&format!("configmaps \"{name}\" not found")), "{gone:?}");
+}
+
+/// What a `kube::runtime::watcher` saw.
+#[derive(Default, Debug)]
+struct Seen {
+    names: BTreeSet<String>,
+    /// Initial lists started (1 = never re-listed).
+    inits: usize,
+    init_done: bool,
+    errors: Vec<String>,
+}
+
+async fn kube_watch(kubeconfig: std::path::PathBuf, seen: Arc<Mutex<Seen>>) {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("kubeconfig");
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.expect("config");
+    let api: kube::Api<ConfigMap> = kube::Api::namespaced(kube::Client::try_from(cfg).expect("client"), "default");
+    let mut stream = watcher::watcher(api, watcher::Config::default().labels("suite=failover")).default_backoff().boxed();
+    while let Some(ev) = stream.next().await {
+        let mut s = seen.lock().unwrap();
+        match ev {
+            Ok(Event::Init) => s.inits += 1,
+            Ok(Event::InitApply(c) | Event::Apply(c)) => {
+                s.names.insert(c.metadata.name.unwrap_or_default());
+            }
+            Ok(Event::InitDone) => s.init_done = true,
+            Ok(Event::Delete(_)) => {}
+            Err(e) => s.errors.push(e.to_string()),
+        }
+    }
+}
+
+/// Watchers per node: creates `probe` (which every watcher gets) and
+/// waits until the nodes have sent it `total` times in all (once per
+/// watcher), counting from `before` (the nodes' sent events before).
+#[track_caller]
+fn watchers_per_node(d: &Deployed, probe: &str, total: u64, before: &[u64]) -> Vec<u64> {
+    d.kubectl_at(33, None, &["create", "--validate=false", "-f", "-"], Some(&cm(probe))).ok();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = d.configmap_events_dispatched();
+        let per: Vec<u64> = now.iter().zip(before).map(|(n, b)| n - b).collect();
+        if per.iter().sum::<u64>() == total {
+            return per;
+        }
+        assert!(Instant::now() < deadline, "{probe}: sent {per:?} times, expected {total} in all");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The node of a watcher just added to those of `tally` (watchers per
+/// node), found with probe object `probe`; updates the tally.
+#[track_caller]
+fn place(d: &Deployed, probe: &str, tally: &mut Vec<u64>, before: &[u64]) -> usize {
+    let per = watchers_per_node(d, probe, tally.iter().sum::<u64>() + 1, before);
+    let node = (0..3).find(|&i| per[i] == tally[i] + 1).unwrap_or_else(|| panic!("watchers per node went from {tally:?} to {per:?}"));
+    *tally = per;
+    node
+}
+
+#[track_caller]
+fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The failover-suite objects node `i` lists (a consistent list, straight
+/// from that node).
+fn names_on(d: &Deployed, i: usize) -> BTreeSet<String> {
+    let out = d.kubectl_at(33, Some(i), &["get", "cm", "-l", "suite=failover", "-o", "name"], None);
+    out.ok().lines().map(|l| l.trim_start_matches("configmap/").to_string()).collect()
+}
+
+/// Issue 16 "Three-node failover": the deploy command's cluster, used
+/// through its haproxy kubeconfig, loses its raft leader to `kill -9`.
+#[test]
+fn deploy_three_node_failover() {
+    let d = Deployed::up();
+    assert_peer_traffic_is_tls(&d);
+    for minor in [33, 27] {
+        kubectl_suite(&d, minor);
+    }
+    // The admin identity works on every node directly too.
+    for i in 0..3 {
+        assert_eq!(d.kubectl_at(27, Some(i), &["get", "ns", "default", "-o", "name"], None).ok().trim(), "namespace/default");
+    }
+    d.kubectl_at(33, None, &["create", "--validate=false", "-f", "-"], Some(&cm("pre"))).ok();
+
+    // Watchers through haproxy, at least one of each kind on the leader.
+    // Each new one is located by a probe object, which every watcher gets
+    // from its node's watch cache.
+    let leader = d.leader();
+    let mut acked: BTreeSet<String> = ["pre".to_string()].into();
+    let mut tally = vec![0; 3];
+    let mut probe = 0;
+    let mut kubectl_watches: Vec<(KubectlWatch, usize)> = Vec::new();
+    while !kubectl_watches.iter().any(|(_, n)| *n == leader) {
+        assert!(kubectl_watches.len() < 9, "haproxy never placed a kubectl watch on the leader: {:?}", kubectl_watches.iter().map(|(_, n)| n).collect::<Vec<_>>());
+        let minor = if kubectl_watches.len().is_multiple_of(2) { 33 } else { 27 };
+        let before = d.configmap_events_dispatched();
+        let w = KubectlWatch::spawn(&d, minor, &["cm", "-l", "suite=failover"]);
+        w.wait_for("pre", Duration::from_secs(30));
+        probe += 1;
+        let name = format!("probe-{probe}");
+        let node = place(&d, &name, &mut tally, &before);
+        acked.insert(name);
+        kubectl_watches.push((w, node));
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let mut kube_watches: Vec<(Arc<Mutex<Seen>>, usize)> = Vec::new();
+    while !kube_watches.iter().any(|(_, n)| *n == leader) {
+        assert!(kube_watches.len() < 9, "haproxy never placed a kube watcher on the leader: {:?}", kube_watches.iter().map(|(_, n)| n).collect::<Vec<_>>());
+        let before = d.configmap_events_dispatched();
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        rt.spawn(kube_watch(d.kubeconfig(), seen.clone()));
+        wait_until("kube watcher listed", Duration::from_secs(30), || seen.lock().unwrap().init_done);
+        probe += 1;
+        let name = format!("probe-{probe}");
+        let node = place(&d, &name, &mut tally, &before);
+        acked.insert(name);
+        kube_watches.push((seen, node));
+    }
+
+    for i in 0..3 {
+        let name = format!("before-{i}");
+        d.kubectl_at(33, None, &["create", "--validate=false", "-f", "-"], Some(&cm(&name))).ok();
+        acked.insert(name);
+    }
+
+    // A writer that keeps creating objects through haproxy while the
+    // leader dies.
+    let stop = Arc::new(AtomicBool::new(false));
+    let writes: Arc<Mutex<Vec<(String, crate::common::Out)>>> = Arc::default();
+    let writer = {
+        let (stop, writes, kubeconfig, cache) = (stop.clone(), writes.clone(), d.kubeconfig(), d.dir.path().join("kubectl-cache-writer"));
+        std::thread::spawn(move || {
+            for k in 0.. {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let name = format!("during-{k}");
+                let mut child = Command::new(crate::common::kubectl_path(33))
+                    .arg("--kubeconfig")
+                    .arg(&kubeconfig)
+                    .arg("--cache-dir")
+                    .arg(&cache)
+                    .args(["create", "--validate=false", "-f", "-"])
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                std::io::Write::write_all(&mut child.stdin.take().unwrap(), cm(&name).as_bytes()).unwrap();
+                let o = child.wait_with_output().unwrap();
+                let out = crate::common::Out { code: o.status.code().unwrap_or(-1), stdout: String::from_utf8_lossy(&o.stdout).into(), stderr: String::from_utf8_lossy(&o.stderr).into() };
+                writes.lock().unwrap().push((name, out));
+            }
+        })
+    };
+    wait_until("the writer makes progress", Duration::from_secs(30), || writes.lock().unwrap().iter().filter(|(_, o)| o.code == 0).count() >= 3);
+
+    d.kill9(leader);
+
+    // Right after the kill: every write and read through haproxy succeeds,
+    // with either kubectl.
+    for i in 0..10u32 {
+        let minor = if i.is_multiple_of(2) { 33 } else { 27 };
+        let name = format!("after-{i}");
+        let created = d.kubectl_at(minor, None, &["create", "--validate=false", "-f", "-"], Some(&cm(&name)));
+        assert_eq!(created.ok().trim(), format!("configmap/{name} created"), "{}", d.logs());
+        acked.insert(name.clone());
+        assert_eq!(d.kubectl(minor, &["get", "cm", &name, "-o", "name"]).ok().trim(), format!("configmap/{name}"));
+        let listed = d.kubectl(minor, &["get", "cm", "-l", "suite=failover", "-o", "name"]);
+        assert!(listed.ok().lines().any(|l| l == format!("configmap/{name}")), "{listed:?}");
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    // Of the writer's requests only the one in flight at the kill may have
+    // failed (its outcome is unknown); the rest succeeded.
+    let writes = std::mem::take(&mut *writes.lock().unwrap());
+    let failed: Vec<_> = writes.iter().filter(|(_, o)| o.code != 0).collect();
+    assert!(failed.len() <= 1, "more than the request in flight at the kill failed: {failed:?}");
+    acked.extend(writes.iter().filter(|(_, o)| o.code == 0).map(|(n, _)| n.clone()));
+
+    // No acknowledged write is lost: each survivor lists every one, and
+    // they list the same objects.
+    let survivors: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    let existing = names_on(&d, survivors[0]);
+    assert!(acked.is_subset(&existing), "lost acknowledged writes: {:?}", acked.difference(&existing).collect::<Vec<_>>());
+    assert_eq!(names_on(&d, survivors[1]), existing);
+
+    // The kube watchers resumed without a gap: each saw every object,
+    // without listing again. Those on the leader saw the objects written
+    // after it died, so they watched on from another node: their stream
+    // ended, which kube's watcher does not report as an error, and it
+    // watched again from its last resourceVersion. That new connection can
+    // race the kill: the kernel may accept it on the dying process's
+    // listening socket and then reset it (haproxy logs `SD`, and cannot
+    // retry a connection that was established), so the watcher may report
+    // one failed start before its backoff retries; nothing is missed.
+    // Watchers on survivors kept their connection.
+    for (seen, node) in &kube_watches {
+        wait_until(&format!("kube watcher on {} saw every object: {seen:?}", NAMES[*node]), Duration::from_secs(60), || existing.is_subset(&seen.lock().unwrap().names));
+        let s = seen.lock().unwrap();
+        assert_eq!(s.inits, 1, "the watcher on {} listed again instead of resuming: {s:?}", NAMES[*node]);
+        if *node != leader {
+            assert!(s.errors.is_empty(), "the watcher on surviving {} failed: {:?}", NAMES[*node], s.errors);
+        }
+    }
+    // kubectl get -w on a survivor saw everything; on the leader it ended
+    // (exit 0), and run again it shows every object.
+    for (w, node) in &mut kubectl_watches {
+        if *node == leader {
+            let (status, stderr) = w.wait_exit(Duration::from_secs(30)).expect("kubectl get -w on the killed leader still runs");
+            assert!(status.success(), "kubectl get -w ended with {status}: {stderr}");
+            let again = KubectlWatch::spawn(&d, 33, &["cm", "-l", "suite=failover"]);
+            wait_until("kubectl get -w run again shows every object", Duration::from_secs(30), || existing.is_subset(&(&w.names() | &again.names())));
+        } else {
+            wait_until(&format!("kubectl get -w on {} saw every object: {:?}", NAMES[*node], w.events()), Duration::from_secs(60), || existing.is_subset(&w.names()));
+            assert!(w.exited().is_none(), "kubectl get -w on surviving {} ended", NAMES[*node]);
+        }
+    }
+
+    // The killed node rejoins: ready, and it serves what was written while
+    // it was down.
+    let started = d.script(&["start", NAMES[leader]]);
+    assert_eq!(started.code, 0, "{started:?}\n{}", d.logs());
+    assert_eq!(d.kubectl_at(33, Some(leader), &["get", "--raw", "/readyz"], None).ok().trim(), "ok");
+    assert_eq!(names_on(&d, leader), existing);
+    let last = cm("after-rejoin");
+    d.kubectl_at(27, None, &["create", "--validate=false", "-f", "-"], Some(&last)).ok();
+    for (i, name) in NAMES.iter().enumerate() {
+        assert!(names_on(&d, i).contains("after-rejoin"), "{name} misses after-rejoin");
+    }
+    drop(rt);
+}
+
+/// `cluster.sh replace`: the node's member is removed, its data wiped, it
+/// joins again as a learner and is promoted; it then serves every object
+/// and the cluster has three voting members.
+#[test]
+fn deploy_replace_node() {
+    let d = Deployed::up();
+    for i in 0..5 {
+        d.kubectl_at(33, None, &["create", "--validate=false", "-f", "-"], Some(&cm(&format!("r{i}")))).ok();
+    }
+    let victim = d.leader();
+    let old_id = d.etcdctl(victim, &["endpoint", "status", "-w", "simple"]).ok().split(", ").nth(1).unwrap().to_string();
+    let out = d.script(&["replace", NAMES[victim]]);
+    assert_eq!(out.code, 0, "{out:?}\n{}", d.logs());
+    let members = d.etcdctl(victim, &["member", "list", "-w", "simple"]);
+    let lines: Vec<Vec<&str>> = members.ok().lines().map(|l| l.split(", ").collect()).collect();
+    assert_eq!(lines.len(), 3, "{members:?}");
+    for l in &lines {
+        assert_eq!((l[1], l[5]), ("started", "false"), "{members:?}");
+    }
+    let new = lines.iter().find(|l| l[2] == NAMES[victim]).unwrap_or_else(|| panic!("{members:?}"));
+    assert_ne!(new[0], old_id, "the replaced node kept its member ID: {members:?}");
+    let want: BTreeSet<String> = (0..5).map(|i| format!("r{i}")).collect();
+    assert_eq!(names_on(&d, victim), want);
+    d.kubectl_at(27, Some(victim), &["create", "--validate=false", "-f", "-"], Some(&cm("after-replace"))).ok();
+    for (i, name) in NAMES.iter().enumerate() {
+        assert!(names_on(&d, i).contains("after-replace"), "{name} misses after-replace");
+    }
+}
