@@ -40,6 +40,9 @@
 #   PEER_PORTS    the stores' TLS peer ports, default 12380,12390,12400
 #   LB_PORT       haproxy's port, the one kubectl uses, default 16443
 #   LB_NAME       an extra SAN of the serving certificates, default localhost
+#   SHUTDOWN_DELAY  the nodes' --shutdown-delay-duration, default 5s: /readyz
+#                 fails that long after SIGTERM before the node stops
+#                 accepting, longer than haproxy's 3 s to take it out
 #   EXTRA_ARGS    more apiserver flags for every node (split on spaces)
 # Any time:
 #   APISERVER_BIN  the apiserver binary (default: this checkout's, built
@@ -201,6 +204,7 @@ load_config() {
   PEER_PORTS="${PEER_PORTS:-12380,12390,12400}"
   LB_PORT="${LB_PORT:-16443}"
   LB_NAME="${LB_NAME:-localhost}"
+  SHUTDOWN_DELAY="${SHUTDOWN_DELAY:-5s}"
   EXTRA_ARGS="${EXTRA_ARGS:-}"
   IFS=, read -r -a names <<< "$NODE_NAMES"
   IFS=, read -r -a secure_ports <<< "$SECURE_PORTS"
@@ -216,8 +220,8 @@ save_config() {
   [ -f "$dir/cluster.env" ] && return
   {
     echo "# The layout of this cluster, fixed at its first up."
-    printf 'NODE_NAMES=%q\nSECURE_PORTS=%q\nCLIENT_PORTS=%q\nPEER_PORTS=%q\nLB_PORT=%q\nLB_NAME=%q\nEXTRA_ARGS=%q\n' \
-      "$NODE_NAMES" "$SECURE_PORTS" "$CLIENT_PORTS" "$PEER_PORTS" "$LB_PORT" "$LB_NAME" "$EXTRA_ARGS"
+    printf 'NODE_NAMES=%q\nSECURE_PORTS=%q\nCLIENT_PORTS=%q\nPEER_PORTS=%q\nLB_PORT=%q\nLB_NAME=%q\nSHUTDOWN_DELAY=%q\nEXTRA_ARGS=%q\n' \
+      "$NODE_NAMES" "$SECURE_PORTS" "$CLIENT_PORTS" "$PEER_PORTS" "$LB_PORT" "$LB_NAME" "$SHUTDOWN_DELAY" "$EXTRA_ARGS"
   } > "$dir/cluster.env"
 }
 
@@ -248,12 +252,12 @@ initial_cluster() {
 }
 
 # node_flags NAME DATA_DIR PKI_DIR BIND_ADDRESS SECURE_PORT CLIENT_URL
-# LISTEN_PEER_URL ADVERTISE_PEER_URL INITIAL_CLUSTER STATE: a node's
-# apiserver flags, one a line; deploy/systemd/kubers-apiserver.service
+# LISTEN_PEER_URL ADVERTISE_PEER_URL INITIAL_CLUSTER STATE SHUTDOWN_DELAY:
+# a node's apiserver flags, one a line; deploy/systemd/kubers-apiserver.service
 # passes the same ones. PKI_DIR is the node's dir of pki/nodes/NAME.
 node_flags() {
   printf '%s\n' --name "$1" --data-dir "$2" --pki-dir "$3" \
-    --bind-address "$4" --secure-port "$5" \
+    --bind-address "$4" --secure-port "$5" --shutdown-delay-duration "${11}" \
     --tls-cert-file "$3/apiserver.crt" --tls-private-key-file "$3/apiserver.key" --client-ca-file "$3/ca.crt" \
     --etcd-listen-client-url "$6" \
     --etcd-listen-peer-url "$7" --initial-advertise-peer-urls "$8" \
@@ -269,7 +273,7 @@ write_args() {
   mkdir -p "$run"
   {
     node_flags "$n" "$dir/data/$n" "$pki/nodes/$n" 127.0.0.1 "${secure_ports[$i]}" "$(client_url "$i")" \
-      "$(peer_url "$i")" "$(peer_url "$i")" "$3" "$2"
+      "$(peer_url "$i")" "$(peer_url "$i")" "$3" "$2" "$SHUTDOWN_DELAY"
     local -a extra
     read -r -a extra <<< "$EXTRA_ARGS"
     [ "${#extra[@]}" -eq 0 ] || printf '%s\n' "${extra[@]}"
@@ -466,8 +470,8 @@ backend kube-apiserver
   http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host kubernetes
   http-check expect status 200
   # Down after 3 failed checks 1 s apart, up again after 2 good ones; a
-  # node's shutdown delay (/readyz failing before it stops serving) should
-  # be longer than the 3 s it takes to be marked down.
+  # node's --shutdown-delay-duration (/readyz failing before it stops
+  # accepting) is longer than the 3 s it takes to be marked down.
   default-server check check-ssl verify required ca-file "$ca" inter 1s fall 3 rise 2 init-addr last,libc,none
 EOF
   for s in "$@"; do
@@ -777,6 +781,9 @@ cmd_hosts() {
 NAME=$name
 SECURE_PORT=$secure
 BIND_ADDRESS=0.0.0.0
+# /readyz fails this long after SIGTERM before the node stops accepting:
+# longer than the load balancer's 3 s to take it out.
+SHUTDOWN_DELAY_DURATION=5s
 PKI_DIR=/etc/kubers/pki
 ETCD_LISTEN_CLIENT_URL=http://127.0.0.1:$client
 ETCD_LISTEN_PEER_URL=https://0.0.0.0:$peer
@@ -812,7 +819,7 @@ ssh root@$first 'mkdir -p /etc/kubers && useradd --system --no-create-home --she
 scp -r $out/$name/pki $out/$name/apiserver.env root@$first:/etc/kubers/
 ssh root@$first 'chown -R kubers: /etc/kubers/pki && chmod 600 /etc/kubers/pki/*.key && systemctl daemon-reload && systemctl enable --now kubers-apiserver'
 # (without systemd, the same as one command:)
-#   /usr/local/bin/apiserver $(node_flags "$name" /var/lib/kubers /etc/kubers/pki 0.0.0.0 "$secure" "http://127.0.0.1:$client" "https://0.0.0.0:$peer" "https://$first:$peer" "$ic" new | tr '\n' ' ')
+#   /usr/local/bin/apiserver $(node_flags "$name" /var/lib/kubers /etc/kubers/pki 0.0.0.0 "$secure" "http://127.0.0.1:$client" "https://0.0.0.0:$peer" "https://$first:$peer" "$ic" new 5s | tr '\n' ' ')
 EOF
   done
   cat << EOF
