@@ -4,7 +4,8 @@
 //! which also verifies client certificates), `pki/apiserver.{crt,key}`
 //! (serving, SANs `localhost`, `127.0.0.1` and the bind address) and
 //! `pki/admin.{crt,key}` (CN `kubernetes-admin`, O `system:masters`). Later
-//! starts reuse them. `admin.kubeconfig` is rewritten on every start, since
+//! starts reuse them; a directory with only some of them is an error, never
+//! overwritten. `admin.kubeconfig` is rewritten on every start, since
 //! the port may differ (`--secure-port 0`).
 
 use std::path::{Path, PathBuf};
@@ -59,8 +60,20 @@ pub fn ensure_in(dir: &Path, extra_sans: &[String]) -> anyhow::Result<Pki> {
     let dir = dir.to_path_buf();
     std::fs::create_dir_all(&dir)?;
     let pki = Pki { ca_cert: dir.join("ca.crt"), serving_cert: dir.join("apiserver.crt"), serving_key: dir.join("apiserver.key"), admin_cert: dir.join("admin.crt"), admin_key: dir.join("admin.key") };
-    if pki.ca_cert.exists() && pki.serving_cert.exists() && pki.admin_cert.exists() {
+    let files = [dir.join("ca.key"), pki.serving_key.clone(), pki.admin_key.clone(), pki.serving_cert.clone(), pki.admin_cert.clone(), pki.ca_cert.clone()];
+    let present: Vec<&PathBuf> = files.iter().filter(|f| f.exists()).collect();
+    if present.len() == files.len() {
         return Ok(pki);
+    }
+    if let Some(missing) = files.iter().find(|f| !f.exists()).filter(|_| !present.is_empty()) {
+        // Generating would overwrite the keys that are there (a CA key
+        // other certificates were signed with, say).
+        anyhow::bail!(
+            "incomplete certificate directory {}: {} exists but {} is missing; put the missing file back, or empty the directory to generate a new CA and certificates",
+            dir.display(),
+            present[0].display(),
+            missing.display()
+        );
     }
 
     let ca_key = KeyPair::generate()?;
@@ -123,4 +136,26 @@ pub fn write_kubeconfig(path: &Path, server: &str, ca_cert: &Path, client_cert: 
         key = b64(client_key)?,
     );
     write_private(path, &cfg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A complete set is reused; a partial one is refused and left as it
+    /// is (generating would replace the CA key).
+    #[test]
+    fn a_partial_directory_is_refused_not_overwritten() {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tmp.path().join("pki");
+        let first = ensure_in(&dir, &[]).unwrap_or_else(|e| panic!("{e}"));
+        let ca_key = std::fs::read(dir.join("ca.key")).unwrap_or_default();
+        let again = ensure_in(&dir, &[]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(std::fs::read(&again.ca_cert).ok(), std::fs::read(&first.ca_cert).ok());
+        std::fs::remove_file(&first.admin_cert).unwrap_or_else(|e| panic!("{e}"));
+        let err = ensure_in(&dir, &[]).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.starts_with("incomplete certificate directory") && err.contains("admin.crt is missing"), "{err}");
+        assert_eq!(std::fs::read(dir.join("ca.key")).unwrap_or_default(), ca_key, "the CA key is untouched");
+        assert!(!first.admin_cert.exists());
+    }
 }
