@@ -1,11 +1,12 @@
 //! openraft's side of the transport: one [`Network`] per peer sends
-//! AppendEntries (pipelined on a stream), votes and snapshots.
+//! AppendEntries (pipelined on a stream), votes, snapshots and leadership
+//! transfers.
 
 use std::future::Future;
 
 use openraft::error::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
-use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendResult, VoteRequest, VoteResponse};
+use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendResult, TransferLeaderRequest, TransferLeaderResponse, VoteRequest, VoteResponse};
 use proto::raftpb::raft_transport_client::RaftTransportClient;
 use proto::raftpb::{RaftMessage, SnapshotChunk};
 use tokio::io::AsyncReadExt;
@@ -187,6 +188,20 @@ impl RaftNetworkV2<TypeConfig> for Network {
 
     async fn pre_vote(&mut self, rpc: VoteRequest<TypeConfig>, option: RPCOption) -> std::result::Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
         self.vote_rpc(rpc, option, true).await
+    }
+
+    /// Carries a leadership transfer to this peer. Without it openraft's
+    /// default answers Unreachable and the transferee never campaigns: the
+    /// old leader just stops heartbeating and the others elect a leader
+    /// after an election timeout.
+    async fn transfer_leader(&mut self, req: TransferLeaderRequest<TypeConfig>, option: RPCOption) -> std::result::Result<TransferLeaderResponse<TypeConfig>, RPCError<TypeConfig>> {
+        let mut c = self.client()?;
+        let payload = encode(&req).map_err(network_err)?;
+        self.sent(payload.len());
+        let mut req = Request::new(RaftMessage { payload });
+        req.set_timeout(option.hard_ttl());
+        let resp = c.transfer_leader(req).await.map_err(unreachable)?.into_inner();
+        decode(&resp.payload).map_err(network_err)
     }
 
     async fn full_snapshot(

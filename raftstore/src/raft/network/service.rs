@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::pin::Pin;
 
-use openraft::raft::{AppendEntriesRequest, VoteRequest};
+use openraft::raft::{AppendEntriesRequest, TransferLeaderRequest, VoteRequest};
 use parking_lot::Mutex;
 use proto::raftpb::raft_transport_server::RaftTransport;
 use proto::raftpb::{
@@ -209,6 +209,12 @@ impl RaftTransport for TransportService {
 
     async fn lease(&self, req: Request<LeaseRequest>) -> BoxResult<LeaseResponse> {
         Ok(Response::new(self.lease_answer(req.into_inner()).await))
+    }
+
+    async fn transfer_leader(&self, req: Request<RaftMessage>) -> BoxResult<RaftMessage> {
+        let rpc: TransferLeaderRequest<TypeConfig> = decode(&req.into_inner().payload).map_err(bad)?;
+        let resp = self.node.raft.handle_transfer_leader(rpc).await.map_err(|e| Status::unavailable(e.to_string()))?;
+        Ok(Response::new(RaftMessage { payload: encode(&resp).map_err(bad)? }))
     }
 
     async fn change_member(&self, req: Request<MemberChangeRequest>) -> BoxResult<MemberChangeResponse> {
