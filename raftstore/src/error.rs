@@ -92,6 +92,14 @@ pub enum Error {
     /// The leader changed while the request was in flight.
     #[error("etcdserver: leader changed")]
     LeaderChanged,
+    /// MoveLeader to a member that does not exist or is a learner.
+    #[error("etcdserver: bad leader transferee")]
+    BadLeaderTransferee,
+    /// The transferee of a MoveLeader did not become leader in time (etcd
+    /// `ErrTimeoutLeaderTransfer`, which etcd's gRPC layer has no code for,
+    /// so it reaches clients as Unknown).
+    #[error("etcdserver: request timed out, leader transfer took too long")]
+    LeaderTransferTimeout,
     /// The request did not complete in time.
     #[error("etcdserver: request timed out")]
     Timeout,
@@ -128,11 +136,13 @@ impl Error {
             | Error::MemberNotLearner
             | Error::LearnerNotReady
             | Error::TooManyLearners
-            | Error::NotLeader => Code::FailedPrecondition,
+            | Error::NotLeader
+            | Error::BadLeaderTransferee => Code::FailedPrecondition,
             Error::MemberBadUrls => Code::InvalidArgument,
             Error::NoLeader | Error::LeaderChanged | Error::Timeout | Error::Stopped | Error::NotSupportedForLearner => Code::Unavailable,
             Error::TooManyRequests => Code::ResourceExhausted,
             Error::Unimplemented(_) => Code::Unimplemented,
+            Error::LeaderTransferTimeout => Code::Unknown,
             Error::Internal(_) => Code::Internal,
         }
     }
@@ -170,6 +180,8 @@ impl Error {
             Error::NoLeader,
             Error::NotLeader,
             Error::LeaderChanged,
+            Error::BadLeaderTransferee,
+            Error::LeaderTransferTimeout,
             Error::Timeout,
             Error::Stopped,
             Error::TooManyRequests,
@@ -229,6 +241,8 @@ mod tests {
             (Error::NoLeader, Code::Unavailable, "etcdserver: no leader"),
             (Error::NotLeader, Code::FailedPrecondition, "etcdserver: not leader"),
             (Error::LeaderChanged, Code::Unavailable, "etcdserver: leader changed"),
+            (Error::BadLeaderTransferee, Code::FailedPrecondition, "etcdserver: bad leader transferee"),
+            (Error::LeaderTransferTimeout, Code::Unknown, "etcdserver: request timed out, leader transfer took too long"),
             (Error::Timeout, Code::Unavailable, "etcdserver: request timed out"),
             (Error::Stopped, Code::Unavailable, "etcdserver: server stopped"),
             (Error::TooManyRequests, Code::ResourceExhausted, "etcdserver: too many requests"),

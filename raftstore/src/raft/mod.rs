@@ -17,6 +17,8 @@
 //! - [`read_index`]: the leader's confirmation of its term for
 //!   linearizable reads and lease queries.
 //! - [`membership`]: etcd's membership changes on openraft.
+//! - [`transfer`]: leadership transfer (etcd's MoveLeader, and the hand-over
+//!   before a leader stops).
 
 pub mod log_store;
 pub mod membership;
@@ -26,6 +28,7 @@ pub mod read_index;
 pub mod requests;
 pub mod state_machine;
 pub mod timing;
+pub mod transfer;
 
 use std::fmt;
 

@@ -92,6 +92,14 @@ impl RaftNode {
                             other => Ok(other),
                         };
                     }
+                    // This leader is handing its leadership over. Its
+                    // transferee may not lead yet and would send the write
+                    // straight back: wait for the hand-over to end (a new
+                    // leader, or a new term if it failed), then ask again.
+                    Err(RaftError::APIError(ClientWriteError::ForwardToLeader(fwd))) if fwd.reason == openraft::error::ForwardReason::LeadershipTransfer => {
+                        self.wait_for_hand_over().await?;
+                        None
+                    }
                     Err(RaftError::APIError(ClientWriteError::ForwardToLeader(fwd))) => match fwd.leader_id {
                         Some(leader) => Some((leader, self.peers.forward(leader, fwd.leader_node.as_ref(), &cmd).await)),
                         None => {
@@ -132,6 +140,28 @@ impl RaftNode {
                 }
                 Some((_, other)) => return other,
                 None => {}
+            }
+        }
+    }
+
+    /// Waits until this member no longer leads in its current term: another
+    /// member leads, or the term moved on (an election after a failed
+    /// leadership transfer).
+    ///
+    /// # Errors
+    /// [`Error::Stopped`] if Raft shuts down.
+    async fn wait_for_hand_over(&self) -> Result<()> {
+        let mut rx = self.raft.metrics();
+        let term = self.term();
+        loop {
+            {
+                let m = rx.borrow_watched();
+                if m.current_term > term || m.current_leader != Some(self.id) {
+                    return Ok(());
+                }
+            }
+            if rx.changed().await.is_err() {
+                return Err(Error::Stopped);
             }
         }
     }
