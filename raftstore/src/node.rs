@@ -180,6 +180,27 @@ pub struct NodeHandle {
     pub removed: tokio::sync::watch::Receiver<bool>,
 }
 
+impl NodeHandle {
+    /// Stops the member as etcd stops a server: a leader first hands its
+    /// leadership to the most caught-up voter that answers it
+    /// ([`RaftNode::transfer_leadership`], bounded by the request timeout),
+    /// so that the cluster does not go without a leader for an election
+    /// timeout; then Raft shuts down. A hand-over that fails is logged and
+    /// the member stops anyway. The client and peer ports keep accepting
+    /// until the process exits; requests that need Raft then fail with
+    /// `etcdserver: server stopped`.
+    pub async fn stop(&self) {
+        match self.node.transfer_leadership(self.node.request_timeout).await {
+            Ok(Some(leader)) => tracing::info!(new_leader = %crate::metrics::id_label(leader), "stopping: leadership handed over"),
+            Ok(None) => {}
+            Err(e) => tracing::warn!("stopping without handing leadership over: {e}"),
+        }
+        if let Err(e) = self.node.raft.shutdown().await {
+            tracing::warn!("raft shutdown: {e}");
+        }
+    }
+}
+
 /// What a member joining a running cluster (`--initial-cluster-state
 /// existing`) learns from a peer.
 struct Joined {

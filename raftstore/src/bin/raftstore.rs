@@ -330,17 +330,24 @@ fn main() -> std::process::ExitCode {
                         }
                     }
                 };
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {},
-                    _ = term.recv() => {},
+                let signalled = tokio::select! {
+                    _ = tokio::signal::ctrl_c() => true,
+                    _ = term.recv() => true,
                     _ = removed => {
                         eprintln!("raftstore: {}; stopping", raftstore::raft::network::REMOVED_MESSAGE);
                         if let Err(e) = node::mark_removed(&h.ctx.data_dir) {
                             eprintln!("raftstore: {e}");
                         }
+                        false
                     },
+                };
+                if signalled {
+                    // etcd's leader hands its leadership over before it
+                    // stops, so the others need not wait out an election.
+                    h.stop().await;
+                } else {
+                    let _ = h.node.raft.shutdown().await;
                 }
-                let _ = h.node.raft.shutdown().await;
                 std::process::ExitCode::SUCCESS
             }
             Err(e) => {

@@ -1,5 +1,5 @@
 //! etcd `Maintenance` service: Status, Snapshot, Defragment, Alarm, Hash,
-//! HashKV.
+//! HashKV, MoveLeader.
 
 use proto::etcdserverpb::server::Maintenance;
 use proto::etcdserverpb::{
@@ -160,8 +160,15 @@ impl Maintenance for MaintenanceService {
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 
-    async fn move_leader(&self, _req: Request<MoveLeaderRequest>) -> Res<MoveLeaderResponse> {
-        Err(Error::Unimplemented("MoveLeader").into())
+    /// etcd's MoveLeader (`maintenanceServer.MoveLeader`): only the leader
+    /// accepts it, and it answers once the transferee leads; see
+    /// [`crate::raft::RaftNode::move_leader`] for the errors. The wait is
+    /// bounded by the request timeout, and by the client's deadline, whose
+    /// cancellation ends the call.
+    async fn move_leader(&self, req: Request<MoveLeaderRequest>) -> Res<MoveLeaderResponse> {
+        let to = req.into_inner().target_id;
+        self.ctx.node.move_leader(to, self.ctx.node.request_timeout).await?;
+        Ok(Response::new(MoveLeaderResponse { header: self.ctx.header(self.ctx.store.current_revision()) }))
     }
 
     async fn downgrade(&self, _req: Request<DowngradeRequest>) -> Res<DowngradeResponse> {

@@ -23,6 +23,7 @@ mod errors;
 mod etcdctl;
 mod flags;
 mod forward;
+mod leader_transfer;
 mod membership;
 mod tls;
 mod watch;
