@@ -75,27 +75,35 @@ impl RaftNode {
     /// [`Error::LeaderTransferTimeout`] when no other member leads within
     /// `timeout`; [`Error::Stopped`] when Raft shuts down.
     pub async fn transfer_leadership(&self, timeout: Duration) -> Result<Option<u64>> {
-        let Some(to) = self.transferee() else { return Ok(None) };
+        let to = match self.transferee() {
+            Ok(to) => to,
+            Err(why) => {
+                tracing::info!("skipped leadership transfer: {why}");
+                return Ok(None);
+            }
+        };
         let me = self.id;
         self.hand_over(to, timeout, |leader| leader != me).await.map(Some)
     }
 
-    /// The voter [`RaftNode::transfer_leadership`] hands over to, if this
-    /// member leads and has one.
-    fn transferee(&self) -> Option<u64> {
+    /// The voter [`RaftNode::transfer_leadership`] hands over to, or why
+    /// there is none.
+    fn transferee(&self) -> std::result::Result<u64, &'static str> {
         use openraft::Instant as _;
         let rx = self.raft.metrics();
         let m = rx.borrow_watched();
+        let (Some(matched), Some(acked)) = (m.replication.as_ref(), m.heartbeat.as_ref()) else { return Err("this member is not the leader") };
         if m.current_leader != Some(self.id) {
-            return None;
+            return Err("this member is not the leader");
         }
-        let matched = m.replication.as_ref()?;
-        let acked = m.heartbeat.as_ref()?;
         let membership = m.membership_config.membership();
+        if !membership.voter_ids().any(|v| v != self.id) {
+            return Err("this member is the only voter");
+        }
         let answered = |v: &u64| acked.get(v).and_then(|t| t.as_ref()).is_some_and(|t| t.elapsed() <= self.election_timeout);
         let matched_index = |v: &u64| matched.get(v).and_then(|l| l.as_ref()).map(|l| l.index()).unwrap_or(0);
         let best = membership.voter_ids().filter(|v| *v != self.id).filter(answered).max_by_key(|v| (matched_index(v), Reverse(*v)));
-        best
+        best.ok_or("no other voter answered within the election timeout")
     }
 
     /// Triggers openraft's transfer to `to` and waits up to `timeout` for a

@@ -34,6 +34,26 @@ async fn until_leader_is(ep: &str, want: u64) {
     }
 }
 
+/// The leader once every member names it: then each has heard from it
+/// lately, so none is still campaigning from the start-up election (a
+/// member that started late can otherwise depose the first leader a few
+/// seconds in, under load).
+async fn settled_leader(procs: &[Proc]) -> (u64, usize) {
+    let start = Instant::now();
+    loop {
+        let (leader, li) = leader_proc(procs, 0).await;
+        let mut agree = true;
+        for p in procs {
+            agree &= leader_id(&p.ep()).await == leader;
+        }
+        if agree {
+            return (leader, li);
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "the members never agreed on a leader");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// MoveLeader's refusals on a single member, against real etcd too (which
 /// proves the strings): a transferee that is no member, and a move to the
 /// leader itself, which succeeds without a change.
@@ -63,7 +83,7 @@ fn etcdctl_move_leader_on_three_members() {
     let procs = start_new(dir.path(), 3, &[]);
     block_on(async {
         put_until_ok(&procs[0].ep(), "warm", "1", Duration::from_secs(60)).await;
-        let (leader, li) = leader_proc(&procs, 0).await;
+        let (leader, li) = settled_leader(&procs).await;
         let ids = member_ids(&procs[li].ep()).await;
         let fi = (li + 1) % procs.len();
         let follower = ids.iter().find(|(n, _, _)| *n == procs[fi].name).expect("follower listed").1;
@@ -137,7 +157,7 @@ fn sigterm_on_the_leader_hands_leadership_over() {
     let mut procs = start_new(dir.path(), 3, &["--election-timeout", "5000"]);
     block_on(async {
         put_until_ok(&procs[0].ep(), "warm", "1", Duration::from_secs(60)).await;
-        let (old, li) = leader_proc(&procs, 0).await;
+        let (old, li) = settled_leader(&procs).await;
         procs[li].signal("TERM");
         let status = procs[li].wait_exit(Duration::from_secs(30)).unwrap_or_else(|| panic!("the leader did not exit on SIGTERM:\n{}", procs[li].log()));
         assert!(status.success(), "exit status {status:?}:\n{}", procs[li].log());
