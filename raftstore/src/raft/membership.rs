@@ -81,7 +81,21 @@ impl RaftNode {
             return Ok(());
         }
         match self.raft.initialize(members).await {
-            Ok(()) => Ok(()),
+            // openraft answers before it publishes the new membership in
+            // its metrics, which MemberList and Status read: wait for it,
+            // so a member that has started never lists no members.
+            Ok(()) => {
+                let mut rx = self.raft.metrics();
+                let published = async {
+                    while rx.borrow_watched().membership_config.membership().voter_ids().next().is_none() {
+                        if rx.changed().await.is_err() {
+                            return Err(Error::Stopped);
+                        }
+                    }
+                    Ok(())
+                };
+                tokio::time::timeout(self.request_timeout, published).await.unwrap_or(Err(Error::Timeout))
+            }
             // Every member of a new cluster initializes with the same
             // membership; one that has already heard from a member that
             // went first (a vote or log) is joining that cluster: fine.
