@@ -6,6 +6,8 @@
 //! - [`storage`]: RocksDB column families and key encodings;
 //! - [`raft`]: openraft integration (log store, state machine, transport);
 //! - [`server`]: the etcd gRPC services;
+//! - [`serving`]: accepting and serving connections on the client and peer
+//!   ports, with timeouts and a connection cap;
 //! - [`lease`], [`compactor`]: lease expiry and auto compaction;
 //! - [`metrics`]: Prometheus metrics with etcd's names;
 //! - [`node`]: wiring a member together; [`snapshot`]: the client snapshot
@@ -21,6 +23,7 @@ pub mod mvcc;
 pub mod node;
 pub mod raft;
 pub mod server;
+pub mod serving;
 pub mod snapshot;
 pub mod storage;
 

@@ -11,7 +11,7 @@ use proto::etcdserverpb::server::{ClusterServer, KvServer, LeaseServer, Maintena
 use proto::raftpb::raft_transport_server::RaftTransportServer;
 use sha2::{Digest, Sha256};
 use tokio::net::TcpListener;
-use tonic::transport::server::TcpIncoming;
+use tower::Layer as _;
 
 use crate::error::{Error, Result};
 use crate::lease::Lessor;
@@ -65,6 +65,10 @@ pub struct Config {
     /// from (`--experimental-snapshot-catchup-entries`); a follower further
     /// behind gets the snapshot.
     pub snapshot_catchup_entries: u64,
+    /// Timeouts and the connection cap of the client and peer ports
+    /// (`--max-connections`, `--max-concurrent-streams`); see
+    /// [`crate::serving`].
+    pub serving: crate::serving::Limits,
 }
 
 impl Default for Config {
@@ -88,6 +92,7 @@ impl Default for Config {
             snapshot_catchup_entries: 5_000,
             client_tls: None,
             peer_tls: None,
+            serving: crate::serving::Limits::default(),
         }
     }
 }
@@ -113,27 +118,48 @@ fn read_pem(flag: &str, path: &std::path::Path) -> Result<Vec<u8>> {
 }
 
 impl TlsFiles {
-    /// The server side: our certificate, and the CA to check client
-    /// certificates against (required with `client_cert_auth`).
+    /// The server side: our certificate, and the CA that client
+    /// certificates must chain to (required with `client_cert_auth`;
+    /// without it a client may present none, but one it presents must
+    /// verify). The caller sets the ALPN protocols.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for unreadable files or a missing CA.
-    pub fn server_config(&self, prefix: &str) -> Result<tonic::transport::ServerTlsConfig> {
-        use tonic::transport::{Certificate, Identity, ServerTlsConfig};
-        let cert = read_pem(&format!("--{prefix}cert-file"), &self.cert_file)?;
-        let key = read_pem(&format!("--{prefix}key-file"), &self.key_file)?;
-        let mut cfg = ServerTlsConfig::new().identity(Identity::from_pem(cert, key));
-        match &self.trusted_ca_file {
+    /// [`Error::InvalidArgument`] for unreadable or malformed files or a
+    /// missing CA.
+    pub fn server_config(&self, prefix: &str) -> Result<rustls::ServerConfig> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let bad = |flag: &str, e: &dyn std::fmt::Display| Error::InvalidArgument(format!("--{prefix}{flag}: {e}"));
+        let certs = |flag: &str, path: &std::path::Path| -> Result<Vec<CertificateDer<'static>>> {
+            let pem = read_pem(&format!("--{prefix}{flag}"), path)?;
+            let certs: Vec<_> = CertificateDer::pem_slice_iter(&pem).collect::<std::result::Result<_, _>>().map_err(|e| bad(flag, &e))?;
+            if certs.is_empty() {
+                return Err(bad(flag, &format!("no certificate in {}", path.display())));
+            }
+            Ok(certs)
+        };
+        let chain = certs("cert-file", &self.cert_file)?;
+        let key = PrivateKeyDer::from_pem_slice(&read_pem(&format!("--{prefix}key-file"), &self.key_file)?).map_err(|e| bad("key-file", &e))?;
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let builder = rustls::ServerConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions().map_err(|e| bad("cert-file", &e))?;
+        let builder = match &self.trusted_ca_file {
             Some(ca) => {
-                let ca = read_pem(&format!("--{prefix}trusted-ca-file"), ca)?;
-                cfg = cfg.client_ca_root(Certificate::from_pem(ca)).client_auth_optional(!self.client_cert_auth);
+                let mut roots = rustls::RootCertStore::empty();
+                for c in certs("trusted-ca-file", ca)? {
+                    roots.add(c).map_err(|e| bad("trusted-ca-file", &e))?;
+                }
+                let mut verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+                if !self.client_cert_auth {
+                    verifier = verifier.allow_unauthenticated();
+                }
+                builder.with_client_cert_verifier(verifier.build().map_err(|e| bad("trusted-ca-file", &e))?)
             }
             None if self.client_cert_auth => {
                 return Err(Error::InvalidArgument(format!("--{prefix}client-cert-auth needs --{prefix}trusted-ca-file")));
             }
-            None => {}
-        }
-        Ok(cfg)
+            None => builder.with_no_client_auth(),
+        };
+        builder.with_single_cert(chain, key).map_err(|e| bad("key-file", &e))
     }
 
     /// The client side, for dialling other members: trust the CA, and show
@@ -386,8 +412,14 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
     let client_addr = *client_addrs.first().ok_or_else(|| Error::InvalidArgument("--listen-client-urls is empty".into()))?;
     let peer_addr = peer_l.local_addr().map_err(Error::internal)?;
 
-    let client_tls = cfg.client_tls.as_ref().map(|t| t.server_config("")).transpose()?;
-    let peer_server_tls = cfg.peer_tls.as_ref().map(|t| t.server_config("peer-")).transpose()?;
+    // ALPN: gRPC is HTTP/2; the client port also answers HTTP/1.1 (health,
+    // metrics, version).
+    let acceptor = |mut tls: rustls::ServerConfig, alpn: &[&[u8]]| {
+        tls.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        tokio_rustls::TlsAcceptor::from(Arc::new(tls))
+    };
+    let client_tls = cfg.client_tls.as_ref().map(|t| t.server_config("")).transpose()?.map(|c| acceptor(c, &[b"h2", b"http/1.1"]));
+    let peer_server_tls = cfg.peer_tls.as_ref().map(|t| t.server_config("peer-")).transpose()?.map(|c| acceptor(c, &[b"h2"]));
     let peer_client_tls = match &cfg.peer_tls {
         Some(t) if t.trusted_ca_file.is_some() => Some(t.client_config("peer-")?),
         _ => None,
@@ -516,28 +548,17 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
     // the first election.
     let lessor = Arc::new(Lessor::default());
     let transport = TransportService::new(node.clone(), snap_root, store.clone(), lessor.clone());
-    let mut peer_server = tonic::transport::Server::builder();
-    if let Some(tls) = peer_server_tls {
-        peer_server = peer_server.tls_config(tls).map_err(|e| Error::InvalidArgument(format!("peer TLS: {e}")))?;
-    }
+    let peer_service = tonic::service::Routes::new(RaftTransportServer::new(transport).max_decoding_message_size(usize::MAX).max_encoding_message_size(usize::MAX)).prepare();
+    let peer_port = crate::serving::Port { name: "peer", tls: peer_server_tls, http1: false, max_streams: crate::serving::PEER_MAX_STREAMS, limits: cfg.serving.clone() };
     // The peer server runs on the Raft thread too: a follower's
     // replication stream then reaches its Raft core, and the answer leaves,
-    // without waking another thread (the listener is re-registered there).
+    // without waking another thread (the listener is re-registered there,
+    // and each connection's tasks are spawned there).
     let peer_l = peer_l.into_std().map_err(Error::internal)?;
     raft_rt.spawn(async move {
-        let peer_l = match TcpListener::from_std(peer_l) {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::error!("peer listener: {e}");
-                return;
-            }
-        };
-        let r = peer_server
-            .add_service(RaftTransportServer::new(transport).max_decoding_message_size(usize::MAX).max_encoding_message_size(usize::MAX))
-            .serve_with_incoming(TcpIncoming::from(peer_l).with_nodelay(Some(true)))
-            .await;
-        if let Err(e) = r {
-            tracing::error!("peer server stopped: {e}");
+        match TcpListener::from_std(peer_l) {
+            Ok(l) => crate::serving::serve(l, peer_port, peer_service).await,
+            Err(e) => tracing::error!("peer listener: {e}"),
         }
     });
 
@@ -577,27 +598,17 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
     // gRPC refuses messages above this before our own size check runs
     // (etcd: max-request-bytes + 512 KiB of overhead).
     let grpc_limit = cfg.max_request_bytes + 512 * 1024;
+    let client_service = crate::server::http::ClientHttpLayer::new(ctx.clone()).layer(
+        tonic::service::Routes::new(KvServer::new(server::kv::KvService::new(ctx.clone())).max_decoding_message_size(grpc_limit).max_encoding_message_size(usize::MAX))
+            .add_service(WatchServer::new(server::watch::WatchService::new(ctx.clone())).max_decoding_message_size(grpc_limit).max_encoding_message_size(usize::MAX))
+            .add_service(LeaseServer::new(server::lease::LeaseService::new(ctx.clone())).max_decoding_message_size(grpc_limit))
+            .add_service(MaintenanceServer::new(server::maintenance::MaintenanceService::new(ctx.clone())).max_decoding_message_size(grpc_limit).max_encoding_message_size(usize::MAX))
+            .add_service(ClusterServer::new(server::cluster::ClusterService::new(ctx.clone())).max_decoding_message_size(grpc_limit))
+            .prepare(),
+    );
+    let client_port = crate::serving::Port { name: "client", tls: client_tls, http1: true, max_streams: cfg.serving.max_concurrent_streams, limits: cfg.serving.clone() };
     for client_l in client_ls {
-        let svc_ctx = ctx.clone();
-        let mut server = tonic::transport::Server::builder();
-        if let Some(tls) = client_tls.clone() {
-            server = server.tls_config(tls).map_err(|e| Error::InvalidArgument(format!("client TLS: {e}")))?;
-        }
-        tokio::spawn(async move {
-            let r = server
-                .accept_http1(true)
-                .layer(crate::server::http::ClientHttpLayer::new(svc_ctx.clone()))
-                .add_service(KvServer::new(server::kv::KvService::new(svc_ctx.clone())).max_decoding_message_size(grpc_limit).max_encoding_message_size(usize::MAX))
-                .add_service(WatchServer::new(server::watch::WatchService::new(svc_ctx.clone())).max_decoding_message_size(grpc_limit).max_encoding_message_size(usize::MAX))
-                .add_service(LeaseServer::new(server::lease::LeaseService::new(svc_ctx.clone())).max_decoding_message_size(grpc_limit))
-                .add_service(MaintenanceServer::new(server::maintenance::MaintenanceService::new(svc_ctx.clone())).max_decoding_message_size(grpc_limit).max_encoding_message_size(usize::MAX))
-                .add_service(ClusterServer::new(server::cluster::ClusterService::new(svc_ctx.clone())).max_decoding_message_size(grpc_limit))
-                .serve_with_incoming(TcpIncoming::from(client_l).with_nodelay(Some(true)))
-                .await;
-            if let Err(e) = r {
-                tracing::error!("client server stopped: {e}");
-            }
-        });
+        tokio::spawn(crate::serving::serve(client_l, client_port.clone(), client_service.clone()));
     }
 
     Ok(NodeHandle { client_addr, client_addrs, peer_addr, node, ctx, removed })

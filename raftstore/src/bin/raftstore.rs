@@ -164,6 +164,25 @@ struct Serve {
     /// Require peer client certificates signed by --peer-trusted-ca-file.
     #[arg(long = "peer-client-cert-auth", env = "ETCD_PEER_CLIENT_CERT_AUTH")]
     peer_client_cert_auth: bool,
+    /// Open connections at most on each client and peer listener; a
+    /// connection over the cap is closed at once, with a warning in the log.
+    /// etcd has no such cap; this keeps a flood of connections from using up
+    /// the process's file descriptors.
+    #[arg(long = "max-connections", env = "ETCD_MAX_CONNECTIONS", default_value_t = raftstore::serving::DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
+    /// Concurrent HTTP/2 streams a client may open on one connection.
+    #[arg(long = "max-concurrent-streams", env = "ETCD_MAX_CONCURRENT_STREAMS", default_value_t = raftstore::serving::DEFAULT_MAX_CONCURRENT_STREAMS)]
+    max_concurrent_streams: u32,
+    /// How long a TLS handshake may take. For tests.
+    #[arg(long = "tls-handshake-timeout", default_value = "32s", value_parser = humantime::parse_duration, hide = true)]
+    tls_handshake_timeout: Duration,
+    /// How long a new connection may go without a request, and an HTTP/1
+    /// request head may take. For tests.
+    #[arg(long = "first-request-timeout", default_value = "32s", value_parser = humantime::parse_duration, hide = true)]
+    first_request_timeout: Duration,
+    /// How long a connection may go without a request in flight. For tests.
+    #[arg(long = "idle-timeout", default_value = "90s", value_parser = humantime::parse_duration, hide = true)]
+    idle_timeout: Duration,
     /// Log level filter (tracing EnvFilter syntax).
     #[arg(long = "log-level", env = "ETCD_LOG_LEVEL", default_value = "info")]
     log_level: String,
@@ -201,6 +220,19 @@ fn config(s: Serve) -> Result<Config, String> {
     if s.heartbeat_interval == 0 || s.election_timeout < 5 * s.heartbeat_interval {
         return Err("--election-timeout should be at least 5 times --heartbeat-interval".into());
     }
+    if s.max_connections == 0 {
+        return Err("--max-connections must be positive".into());
+    }
+    if s.max_concurrent_streams == 0 {
+        return Err("--max-concurrent-streams must be positive".into());
+    }
+    let serving = raftstore::serving::Limits {
+        tls_handshake_timeout: s.tls_handshake_timeout,
+        first_request_timeout: s.first_request_timeout,
+        idle_timeout: s.idle_timeout,
+        max_concurrent_streams: s.max_concurrent_streams,
+        max_connections: s.max_connections,
+    };
     let client_tls = tls_files("", s.cert_file, s.key_file, s.trusted_ca_file, s.client_cert_auth)?;
     let peer_tls = tls_files("peer-", s.peer_cert_file, s.peer_key_file, s.peer_trusted_ca_file, s.peer_client_cert_auth)?;
     Ok(Config {
@@ -222,6 +254,7 @@ fn config(s: Serve) -> Result<Config, String> {
         snapshot_catchup_entries: s.snapshot_catchup_entries,
         client_tls,
         peer_tls,
+        serving,
     })
 }
 
