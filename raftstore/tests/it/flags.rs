@@ -40,6 +40,8 @@ fn bad_flags_are_refused_before_touching_the_data_dir() {
         ("existing with no peer to ask", vec!["--initial-cluster-state", "existing"], "cannot fetch cluster info"),
         ("bad log level", vec!["--log-level", "bogus["], "invalid --log-level"),
         ("zero request size", vec!["--max-request-bytes", "0"], "--max-request-bytes"),
+        ("no connections allowed", vec!["--max-connections", "0"], "--max-connections must be positive"),
+        ("no streams allowed", vec!["--max-concurrent-streams", "0"], "--max-concurrent-streams must be positive"),
     ];
     for (name, args, want) in cases {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -16,6 +16,7 @@
 mod common;
 
 mod cluster;
+mod connections;
 mod crash;
 mod deploy;
 mod differential;

@@ -145,6 +145,11 @@ impl Background {
         got
     }
 
+    /// Whether the process still runs.
+    pub fn is_running(&mut self) -> bool {
+        self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
     /// Waits for the process to exit by itself; fails after `timeout`.
     #[track_caller]
     pub fn wait_exit(mut self, timeout: Duration) -> Output {

@@ -2,6 +2,7 @@
 
 pub mod cluster;
 pub mod etcdctl;
+pub mod pki;
 pub mod server;
 
 use std::future::Future;
