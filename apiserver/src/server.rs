@@ -496,14 +496,8 @@ async fn shut_down(
         c.stop().await;
     }
     if let Some(node) = node {
-        // As etcd's leader does when it stops: the remaining members get a
-        // leader now instead of after an election timeout.
-        match node.transfer_leadership(node.request_timeout).await {
-            Ok(Some(to)) => tracing::info!("handed the store's leadership to member {to:x}"),
-            Ok(None) => {}
-            Err(e) => tracing::warn!("could not hand the store's leadership over: {e}"),
-        }
-        let _ = node.raft.shutdown().await;
+        // Hands the store's leadership over first, as etcd's leader does.
+        node.stop().await;
     }
     tracing::info!("shut down");
 }

@@ -207,29 +207,11 @@ pub struct NodeHandle {
 }
 
 impl NodeHandle {
-    /// Stops the member as etcd stops a server: a leader first hands its
-    /// leadership to the most caught-up voter that answers it
-    /// ([`RaftNode::transfer_leadership`]), so that the cluster does not go
-    /// without a leader for an election timeout; then Raft shuts down. A
-    /// hand-over that fails is logged and the member stops anyway. The
+    /// Stops the member as etcd stops a server ([`RaftNode::stop`]). The
     /// client and peer ports keep accepting until the process exits;
     /// requests that need Raft then fail with `etcdserver: server stopped`.
-    ///
-    /// The hand-over is given two election timeouts. One that takes longer
-    /// has failed: openraft's transferee gives up waiting for the leader's
-    /// log within one, as etcd's raft aborts a transfer after one. etcd
-    /// waits out its request timeout all the same, which only delays a
-    /// stop, e.g. when every member is stopped at once and the transferee
-    /// is going away too.
     pub async fn stop(&self) {
-        match self.node.transfer_leadership(self.node.election_timeout * 2).await {
-            Ok(Some(leader)) => tracing::info!(new_leader = %crate::metrics::id_label(leader), "stopping: leadership handed over"),
-            Ok(None) => {}
-            Err(e) => tracing::warn!("stopping without handing leadership over: {e}"),
-        }
-        if let Err(e) = self.node.raft.shutdown().await {
-            tracing::warn!("raft shutdown: {e}");
-        }
+        self.node.stop().await;
     }
 }
 
