@@ -42,6 +42,8 @@ pub mod reason {
     pub const TIMEOUT: &str = "Timeout";
     /// 503.
     pub const SERVICE_UNAVAILABLE: &str = "ServiceUnavailable";
+    /// 500 with a retry hint (kube's `StatusReasonServerTimeout`).
+    pub const SERVER_TIMEOUT: &str = "ServerTimeout";
     /// 429.
     pub const TOO_MANY_REQUESTS: &str = "TooManyRequests";
 }
@@ -405,6 +407,19 @@ impl Status {
         Self::failure(504, reason::TIMEOUT, message, None)
     }
 
+    /// 500 `ServerTimeout` (kube's `NewServerTimeout`): `operation` on the
+    /// resource could not be done now, retry after `retry_after_seconds`
+    /// (sent as `Retry-After`). kube answers it when etcd is unreachable.
+    pub fn server_timeout(group: &str, resource: &str, operation: &str, retry_after_seconds: i32) -> Self {
+        let qualified = if group.is_empty() { resource.to_string() } else { format!("{resource}.{group}") };
+        Self::failure(
+            500,
+            reason::SERVER_TIMEOUT,
+            format!("The {operation} operation against {qualified} could not be completed at this time, please try again."),
+            Some(Details { name: operation.to_string(), group: group.to_string(), kind: resource.to_string(), retry_after_seconds: Some(retry_after_seconds), ..Default::default() }),
+        )
+    }
+
     /// 504 for a resourceVersion the server has not reached:
     /// `Too large resource version: <requested>, current: <current>`, cause
     /// `ResourceVersionTooLarge`, retry after 1 s (kube's cacher).
@@ -476,6 +491,17 @@ pub const OPTIMISTIC_LOCK_MESSAGE: &str = "the object has been modified; please 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// kube's `NewServerTimeout`, which client-go retries (a 5xx with
+    /// `Retry-After`).
+    #[test]
+    fn server_timeout_is_kubes() {
+        let v = Status::server_timeout("apps", "deployments", "create", 2).to_value();
+        assert_eq!(v["code"], 500);
+        assert_eq!(v["reason"], "ServerTimeout");
+        assert_eq!(v["message"], "The create operation against deployments.apps could not be completed at this time, please try again.");
+        assert_eq!(v["details"], serde_json::json!({"name": "create", "group": "apps", "kind": "deployments", "retryAfterSeconds": 2}));
+    }
 
     #[test]
     fn messages_match_kube() {

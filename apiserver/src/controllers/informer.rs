@@ -140,7 +140,7 @@ async fn run_once(
     let read = crate::storage::WatchOptions { revision: listed.revision, revision_match: RevisionMatch::NotOlderThan, initial_events: Some(false), ..Default::default() };
     let mut events = store.watch(ctx, "", &WatchOptions { read, ..Default::default() }).await?;
     while let Some(ev) = events.recv().await {
-        let ev = ev.map_err(|e| store.interpret(e, "", None))?;
+        let ev = ev.map_err(|e| store.interpret(e, "watch", "", None))?;
         let key = key_of(&ev.object);
         match ev.kind {
             EventType::Bookmark => continue,

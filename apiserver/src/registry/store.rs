@@ -111,8 +111,12 @@ impl Store {
 
     /// A storage error as the Status a client sees for the object `name`
     /// (kube's `storeerr.Interpret*`); `resource_version` is the request's,
-    /// if it sent one, quoted in 410 and 504 messages.
-    pub fn interpret(&self, e: storage::Error, name: &str, resource_version: Option<&str>) -> Status {
+    /// if it sent one, quoted in 410 and 504 messages. A store that cannot
+    /// answer (no leader, a leader that changed or stopped under the
+    /// request, an unreachable etcd) gives kube's answer to an unreachable
+    /// etcd: 500 `ServerTimeout` for `operation` with `Retry-After: 2`,
+    /// which clients retry.
+    pub fn interpret(&self, e: storage::Error, operation: &str, name: &str, resource_version: Option<&str>) -> Status {
         let r = &self.resource;
         match e {
             storage::Error::NotFound => Status::not_found(&r.group, &r.resource, name),
@@ -124,6 +128,10 @@ impl Store {
             storage::Error::InvalidContinue(m) => Status::bad_request(format!("invalid continue token: continue key is not valid: {m}")),
             storage::Error::Aborted(s) => *s,
             storage::Error::TooLarge(m) => Status::failure(413, crate::errors::reason::REQUEST_ENTITY_TOO_LARGE, format!("Request entity too large: {m}"), None),
+            storage::Error::Unavailable(m) => {
+                tracing::info!("{operation} {}/{name}: the store is unavailable: {m}", r.resource);
+                Status::server_timeout(&r.group, &r.resource, operation, 2)
+            }
             other => Status::internal(other),
         }
     }
@@ -512,7 +520,7 @@ impl Store {
         if let Some(obj) = step.dry_result {
             return Ok((obj, created));
         }
-        let obj = r.map_err(|e| self.interpret(e, name, None))?;
+        let obj = r.map_err(|e| self.interpret(e, "update", name, None))?;
         Ok((obj, created))
     }
 
@@ -528,7 +536,7 @@ impl Store {
         let removed = step.removed;
         let obj = match step.dry_result {
             Some(o) => o,
-            None => r.map_err(|e| self.interpret(e, name, None))?,
+            None => r.map_err(|e| self.interpret(e, "delete", name, None))?,
         };
         Ok((obj, removed))
     }
@@ -749,7 +757,7 @@ impl Getter for Store {
             None => self.storage.get(&key).await,
             Some(rev) => self.storage.get_not_older_than(&key, rev).await,
         };
-        obj.map(|o| self.as_read(o)).map_err(|e| self.interpret(e, name, None))
+        obj.map(|o| self.as_read(o)).map_err(|e| self.interpret(e, "get", name, None))
     }
 }
 
@@ -776,7 +784,7 @@ impl Lister for Store {
                 let token = read.continue_token.as_deref().and_then(|t| storage::inconsistent_continue(t, &prefix).ok());
                 Status::continue_expired(token)
             }
-            e => self.interpret(e, "", opts.resource_version.as_deref()),
+            e => self.interpret(e, "list", "", opts.resource_version.as_deref()),
         })
     }
 }
@@ -800,7 +808,7 @@ impl Watcher for Store {
                 let _ = tx.try_send(Err(e));
                 Ok(rx)
             }
-            Err(e) => Err(self.interpret(e, name, opts.resource_version.as_deref())),
+            Err(e) => Err(self.interpret(e, "watch", name, opts.resource_version.as_deref())),
         }
     }
 }
@@ -819,10 +827,10 @@ impl Creater for Store {
             return match self.storage.get(&key).await {
                 Ok(_) => Err(Status::already_exists(&self.resource.group, &self.resource.resource, &name)),
                 Err(storage::Error::NotFound) => Ok(obj),
-                Err(e) => Err(self.interpret(e, &name, None)),
+                Err(e) => Err(self.interpret(e, "create", &name, None)),
             };
         }
-        self.storage.create(&key, obj).await.map_err(|e| self.interpret(e, &name, None))
+        self.storage.create(&key, obj).await.map_err(|e| self.interpret(e, "create", &name, None))
     }
 }
 
