@@ -4,8 +4,9 @@
 //! which also verifies client certificates), `pki/apiserver.{crt,key}`
 //! (serving, SANs `localhost`, `127.0.0.1` and the bind address) and
 //! `pki/admin.{crt,key}` (CN `kubernetes-admin`, O `system:masters`). Later
-//! starts reuse them; a directory with only some of them is an error, never
-//! overwritten. `admin.kubeconfig` is rewritten on every start, since
+//! starts reuse them (the CA key is not needed then: a `--pki-dir` filled
+//! from an outside CA may lack it); a directory with only some of them is
+//! an error, never overwritten. `admin.kubeconfig` is rewritten on every start, since
 //! the port may differ (`--secure-port 0`).
 
 use std::path::{Path, PathBuf};
@@ -60,12 +61,15 @@ pub fn ensure_in(dir: &Path, extra_sans: &[String]) -> anyhow::Result<Pki> {
     let dir = dir.to_path_buf();
     std::fs::create_dir_all(&dir)?;
     let pki = Pki { ca_cert: dir.join("ca.crt"), serving_cert: dir.join("apiserver.crt"), serving_key: dir.join("apiserver.key"), admin_cert: dir.join("admin.crt"), admin_key: dir.join("admin.key") };
-    let files = [dir.join("ca.key"), pki.serving_key.clone(), pki.admin_key.clone(), pki.serving_cert.clone(), pki.admin_cert.clone(), pki.ca_cert.clone()];
-    let present: Vec<&PathBuf> = files.iter().filter(|f| f.exists()).collect();
-    if present.len() == files.len() {
+    // What the server reads. The CA key is not among them: a directory
+    // filled from an outside CA (deploy/cluster.sh gives each node one
+    // without the key) is complete without it.
+    let needed = [pki.serving_key.clone(), pki.admin_key.clone(), pki.serving_cert.clone(), pki.admin_cert.clone(), pki.ca_cert.clone()];
+    if needed.iter().all(|f| f.exists()) {
         return Ok(pki);
     }
-    if let Some(missing) = files.iter().find(|f| !f.exists()).filter(|_| !present.is_empty()) {
+    let present: Vec<PathBuf> = needed.iter().chain([&dir.join("ca.key")]).filter(|f| f.exists()).cloned().collect();
+    if let Some(missing) = needed.iter().find(|f| !f.exists()).filter(|_| !present.is_empty()) {
         // Generating would overwrite the keys that are there (a CA key
         // other certificates were signed with, say).
         anyhow::bail!(
@@ -157,5 +161,27 @@ mod tests {
         assert!(err.starts_with("incomplete certificate directory") && err.contains("admin.crt is missing"), "{err}");
         assert_eq!(std::fs::read(dir.join("ca.key")).unwrap_or_default(), ca_key, "the CA key is untouched");
         assert!(!first.admin_cert.exists());
+    }
+
+    /// A directory with every file the server reads but no CA key (a node
+    /// of deploy/cluster.sh, whose CA key stays with the operator) is
+    /// reused as it is; a CA key alone is kept, never overwritten.
+    #[test]
+    fn a_directory_without_the_ca_key_is_complete() {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tmp.path().join("pki");
+        let first = ensure_in(&dir, &[]).unwrap_or_else(|e| panic!("{e}"));
+        let serving = std::fs::read(&first.serving_cert).unwrap_or_default();
+        std::fs::remove_file(dir.join("ca.key")).unwrap_or_else(|e| panic!("{e}"));
+        ensure_in(&dir, &[]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(std::fs::read(&first.serving_cert).unwrap_or_default(), serving, "the certificates were replaced");
+        assert!(!dir.join("ca.key").exists());
+
+        let only_key = tmp.path().join("only-key");
+        std::fs::create_dir_all(&only_key).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(only_key.join("ca.key"), "key").unwrap_or_else(|e| panic!("{e}"));
+        let err = ensure_in(&only_key, &[]).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.starts_with("incomplete certificate directory"), "{err}");
+        assert_eq!(std::fs::read_to_string(only_key.join("ca.key")).unwrap_or_default(), "key");
     }
 }
