@@ -3,7 +3,8 @@
 //! raft leader to `kill -9` and loses nothing else: no request after the
 //! kill fails, watchers resume without a gap, every acknowledged write
 //! survives, and the node rejoins. Then a node replaced through
-//! `etcdctl member remove / add --learner / promote`.
+//! `etcdctl member remove / add --learner / promote`, and a rolling
+//! restart of all three nodes under a write load.
 //!
 //! What `kubectl get -w` does when its connection drops (found here, with
 //! kubectl 1.27 and 1.33): it ends at once with exit status 0 and prints
@@ -29,8 +30,14 @@ use kube::runtime::WatchStreamExt;
 
 use crate::common::deploy::{run_script, Deployed, KubectlWatch, NAMES};
 
+/// A ConfigMap of the failover suite, as YAML.
 fn cm(name: &str) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  labels:\n    suite: failover\ndata:\n  a: \"1\"\n")
+    cm_in(name, "failover")
+}
+
+/// A ConfigMap labelled `suite=<suite>`, as YAML.
+fn cm_in(name: &str, suite: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  labels:\n    suite: {suite}\ndata:\n  a: \"1\"\n")
 }
 
 /// `openssl x509 -text` of a certificate.
@@ -244,11 +251,14 @@ struct Seen {
     errors: Vec<String>,
 }
 
-async fn kube_watch(kubeconfig: std::path::PathBuf, seen: Arc<Mutex<Seen>>) {
+/// Runs a `kube::runtime::watcher` (bookmarks on, as by default) on the
+/// ConfigMaps matching `labels`, through the kubeconfig, recording into
+/// `seen`.
+async fn kube_watch(kubeconfig: std::path::PathBuf, labels: &'static str, seen: Arc<Mutex<Seen>>) {
     let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("kubeconfig");
     let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.expect("config");
     let api: kube::Api<ConfigMap> = kube::Api::namespaced(kube::Client::try_from(cfg).expect("client"), "default");
-    let mut stream = watcher::watcher(api, watcher::Config::default().labels("suite=failover")).default_backoff().boxed();
+    let mut stream = watcher::watcher(api, watcher::Config::default().labels(labels)).default_backoff().boxed();
     while let Some(ev) = stream.next().await {
         let mut s = seen.lock().unwrap();
         match ev {
@@ -303,7 +313,13 @@ fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
 /// The failover-suite objects node `i` lists (a consistent list, straight
 /// from that node).
 fn names_on(d: &Deployed, i: usize) -> BTreeSet<String> {
-    let out = d.kubectl_at(33, Some(i), &["get", "cm", "-l", "suite=failover", "-o", "name"], None);
+    labelled_on(d, i, "suite=failover")
+}
+
+/// The ConfigMaps matching `labels` that node `i` lists (a consistent
+/// list, straight from that node).
+fn labelled_on(d: &Deployed, i: usize, labels: &str) -> BTreeSet<String> {
+    let out = d.kubectl_at(33, Some(i), &["get", "cm", "-l", labels, "-o", "name"], None);
     out.ok().lines().map(|l| l.trim_start_matches("configmap/").to_string()).collect()
 }
 
@@ -348,7 +364,7 @@ fn deploy_three_node_failover() {
         assert!(kube_watches.len() < 9, "haproxy never placed a kube watcher on the leader: {:?}", kube_watches.iter().map(|(_, n)| n).collect::<Vec<_>>());
         let before = d.configmap_events_dispatched();
         let seen = Arc::new(Mutex::new(Seen::default()));
-        rt.spawn(kube_watch(d.kubeconfig(), seen.clone()));
+        rt.spawn(kube_watch(d.kubeconfig(), "suite=failover", seen.clone()));
         wait_until("kube watcher listed", Duration::from_secs(30), || seen.lock().unwrap().init_done);
         probe += 1;
         let name = format!("probe-{probe}");
@@ -498,4 +514,387 @@ fn deploy_replace_node() {
     for (i, name) in NAMES.iter().enumerate() {
         assert!(names_on(&d, i).contains("after-replace"), "{name} misses after-replace");
     }
+}
+
+// ------------------------------------------------------- rolling restart
+
+/// The label of the rolling-restart test's objects.
+const ROLLING: &str = "suite=rolling";
+
+/// Attempts per write before a writer gives up (client-go retries a
+/// Retry-After answer 10 times, kube's `RetryPolicy::server_retry` 15).
+const MAX_ATTEMPTS: usize = 20;
+
+/// How long a writer waits for an answer before it calls the request hung
+/// (not a retriable kind: a graceful shutdown answers or closes).
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One failed attempt of a write, as its client saw it.
+#[derive(Debug, Clone)]
+struct Failure {
+    /// What went wrong, coarse enough to count: `connection reset`,
+    /// `HTTP/2 GOAWAY`, `503 ServiceUnavailable, Retry-After`, ...
+    kind: String,
+    /// Whether clients retry this kind: connection errors (nothing or
+    /// only part of an answer came back), HTTP/2 GOAWAY and refused
+    /// streams, 429 and 5xx with `Retry-After` (client-go's `checkWait`).
+    retriable: bool,
+    /// The server's `Retry-After`, in seconds.
+    retry_after: Option<u64>,
+    /// The error as the client reported it.
+    detail: String,
+}
+
+impl Failure {
+    fn new(kind: impl Into<String>, retriable: bool, detail: impl Into<String>) -> Failure {
+        Failure { kind: kind.into(), retriable, retry_after: None, detail: detail.into() }
+    }
+}
+
+/// What one attempt of a create got.
+enum Attempt {
+    /// 201 Created.
+    Created,
+    /// 409 AlreadyExists.
+    AlreadyExists,
+    /// Anything else.
+    Failed(Failure),
+}
+
+/// How a write ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// Created by one of its attempts.
+    Created,
+    /// 409 AlreadyExists on a retry: an attempt that failed had landed.
+    /// Acknowledged; the test checks the object is there.
+    ExistedOnRetry,
+    /// A non-retriable error, or the attempts ran out.
+    GaveUp,
+}
+
+/// One write (a create of a uniquely named ConfigMap) and its attempts.
+#[derive(Debug, Clone)]
+struct Write {
+    writer: String,
+    name: String,
+    failures: Vec<Failure>,
+    outcome: Outcome,
+}
+
+/// The retry rule the writers share: the outcome once `a` settles the
+/// write, or `None` to try again. `failures` are the earlier attempts';
+/// a failed `a` joins them.
+fn settle(failures: &mut Vec<Failure>, a: Attempt) -> Option<Outcome> {
+    match a {
+        Attempt::Created => Some(Outcome::Created),
+        // Names are unique: only an attempt of this write can have made it.
+        Attempt::AlreadyExists if !failures.is_empty() => Some(Outcome::ExistedOnRetry),
+        Attempt::AlreadyExists => {
+            failures.push(Failure::new("409 AlreadyExists on a first attempt", false, ""));
+            Some(Outcome::GaveUp)
+        }
+        Attempt::Failed(f) => {
+            let retriable = f.retriable;
+            failures.push(f);
+            (!retriable || failures.len() >= MAX_ATTEMPTS).then_some(Outcome::GaveUp)
+        }
+    }
+}
+
+/// The pause before the next attempt: the server's `Retry-After`, else
+/// 50 ms doubling up to 1 s (client-go's and kube's backoffs are alike).
+fn backoff(failures: &[Failure]) -> Duration {
+    match failures.last().and_then(|f| f.retry_after) {
+        Some(s) => Duration::from_secs(s.min(5)),
+        None => Duration::from_millis(50 << failures.len().min(5)).min(Duration::from_secs(1)),
+    }
+}
+
+/// A transport error (no HTTP answer, or part of one) by its kind, from
+/// the error's chain of sources.
+fn transport_failure(e: &(dyn std::error::Error + 'static)) -> Failure {
+    let mut kinds = Vec::new();
+    let mut chain = Vec::new();
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        chain.push(err.to_string());
+        let kind = if let Some(c) = err.downcast_ref::<hyper_util::client::legacy::Error>() {
+            c.is_connect().then_some("connect")
+        } else if let Some(h) = err.downcast_ref::<hyper::Error>() {
+            if h.is_incomplete_message() {
+                Some("connection closed before the answer")
+            } else if h.is_canceled() {
+                Some("connection closed before the request was sent")
+            } else if h.is_closed() || h.is_body_write_aborted() {
+                Some("connection closed")
+            } else {
+                None
+            }
+        } else if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => Some("connection refused"),
+                std::io::ErrorKind::ConnectionReset => Some("connection reset"),
+                std::io::ErrorKind::ConnectionAborted => Some("connection aborted"),
+                std::io::ErrorKind::BrokenPipe => Some("broken pipe"),
+                std::io::ErrorKind::UnexpectedEof => Some("connection closed (EOF)"),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        kinds.extend(kind);
+        cur = err.source();
+    }
+    let detail = chain.join(": ");
+    if kinds.is_empty() {
+        Failure::new(format!("transport: {detail}"), false, detail)
+    } else {
+        Failure::new(kinds.join(": "), true, detail)
+    }
+}
+
+/// One create through the kube client: POST, with the answer read to its
+/// end (a connection that breaks in the body is a transport error).
+async fn kube_create(client: &kube::Client, body: &[u8]) -> Attempt {
+    use http_body_util::BodyExt as _;
+    let req = http::Request::post("/api/v1/namespaces/default/configmaps")
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::ACCEPT, "application/json")
+        .body(kube::client::Body::from(body.to_vec()))
+        .expect("request");
+    let answer = async {
+        let resp = client.send(req).await.map_err(|e| transport_failure(&e))?;
+        let (parts, body) = resp.into_parts();
+        let body = body.collect().await.map_err(|e| transport_failure(&e))?.to_bytes();
+        Ok::<_, Failure>((parts, body))
+    };
+    let (parts, body) = match tokio::time::timeout(ANSWER_TIMEOUT, answer).await {
+        Err(_) => return Attempt::Failed(Failure::new(format!("no answer within {ANSWER_TIMEOUT:?}"), false, "")),
+        Ok(Err(f)) => return Attempt::Failed(f),
+        Ok(Ok(a)) => a,
+    };
+    let code = parts.status.as_u16();
+    if code == 201 {
+        return Attempt::Created;
+    }
+    let status: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    let reason = status["reason"].as_str().unwrap_or_default();
+    if code == 409 && reason == "AlreadyExists" {
+        return Attempt::AlreadyExists;
+    }
+    let retry_after = parts.headers.get(http::header::RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
+    let retriable = code == 429 || (code >= 500 && retry_after.is_some());
+    let kind = format!("{code} {reason}{}", if retry_after.is_some() { ", Retry-After" } else { "" });
+    Attempt::Failed(Failure { kind, retriable, retry_after, detail: String::from_utf8_lossy(&body).into_owned() })
+}
+
+/// A writer through the kube crate's client (HTTP/1.1, a pool of
+/// keep-alive connections), its own retries instead of kube's so that it
+/// sees every error: creates `<id>-0`, `<id>-1`, ... until `stop`.
+async fn kube_writer(kubeconfig: std::path::PathBuf, id: String, stop: Arc<AtomicBool>, log: Arc<Mutex<Vec<Write>>>) {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("kubeconfig");
+    let mut cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.expect("config");
+    cfg.default_retry = false;
+    let client = kube::Client::try_from(cfg).expect("client");
+    for k in 0.. {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let name = format!("{id}-{k}");
+        let body = serde_json::to_vec(&serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "labels": {"suite": "rolling"}},
+            "data": {"writer": id},
+        }))
+        .expect("json");
+        let mut failures = Vec::new();
+        let outcome = loop {
+            if let Some(o) = settle(&mut failures, kube_create(&client, &body).await) {
+                break o;
+            }
+            tokio::time::sleep(backoff(&failures)).await;
+        };
+        log.lock().unwrap().push(Write { writer: id.clone(), name, failures, outcome });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// What `kubectl create` got, from its exit status and stderr. kubectl
+/// (client-go) has already retried what client-go retries (429 and 5xx
+/// with `Retry-After`, HTTP/2 refused streams): an `Error from server`
+/// that it prints is not retriable here; a connection error is.
+fn kubectl_attempt(out: &crate::common::Out) -> Attempt {
+    if out.code == 0 {
+        return Attempt::Created;
+    }
+    let e = out.stderr.trim();
+    if e.contains("(AlreadyExists)") {
+        return Attempt::AlreadyExists;
+    }
+    if let Some(rest) = e.strip_prefix("Error from server (") {
+        let reason = rest.split(')').next().unwrap_or_default();
+        return Attempt::Failed(Failure::new(format!("kubectl: Error from server ({reason})"), false, e));
+    }
+    // Go's wording for the connection errors kubectl reports.
+    let kinds = [
+        ("GOAWAY", "HTTP/2 GOAWAY"),
+        ("REFUSED_STREAM", "HTTP/2 refused stream"),
+        ("http2: client connection lost", "HTTP/2 connection lost"),
+        ("connection refused", "connection refused"),
+        ("connection reset by peer", "connection reset"),
+        ("broken pipe", "broken pipe"),
+        ("TLS handshake timeout", "TLS handshake timeout"),
+        ("EOF", "connection closed (EOF)"),
+    ];
+    match kinds.iter().find(|(needle, _)| e.contains(needle)) {
+        Some((_, kind)) => Attempt::Failed(Failure::new(format!("kubectl: {kind}"), true, e)),
+        None => Attempt::Failed(Failure::new("kubectl: other", false, e)),
+    }
+}
+
+/// A writer looping `kubectl.1.33 create` through haproxy, retrying the
+/// same object on a retriable error as a script would: creates
+/// `kubectl-0`, `kubectl-1`, ... until `stop`.
+fn kubectl_writer(kubeconfig: std::path::PathBuf, cache: std::path::PathBuf, stop: Arc<AtomicBool>, log: Arc<Mutex<Vec<Write>>>) {
+    for k in 0.. {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let name = format!("kubectl-{k}");
+        let mut failures = Vec::new();
+        let outcome = loop {
+            let mut child = Command::new(crate::common::kubectl_path(33))
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .arg("--cache-dir")
+                .arg(&cache)
+                .arg(format!("--request-timeout={}s", ANSWER_TIMEOUT.as_secs()))
+                .args(["create", "--validate=false", "-f", "-"])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn kubectl");
+            std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), cm_in(&name, "rolling").as_bytes()).expect("write stdin");
+            let o = child.wait_with_output().expect("kubectl");
+            let out = crate::common::Out { code: o.status.code().unwrap_or(-1), stdout: String::from_utf8_lossy(&o.stdout).into(), stderr: String::from_utf8_lossy(&o.stderr).into() };
+            if let Some(o) = settle(&mut failures, kubectl_attempt(&out)) {
+                break o;
+            }
+            std::thread::sleep(backoff(&failures));
+        };
+        log.lock().unwrap().push(Write { writer: "kubectl".into(), name, failures, outcome });
+    }
+}
+
+/// Acknowledged writes per writer so far.
+fn acked_per_writer(log: &Mutex<Vec<Write>>) -> std::collections::BTreeMap<String, usize> {
+    let mut m = std::collections::BTreeMap::new();
+    for w in log.lock().unwrap().iter().filter(|w| w.outcome != Outcome::GaveUp) {
+        *m.entry(w.writer.clone()).or_default() += 1;
+    }
+    m
+}
+
+/// Issue 16 "Rolling restart": `cluster.sh rolling-restart` restarts the
+/// three nodes one at a time (the leader last) while writers create
+/// ConfigMaps through haproxy: three through the kube crate's client
+/// (HTTP/1.1) and a kubectl 1.33 loop (HTTP/2), each retrying as
+/// client-go and kube do. Every error a writer sees is of a kind clients
+/// retry, and every write is acknowledged in the end; each node then holds
+/// exactly the acknowledged objects; a kube watcher through haproxy sees
+/// them all without listing again; the cluster has three voting members
+/// and a leader, and every node is ready.
+#[test]
+fn deploy_rolling_restart_under_write_load() {
+    let d = Deployed::up();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    rt.spawn(kube_watch(d.kubeconfig(), ROLLING, seen.clone()));
+    wait_until("the kube watcher listed", Duration::from_secs(30), || seen.lock().unwrap().init_done);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let log: Arc<Mutex<Vec<Write>>> = Arc::default();
+    let writers: Vec<String> = (0..3).map(|i| format!("kube{i}")).chain(["kubectl".to_string()]).collect();
+    let kube_tasks: Vec<_> = writers[..3].iter().map(|id| rt.spawn(kube_writer(d.kubeconfig(), id.clone(), stop.clone(), log.clone()))).collect();
+    let kubectl_task = {
+        let (kubeconfig, cache, stop, log) = (d.kubeconfig(), d.dir.path().join("kubectl-cache-writer"), stop.clone(), log.clone());
+        std::thread::spawn(move || kubectl_writer(kubeconfig, cache, stop, log))
+    };
+    let progressed = |since: &std::collections::BTreeMap<String, usize>| {
+        let now = acked_per_writer(&log);
+        writers.iter().all(|w| now.get(w).copied().unwrap_or(0) > since.get(w).copied().unwrap_or(0))
+    };
+    wait_until("every writer had a write acknowledged", Duration::from_secs(60), || progressed(&Default::default()));
+
+    let before = acked_per_writer(&log);
+    let restart = d.script(&["rolling-restart"]);
+    let after = acked_per_writer(&log);
+    assert_eq!(restart.code, 0, "rolling-restart failed: {restart:?}\n{}", d.logs());
+    // The writers go on against the restarted cluster, then stop.
+    wait_until("every writer had a write acknowledged after the restart", Duration::from_secs(60), || progressed(&after));
+    stop.store(true, Ordering::Relaxed);
+    for t in kube_tasks {
+        rt.block_on(t).unwrap();
+    }
+    kubectl_task.join().unwrap();
+    let writes = std::mem::take(&mut *log.lock().unwrap());
+
+    // Errors by kind, each with its count and one example.
+    let mut kinds: std::collections::BTreeMap<&str, (usize, &str)> = std::collections::BTreeMap::new();
+    for f in writes.iter().flat_map(|w| &w.failures) {
+        kinds.entry(&f.kind).or_insert((0, &f.detail)).0 += 1;
+    }
+    let retried = writes.iter().filter(|w| !w.failures.is_empty()).count();
+    let on_retry = writes.iter().filter(|w| w.outcome == Outcome::ExistedOnRetry).count();
+    eprintln!("rolling restart: {} writes ({before:?} acknowledged before it, {after:?} by its end), {retried} retried, {on_retry} found created on a retry (409)", writes.len());
+    for (kind, (n, example)) in &kinds {
+        eprintln!("  {n:>4} x {kind}    e.g. {example}");
+    }
+
+    // Every error was of a retriable kind, and a later attempt succeeded.
+    let bad: Vec<(&str, &Failure)> = writes.iter().flat_map(|w| w.failures.iter().filter(|f| !f.retriable).map(move |f| (w.name.as_str(), f))).collect();
+    assert!(bad.is_empty(), "errors clients do not retry: {bad:#?}\n{}", d.logs());
+    let gave_up: Vec<&Write> = writes.iter().filter(|w| w.outcome == Outcome::GaveUp).collect();
+    assert!(gave_up.is_empty(), "writes never acknowledged: {gave_up:#?}");
+    // The load ran through the restart: each writer had writes
+    // acknowledged while it ran.
+    for w in &writers {
+        assert!(after.get(w) > before.get(w), "{w} had no write acknowledged during the rolling restart: {before:?} -> {after:?}");
+    }
+
+    // Each node, read directly, holds exactly the acknowledged writes.
+    let acked: BTreeSet<String> = writes.iter().map(|w| w.name.clone()).collect();
+    for (i, name) in NAMES.iter().enumerate() {
+        let on = labelled_on(&d, i, ROLLING);
+        assert!(acked.is_subset(&on), "{name} lost acknowledged writes: {:?}", acked.difference(&on).collect::<Vec<_>>());
+        assert_eq!(on.len(), acked.len(), "{name} has objects no writer wrote: {:?}", on.difference(&acked).collect::<Vec<_>>());
+    }
+
+    // The watcher saw every acknowledged object, resuming on another node
+    // after each of its nodes stopped (their last BOOKMARK gave it a
+    // resourceVersion to resume from) instead of listing again.
+    wait_until("the kube watcher saw every acknowledged write", Duration::from_secs(60), || acked.is_subset(&seen.lock().unwrap().names));
+    {
+        let s = seen.lock().unwrap();
+        eprintln!("rolling restart: the kube watcher listed {} time(s) and reported {} error(s): {:?}", s.inits, s.errors.len(), s.errors);
+        assert_eq!(s.inits, 1, "the kube watcher listed again instead of resuming: {:?}", s.errors);
+    }
+
+    // Three voting members, as every node sees them, and one leader; every
+    // node ready.
+    for (i, name) in NAMES.iter().enumerate() {
+        let members = d.etcdctl(i, &["member", "list", "-w", "simple"]);
+        let lines: Vec<Vec<&str>> = members.ok().lines().map(|l| l.split(", ").collect()).collect();
+        assert_eq!(lines.len(), 3, "{name}: {members:?}");
+        for l in &lines {
+            assert_eq!((l[1], l[5]), ("started", "false"), "{name}: {members:?}");
+        }
+        assert_eq!(d.kubectl_at(33, Some(i), &["get", "--raw", "/readyz"], None).ok().trim(), "ok", "{name}");
+    }
+    d.leader();
+    let leaders = (0..3).filter(|&i| d.etcdctl(i, &["endpoint", "status", "-w", "simple"]).ok().split(", ").nth(4) == Some("true")).count();
+    assert_eq!(leaders, 1, "leaders among the nodes");
+    drop(rt);
 }
