@@ -543,12 +543,22 @@ struct Failure {
     retry_after: Option<u64>,
     /// The error as the client reported it.
     detail: String,
+    /// When the attempt ended, UTC, as the nodes' logs print it.
+    at: String,
 }
 
 impl Failure {
     fn new(kind: impl Into<String>, retriable: bool, detail: impl Into<String>) -> Failure {
-        Failure { kind: kind.into(), retriable, retry_after: None, detail: detail.into() }
+        Failure { kind: kind.into(), retriable, retry_after: None, detail: detail.into(), at: utc_now() }
     }
+}
+
+/// The time of day, UTC, to the millisecond (`02:57:54.191`), to find an
+/// error's moment in the nodes' logs.
+fn utc_now() -> String {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let s = t.as_secs() % 86_400;
+    format!("{:02}:{:02}:{:02}.{:03}", s / 3600, s / 60 % 60, s % 60, t.subsec_millis())
 }
 
 /// What one attempt of a create got.
@@ -686,7 +696,7 @@ async fn kube_create(client: &kube::Client, body: &[u8]) -> Attempt {
     let retry_after = parts.headers.get(http::header::RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
     let retriable = code == 429 || (code >= 500 && retry_after.is_some());
     let kind = format!("{code} {reason}{}", if retry_after.is_some() { ", Retry-After" } else { "" });
-    Attempt::Failed(Failure { kind, retriable, retry_after, detail: String::from_utf8_lossy(&body).into_owned() })
+    Attempt::Failed(Failure { kind, retriable, retry_after, detail: String::from_utf8_lossy(&body).into_owned(), at: utc_now() })
 }
 
 /// A writer through the kube crate's client (HTTP/1.1, a pool of
@@ -854,8 +864,8 @@ fn deploy_rolling_restart_under_write_load() {
     }
 
     // Every error was of a retriable kind, and a later attempt succeeded.
-    let bad: Vec<(&str, &Failure)> = writes.iter().flat_map(|w| w.failures.iter().filter(|f| !f.retriable).map(move |f| (w.name.as_str(), f))).collect();
-    assert!(bad.is_empty(), "errors clients do not retry: {bad:#?}\n{}", d.logs());
+    let bad: Vec<String> = writes.iter().flat_map(|w| w.failures.iter().filter(|f| !f.retriable).map(move |f| format!("{} at {}: {}: {}", w.name, f.at, f.kind, f.detail))).collect();
+    assert!(bad.is_empty(), "errors clients do not retry:\n{}\n{}", bad.join("\n"), d.logs());
     let gave_up: Vec<&Write> = writes.iter().filter(|w| w.outcome == Outcome::GaveUp).collect();
     assert!(gave_up.is_empty(), "writes never acknowledged: {gave_up:#?}");
     // The load ran through the restart: each writer had writes
@@ -874,7 +884,10 @@ fn deploy_rolling_restart_under_write_load() {
 
     // The watcher saw every acknowledged object, resuming on another node
     // after each of its nodes stopped (their last BOOKMARK gave it a
-    // resourceVersion to resume from) instead of listing again.
+    // resourceVersion to resume from) instead of listing again. Its watch
+    // again may go out on an idle keep-alive connection to the node that
+    // is closing it (`failed to start watching ... (SendRequest)`); it
+    // retries after its backoff.
     wait_until("the kube watcher saw every acknowledged write", Duration::from_secs(60), || acked.is_subset(&seen.lock().unwrap().names));
     {
         let s = seen.lock().unwrap();
