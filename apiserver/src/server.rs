@@ -431,7 +431,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 }
             } => break,
         };
-        let Some(slot) = gate.admit() else {
+        let Some(slot) = gate.admit("HTTPS") else {
             drop(tcp);
             continue;
         };
@@ -560,7 +560,9 @@ where
                 break conn.as_mut().await;
             }
             _ = tokio::time::sleep(tick) => {
-                if activity.idle_for().is_some_and(|d| d >= limits.idle_timeout) {
+                // A connection that has had no request yet gets the idle
+                // timeout too; hyper bounds an HTTP/1 head on its own.
+                if activity.time_left(limits.idle_timeout, limits.idle_timeout) == Some(std::time::Duration::ZERO) {
                     conn.as_mut().graceful_shutdown();
                     break match tokio::time::timeout(crate::serving::GRACE, conn.as_mut()).await {
                         Ok(r) => r,

@@ -212,8 +212,9 @@ where
     }
 }
 
-/// Admits connections up to the cap.
-struct Gate {
+/// Admits connections up to the cap. Public for the apiserver's HTTPS
+/// port, which protects itself the same way.
+pub struct Gate {
     slots: Arc<Semaphore>,
     max: usize,
     last_warning: Mutex<Option<Instant>>,
@@ -221,14 +222,14 @@ struct Gate {
 
 impl Gate {
     /// A gate for `max` open connections (at least 1).
-    fn new(max: usize) -> Self {
+    pub fn new(max: usize) -> Self {
         let max = max.max(1);
         Gate { slots: Arc::new(Semaphore::new(max)), max, last_warning: Mutex::new(None) }
     }
 
     /// A slot for a new connection on the `port` port, held while it is
     /// open; `None` (and a warning, at most every 10 s) when `max` are open.
-    fn admit(&self, port: &str) -> Option<OwnedSemaphorePermit> {
+    pub fn admit(&self, port: &str) -> Option<OwnedSemaphorePermit> {
         match self.slots.clone().try_acquire_owned() {
             Ok(p) => Some(p),
             Err(_) => {
@@ -241,11 +242,16 @@ impl Gate {
             }
         }
     }
+
+    /// How many connections are open (holding a slot).
+    pub fn open(&self) -> usize {
+        self.max - self.slots.available_permits()
+    }
 }
 
 /// What one connection is doing: requests in flight, whether it has had
 /// one, and when the last one ended (or the connection opened).
-struct Activity {
+pub struct Activity {
     start: Instant,
     in_flight: AtomicUsize,
     served: AtomicBool,
@@ -254,7 +260,7 @@ struct Activity {
 }
 
 /// Counts one request as in flight until dropped.
-struct InFlight(Arc<Activity>);
+pub struct InFlight(Arc<Activity>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
@@ -266,12 +272,12 @@ impl Drop for InFlight {
 
 impl Activity {
     /// A connection that has just opened.
-    fn new() -> Arc<Self> {
+    pub fn new() -> Arc<Self> {
         Arc::new(Activity { start: Instant::now(), in_flight: AtomicUsize::new(0), served: AtomicBool::new(false), idle_since_ms: AtomicU64::new(0) })
     }
 
     /// Marks a request in flight until the returned guard is dropped.
-    fn begin(self: &Arc<Self>) -> InFlight {
+    pub fn begin(self: &Arc<Self>) -> InFlight {
         self.served.store(true, Ordering::Release);
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         InFlight(self.clone())
@@ -281,7 +287,7 @@ impl Activity {
     /// while one is in flight; else what is left of `first_request` (no
     /// request yet) or of `idle` (since the last one ended), zero once it
     /// has run out.
-    fn time_left(&self, first_request: Duration, idle: Duration) -> Option<Duration> {
+    pub fn time_left(&self, first_request: Duration, idle: Duration) -> Option<Duration> {
         if self.in_flight.load(Ordering::Acquire) > 0 {
             return None;
         }
@@ -301,6 +307,7 @@ mod tests {
         let a = gate.admit("client");
         let b = gate.admit("client");
         assert!(a.is_some() && b.is_some());
+        assert_eq!(gate.open(), 2);
         assert!(gate.admit("client").is_none());
         drop(a);
         assert!(gate.admit("client").is_some());
