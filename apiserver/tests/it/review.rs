@@ -286,18 +286,8 @@ fn config_keys_and_base64_data_are_checked() {
 #[test]
 fn head_requests_over_http2() {
     let s = Server::start();
-    let pki = s.ca().parent().expect("pki dir").to_path_buf();
     for (proto, path) in [("--http2", "/api/v1/namespaces/default"), ("--http2", "/healthz"), ("--http1.1", "/api")] {
-        let out = Command::new("curl")
-            .args(["-s", "-S", "-I", proto, "--max-time", "5", "--cacert"])
-            .arg(s.ca())
-            .arg("--cert")
-            .arg(pki.join("admin.crt"))
-            .arg("--key")
-            .arg(pki.join("admin.key"))
-            .arg(format!("https://{}{path}", s.host_port()))
-            .output()
-            .expect("curl");
+        let out = crate::common::curl_as_admin(&s).args(["-s", "-S", "-I", proto, "--max-time", "5"]).arg(format!("https://{}{path}", s.host_port())).output().expect("curl");
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{proto} HEAD {path}: {}", String::from_utf8_lossy(&out.stderr));
         assert!(text.starts_with("HTTP/2 200") || text.starts_with("HTTP/1.1 200"), "{text}");

@@ -5,7 +5,7 @@
 //! exits 0.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -13,19 +13,7 @@ use crate::common::Server;
 
 /// A `curl -N` watch as the admin user; its lines arrive on the receiver.
 fn watch(s: &Server, path: &str) -> (Child, mpsc::Receiver<String>) {
-    let pki = s.ca().parent().expect("pki dir").to_path_buf();
-    let mut child = Command::new("curl")
-        .args(["-sSN", "--cacert"])
-        .arg(s.ca())
-        .arg("--cert")
-        .arg(pki.join("admin.crt"))
-        .arg("--key")
-        .arg(pki.join("admin.key"))
-        .arg(format!("https://{}{path}", s.host_port()))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn curl");
+    let mut child = crate::common::curl_as_admin(s).arg("-sSN").arg(format!("https://{}{path}", s.host_port())).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn curl");
     let out = child.stdout.take().expect("stdout");
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {

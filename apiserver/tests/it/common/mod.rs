@@ -382,19 +382,17 @@ pub fn https_request(server: &Server, request: &str, admin: bool) -> String {
 /// its pki dir) against `path`, with `-s -i` and the `extra` flags; returns
 /// the status line, headers and body.
 pub fn curl_admin(s: &Server, path: &str, extra: &[&str]) -> String {
-    let pki = s.ca().parent().expect("pki dir").to_path_buf();
-    let out = std::process::Command::new("curl")
-        .args(["-s", "-i", "--cacert"])
-        .arg(s.ca())
-        .arg("--cert")
-        .arg(pki.join("admin.crt"))
-        .arg("--key")
-        .arg(pki.join("admin.key"))
-        .args(extra)
-        .arg(format!("https://{}{path}", s.host_port()))
-        .output()
-        .expect("run curl");
+    let out = curl_as_admin(s).args(["-s", "-i"]).args(extra).arg(format!("https://{}{path}", s.host_port())).output().expect("run curl");
     String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+/// A curl command that trusts the server's CA and presents the admin
+/// client certificate of its pki dir; add the flags and the URL.
+pub fn curl_as_admin(s: &Server) -> Command {
+    let pki = s.ca().parent().expect("pki dir").to_path_buf();
+    let mut cmd = Command::new("curl");
+    cmd.arg("--cacert").arg(s.ca()).arg("--cert").arg(pki.join("admin.crt")).arg("--key").arg(pki.join("admin.key"));
+    cmd
 }
 
 /// A single-member Debian etcd on free loopback ports, killed on drop, and
