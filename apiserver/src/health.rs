@@ -47,7 +47,7 @@ pub struct Health {
     cache: Option<Arc<CachedStorage>>,
     started: AtomicBool,
     /// True once the shutdown has begun.
-    shutdown: tokio::sync::watch::Sender<bool>,
+    shutdown: AtomicBool,
     /// True once open watches are to end (after the shutdown delay).
     watches_end: tokio::sync::watch::Sender<bool>,
 }
@@ -57,7 +57,7 @@ impl Health {
     /// It starts not started: API requests are refused until
     /// [`Health::mark_started`].
     pub fn new(storage: Arc<dyn Storage>, cache: Option<Arc<CachedStorage>>) -> Self {
-        Health { storage, cache, started: AtomicBool::new(false), shutdown: tokio::sync::watch::Sender::new(false), watches_end: tokio::sync::watch::Sender::new(false) }
+        Health { storage, cache, started: AtomicBool::new(false), shutdown: AtomicBool::new(false), watches_end: tokio::sync::watch::Sender::new(false) }
     }
 
     /// Records that the store has a leader and the system namespaces exist:
@@ -74,12 +74,12 @@ impl Health {
     /// Records that the process is shutting down: `/readyz` fails from now
     /// on, while requests are still served.
     pub fn begin_shutdown(&self) {
-        self.shutdown.send_replace(true);
+        self.shutdown.store(true, Ordering::Release);
     }
 
     /// Whether [`Health::begin_shutdown`] was called.
     pub fn is_shutting_down(&self) -> bool {
-        *self.shutdown.borrow()
+        self.shutdown.load(Ordering::Acquire)
     }
 
     /// Tells every open watch to end: each sends a last BOOKMARK (when the
