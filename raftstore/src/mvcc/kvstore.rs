@@ -127,7 +127,8 @@ impl MvccStore {
         self.current.load(Ordering::Acquire)
     }
 
-    /// The compacted revision: history below it is gone.
+    /// The compacted revision: history below it is gone. -1 until the first
+    /// compaction (etcd's compactMainRev), 0 after a `Compact(0)`.
     pub fn compact_revision(&self) -> i64 {
         self.state.read().compact
     }
@@ -177,7 +178,9 @@ impl MvccStore {
 /// or when the leader took the snapshot just installed), the deletion to
 /// resume.
 fn load_state(db: &DB) -> Result<(State, i64, Option<Job>)> {
-    let mut st = State::default();
+    // Never compacted is -1, as etcd's compactMainRev starts: `Compact(0)`
+    // then succeeds once, and HashKV reports -1 until the first compaction.
+    let mut st = State { compact: -1, ..State::default() };
     let meta = cf(db, keys::CF_META)?;
     if let Some(v) = db.get_cf(meta, keys::CompactRevision::KEY)? {
         st.compact = keys::decode_i64(&v)?;

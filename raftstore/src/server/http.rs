@@ -204,7 +204,7 @@ fn scrape(ctx: &Context) -> String {
     m.db_total_size.set(crate::storage::db_size(ctx.store.db()));
     m.keys_total.set(ctx.store.index_len() as i64);
     m.current_revision.set(ctx.store.current_revision());
-    m.compact_revision.set(ctx.store.compact_revision());
+    m.compact_revision.set(ctx.store.compact_revision().max(0));
     m.server_id.with_label_values(&[crate::metrics::id_label(ctx.member_id).as_str()]).set(1);
     m.server_version.with_label_values(&[ETCD_VERSION]).set(1);
     crate::metrics::render()

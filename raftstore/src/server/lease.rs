@@ -112,7 +112,14 @@ impl Lease for LeaseService {
         let (tx, rx) = mpsc::channel(16);
         let ctx = self.ctx.clone();
         tokio::spawn(async move {
-            while let Some(Ok(r)) = inbound.next().await {
+            while let Some(r) = inbound.next().await {
+                let r = match r {
+                    Ok(r) => r,
+                    Err(status) => {
+                        let _ = tx.send(Err(super::inbound_error(status))).await;
+                        break;
+                    }
+                };
                 // A leader answers from its own lessor only once a quorum
                 // confirmed it still leads (a deposed leader's renewal would
                 // be lost); otherwise the leader is asked.

@@ -127,8 +127,6 @@ impl Maintenance for MaintenanceService {
     async fn hash_kv(&self, req: Request<HashKvRequest>) -> Res<HashKvResponse> {
         let (store, revision) = (self.ctx.store.clone(), req.into_inner().revision);
         let (hash, hash_revision, compact_revision) = super::blocking(move || store.hash_kv(revision)).await?;
-        // etcd reports -1 until the first compaction.
-        let compact_revision = if compact_revision == 0 { -1 } else { compact_revision };
         Ok(Response::new(HashKvResponse { header: self.ctx.header(self.ctx.store.current_revision()), hash, compact_revision, hash_revision }))
     }
 

@@ -45,6 +45,20 @@ pub struct Context {
 /// Shared context handle.
 pub type Ctx = Arc<Context>;
 
+/// The status a client stream (Watch, LeaseKeepAlive) ends with when its
+/// next request fails to arrive. A frame that does not decode ends the
+/// stream with INTERNAL, as grpc-go does for etcd (tonic reports it as
+/// INTERNAL too); the client then knows that the stream broke and did not
+/// close cleanly. Any other failure (the client reset the stream) is passed
+/// on as it is; nobody reads it.
+fn inbound_error(status: tonic::Status) -> tonic::Status {
+    if status.code() == tonic::Code::Internal {
+        tonic::Status::internal(format!("grpc: error unmarshalling request: {}", status.message()))
+    } else {
+        status
+    }
+}
+
 impl Context {
     /// A response header at `revision` with this member's IDs and term.
     pub fn header(&self, revision: i64) -> Option<ResponseHeader> {

@@ -27,6 +27,12 @@ use crate::mvcc::{in_range, RevisionEvents};
 const HISTORY_STEP: usize = 1000;
 /// Most events in one response while catching up.
 const MAX_EVENTS_PER_RESPONSE: usize = 1000;
+/// etcd's cancel reason for a create request whose `watch_id` is taken
+/// on the stream (mvcc `ErrWatcherDuplicateID`).
+const DUPLICATE_ID: &str = "mvcc: duplicate watch ID provided on the WatchStream";
+/// etcd's cancel reason for a `range_end` at or below the key (mvcc
+/// `ErrEmptyWatcherRange`).
+const EMPTY_RANGE: &str = "mvcc: watcher range is empty";
 
 /// The Watch service.
 pub struct WatchService {
@@ -180,14 +186,23 @@ impl StreamTask {
                 if key.is_empty() {
                     key = vec![0];
                 }
+                // etcd refuses a watch it cannot create with watch ID -1, so
+                // the answer never names a live watch of the stream.
+                let refusal = if !c.range_end.is_empty() && c.range_end != [0] && key >= c.range_end {
+                    Some(EMPTY_RANGE)
+                } else if c.watch_id != 0 && self.watchers.contains_key(&c.watch_id) {
+                    Some(DUPLICATE_ID)
+                } else {
+                    None
+                };
+                if let Some(reason) = refusal {
+                    let mut resp = self.resp(-1, self.last);
+                    resp.created = true;
+                    resp.canceled = true;
+                    resp.cancel_reason = reason.to_string();
+                    return self.send(resp).await;
+                }
                 let id = if c.watch_id != 0 {
-                    if self.watchers.contains_key(&c.watch_id) {
-                        let mut resp = self.resp(c.watch_id, self.last);
-                        resp.created = true;
-                        resp.canceled = true;
-                        resp.cancel_reason = "etcdserver: duplicate watch ID".to_string();
-                        return self.send(resp).await;
-                    }
                     c.watch_id
                 } else {
                     while self.watchers.contains_key(&self.next_id) {
@@ -212,6 +227,16 @@ impl StreamTask {
                 self.send(created).await?;
                 if c.start_revision > 0 && c.start_revision <= self.last {
                     self.replay(&[id], c.start_revision, self.last).await?;
+                }
+                // etcd takes a negative start revision for one below every
+                // revision: compacted once the store was compacted.
+                let compact = self.ctx.store.compact_revision();
+                if c.start_revision < 0 && c.start_revision < compact {
+                    self.watchers.remove(&id);
+                    let mut resp = self.resp(id, self.ctx.store.current_revision());
+                    resp.canceled = true;
+                    resp.compact_revision = compact;
+                    return self.send(resp).await;
                 }
                 // Future start revisions need no special case: events are
                 // filtered by revision below, so none before the start go out.
@@ -332,7 +357,11 @@ impl Watch for WatchService {
                 let step = tokio::select! {
                     msg = inbound.next() => match msg {
                         Some(Ok(req)) => task.on_request(req).await,
-                        Some(Err(_)) | None => Err(Closed),
+                        Some(Err(status)) => {
+                            let _ = task.out.send(Err(super::inbound_error(status))).await;
+                            Err(Closed)
+                        }
+                        None => Err(Closed),
                     },
                     r = task.rx.recv() => match r {
                         Ok(r) => task.on_revision(r).await,

@@ -26,5 +26,6 @@ mod flags;
 mod forward;
 mod leader_transfer;
 mod membership;
+mod stream_errors;
 mod tls;
 mod watch;
