@@ -6,6 +6,9 @@
 //!   come from the `etcd-client` crate's `build-server` feature; this crate
 //!   re-exports them under etcd's own names so the rest of the workspace never
 //!   sees the `Pb` prefixes.
+//! - [`v3lockpb`] and [`v3electionpb`]: etcd's Lock and Election services,
+//!   generated here from our own .proto files with etcd's names and field
+//!   numbers (etcd-client generates only their client side).
 //! - [`raftpb`]: our internal Raft transport (vote, append entries, snapshot
 //!   streaming, request forwarding, read index).
 //! - [`openapiv2`]: the part of gnostic's OpenAPI v2 model (package
@@ -109,6 +112,20 @@ pub mod mvccpb {
         /// `DELETE`
         pub const DELETE: i32 = 1;
     }
+}
+
+/// etcd's `v3lockpb` package: the Lock service's messages and its
+/// generated server (see `proto/etcd/v3lock.proto`).
+#[allow(missing_docs)]
+pub mod v3lockpb {
+    tonic::include_proto!("v3lockpb");
+}
+
+/// etcd's `v3electionpb` package: the Election service's messages and its
+/// generated server (see `proto/etcd/v3election.proto`).
+#[allow(missing_docs)]
+pub mod v3electionpb {
+    tonic::include_proto!("v3electionpb");
 }
 
 /// Our internal Raft transport (see `proto/raftpb.proto`).

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use proto::etcdserverpb::server::{ClusterServer, KvServer, LeaseServer, MaintenanceServer, WatchServer};
 use proto::raftpb::raft_transport_server::RaftTransportServer;
+use proto::v3electionpb::election_server::ElectionServer;
+use proto::v3lockpb::lock_server::LockServer;
 use sha2::{Digest, Sha256};
 use tokio::net::TcpListener;
 use tower::Layer as _;
@@ -586,6 +588,8 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
             .add_service(LeaseServer::new(server::lease::LeaseService::new(ctx.clone())).max_decoding_message_size(grpc_limit))
             .add_service(MaintenanceServer::new(server::maintenance::MaintenanceService::new(ctx.clone())).max_decoding_message_size(grpc_limit).max_encoding_message_size(usize::MAX))
             .add_service(ClusterServer::new(server::cluster::ClusterService::new(ctx.clone())).max_decoding_message_size(grpc_limit))
+            .add_service(LockServer::new(server::lock::LockService::new(ctx.clone())).max_decoding_message_size(grpc_limit))
+            .add_service(ElectionServer::new(server::election::ElectionService::new(ctx.clone())).max_decoding_message_size(grpc_limit))
             .prepare(),
     );
     let client_port = crate::serving::Port { name: "client", tls: client_tls, http1: true, max_streams: cfg.serving.max_concurrent_streams, limits: cfg.serving.clone() };

@@ -1,11 +1,15 @@
 //! etcd's gRPC services (etcd `server/etcdserver/api/v3rpc`): KV, Watch,
-//! Lease, Maintenance and Cluster, each in its own file, sharing one
-//! [`Context`].
+//! Lease, Maintenance and Cluster, and the Lock and Election services etcd
+//! serves beside them (`v3lock`, `v3election`), each in its own file,
+//! sharing one [`Context`].
 
 pub mod cluster;
+pub mod concurrency;
+pub mod election;
 pub mod http;
 pub mod kv;
 pub mod lease;
+pub mod lock;
 pub mod maintenance;
 pub mod watch;
 

@@ -25,6 +25,7 @@ mod etcdctl;
 mod flags;
 mod forward;
 mod leader_transfer;
+mod lock_election;
 mod membership;
 mod stream_errors;
 mod tls;
