@@ -174,7 +174,7 @@ impl RaftNode {
                 } else {
                     // The new voter has not started: the others must still
                     // form a quorum of the grown cluster.
-                    let active = self.active_count(&voters);
+                    let active = self.active_count(&voters).await;
                     if active < voters.len().div_ceil(2) + 1 {
                         return Err(Error::MemberNotEnoughStarted);
                     }
@@ -203,7 +203,7 @@ impl RaftNode {
                     self.raft.change_membership(ChangeMembers::RemoveNodes([*id].into()), false).await.map_err(write_err)?
                 } else {
                     let remaining: Vec<u64> = voters.iter().copied().filter(|v| v != id).collect();
-                    if remaining.is_empty() || self.active_count(&remaining) < remaining.len() / 2 + 1 {
+                    if remaining.is_empty() || self.active_count(&remaining).await < remaining.len() / 2 + 1 {
                         return Err(Error::MemberNotEnoughStarted);
                     }
                     self.raft.change_membership(ChangeMembers::RemoveVoters([*id].into()), false).await.map_err(write_err)?
@@ -221,13 +221,35 @@ impl RaftNode {
         Ok(resp.log_id.index())
     }
 
-    /// How many of `ids` the leader (this member) heard from recently; the
-    /// leader itself counts.
-    fn active_count(&self, ids: &[u64]) -> usize {
+    /// How many of `ids` are up: the leader (this member) itself, and each
+    /// other member that the leader heard from recently *and* that answers
+    /// a message sent now. The heartbeat record alone counted a member
+    /// that had just stopped (its last answer was less than
+    /// [`ACTIVE_WITHIN`] old), so a removal passed the check with the
+    /// remaining voters short of a quorum, and the cluster lost its leader
+    /// until the stopped member came back (etcd drops a peer from its
+    /// active set as soon as its connection breaks).
+    async fn active_count(&self, ids: &[u64]) -> usize {
+        use futures::StreamExt as _;
         use openraft::Instant as _;
         let m = self.raft.metrics().borrow_watched().clone();
-        let hb = m.heartbeat.unwrap_or_default();
-        ids.iter().filter(|id| **id == self.id || hb.get(id).and_then(|t| t.as_ref()).is_some_and(|t| (*t).into_inner().elapsed() < ACTIVE_WITHIN)).count()
+        let hb = m.heartbeat.clone().unwrap_or_default();
+        let recent = |id: &u64| hb.get(id).and_then(|t| t.as_ref()).is_some_and(|t| (*t).into_inner().elapsed() < ACTIVE_WITHIN);
+        let rpc = openraft::raft::AppendEntriesRequest::<TypeConfig> { vote: m.vote, prev_log_id: None, leader_commit: None, entries: Vec::new() };
+        let Ok(payload) = super::encode(&rpc) else { return 1 };
+        let timeout = self.election_timeout.max(Duration::from_millis(200));
+        let probes: futures::stream::FuturesUnordered<_> = ids
+            .iter()
+            .copied()
+            .filter(|id| *id != self.id && recent(id))
+            .map(|id| {
+                let payload = payload.clone();
+                async move { self.peers.confirm_vote(id, self.member(id).as_ref(), payload, timeout).await }
+            })
+            .collect();
+        // Any answer but a newer vote: the member is up and follows us.
+        let answered = probes.filter(|r| std::future::ready(matches!(r, Ok(a) if !matches!(a, openraft::raft::AppendEntriesResponse::HigherVote(_))))).count().await;
+        answered + usize::from(ids.contains(&self.id))
     }
 
     /// Whether learner `id` has replicated at least 90% of the leader's log.

@@ -444,3 +444,31 @@ fn follower_reads_and_lease_queries_wait_out_a_leader_kill() {
         assert!(started.elapsed() < limit, "took {:?}", started.elapsed());
     });
 }
+
+/// Right after a member stopped cleanly (SIGTERM, so its last heartbeat
+/// answer is fresh), removing another, live voter would leave a
+/// configuration whose quorum is not up. The leader probes the remaining
+/// voters and refuses, instead of committing a change that leaves the
+/// cluster without a leader until the stopped member returns (found by a
+/// review: the joint configuration stayed pending and was applied later).
+#[test]
+fn removing_a_voter_just_after_another_stopped_is_refused_and_the_cluster_keeps_its_leader() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut procs = start_new(dir.path(), 3, &[]);
+    block_on(async {
+        put_until_ok(&procs[0].ep(), "k", "v", Duration::from_secs(20)).await;
+        let (_, li) = leader_proc(&procs, 0).await;
+        let (stopped, live) = ((li + 1) % 3, (li + 2) % 3);
+        let ids = member_ids(&procs[li].ep()).await;
+        let live_id = ids.iter().find(|(n, _, _)| *n == procs[live].name).map(|(_, id, _)| *id).expect("live member's id");
+        procs[stopped].signal("TERM");
+        assert!(procs[stopped].wait_exit(Duration::from_secs(20)).is_some(), "the member did not stop on SIGTERM");
+
+        let mut c = connect(&procs[li].ep()).await;
+        expect_status(c.member_remove(live_id).await, FailedPrecondition, "etcdserver: re-configuration failed due to not enough started members");
+        let put = tokio::time::timeout(Duration::from_secs(5), c.put("after", "1", None)).await;
+        assert!(matches!(put, Ok(Ok(_))), "the two live members lost their leader: {put:?}");
+        let list = member_ids(&procs[li].ep()).await;
+        assert_eq!(list.len(), 3, "the removal must not be pending or applied: {list:?}");
+    });
+}
