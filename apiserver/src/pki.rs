@@ -65,7 +65,21 @@ pub fn ensure_in(dir: &Path, extra_sans: &[String]) -> anyhow::Result<Pki> {
     // filled from an outside CA (deploy/cluster.sh gives each node one
     // without the key) is complete without it.
     let needed = [pki.serving_key.clone(), pki.admin_key.clone(), pki.serving_cert.clone(), pki.admin_cert.clone(), pki.ca_cert.clone()];
+    // Nodes that share a directory and start together (a three-node start
+    // by hand) must not each make a CA: one generates, the others wait and
+    // then find the set complete.
+    // A read-only directory (a mounted secret) cannot hold the lock file;
+    // it cannot be written to either, so nothing races there.
+    let lock_path = dir.join(".lock");
+    let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path).ok();
+    if let Some(lock) = &lock {
+        lock.lock().map_err(|e| anyhow::anyhow!("lock {}: {e}", lock_path.display()))?;
+    }
     if needed.iter().all(|f| f.exists()) {
+        // The server reads the serving pair and CA itself and says which
+        // is wrong; the admin pair is only copied into admin.kubeconfig.
+        check_pem(&pki.admin_cert, "CERTIFICATE")?;
+        check_pem(&pki.admin_key, "PRIVATE KEY")?;
         return Ok(pki);
     }
     let present: Vec<PathBuf> = needed.iter().chain([&dir.join("ca.key")]).filter(|f| f.exists()).cloned().collect();
@@ -123,6 +137,19 @@ pub fn ensure_in(dir: &Path, extra_sans: &[String]) -> anyhow::Result<Pki> {
     Ok(pki)
 }
 
+/// Fails unless `path` holds a PEM block whose label ends with `label`
+/// (`CERTIFICATE`; `PRIVATE KEY` also matches `RSA PRIVATE KEY` and
+/// `EC PRIVATE KEY`), so a damaged file is refused at start rather than
+/// copied into a kubeconfig that kubectl cannot use.
+fn check_pem(path: &Path, label: &str) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let ok = text.lines().any(|l| l.strip_prefix("-----BEGIN ").and_then(|l| l.strip_suffix("-----")).is_some_and(|l| l.ends_with(label)));
+    if !ok {
+        anyhow::bail!("{}: no PEM {label} in it; replace the file, or empty the directory to generate a new CA and certificates", path.display());
+    }
+    Ok(())
+}
+
 /// Writes a kubeconfig for the admin user at `path`, pointing at `server`
 /// (`https://127.0.0.1:6443`), with the certificates embedded.
 ///
@@ -161,6 +188,23 @@ mod tests {
         assert!(err.starts_with("incomplete certificate directory") && err.contains("admin.crt is missing"), "{err}");
         assert_eq!(std::fs::read(dir.join("ca.key")).unwrap_or_default(), ca_key, "the CA key is untouched");
         assert!(!first.admin_cert.exists());
+    }
+
+    /// Servers that start together on one empty directory end up with
+    /// one CA, not one each (the review found three CAs when three nodes
+    /// started at once); a damaged admin certificate is refused.
+    #[test]
+    fn concurrent_first_starts_share_one_ca_and_a_damaged_admin_cert_is_refused() {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tmp.path().join("pki");
+        let cas: Vec<Vec<u8>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4).map(|_| s.spawn(|| ensure_in(&dir, &[]).map(|p| std::fs::read(p.ca_cert).unwrap_or_default()))).collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| panic!("thread panicked")).unwrap_or_else(|e| panic!("{e}"))).collect()
+        });
+        assert!(cas.iter().all(|c| c == &cas[0] && !c.is_empty()), "each start made its own CA");
+        std::fs::write(dir.join("admin.crt"), "junk\n").unwrap_or_else(|e| panic!("{e}"));
+        let err = ensure_in(&dir, &[]).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("admin.crt: no PEM CERTIFICATE"), "{err}");
     }
 
     /// A directory with every file the server reads but no CA key (a node

@@ -418,10 +418,18 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                     _ = tokio::signal::ctrl_c() => {},
                     _ = terminate.recv() => {},
                 }
-            }, if stop_accepting_at.is_none() => {
+            } => {
+                if stop_accepting_at.is_some() {
+                    // A second signal: the operator does not want to wait
+                    // (kube-apiserver exits at once with status 1 too).
+                    tracing::warn!("second termination signal: exiting at once");
+                    std::process::exit(1);
+                }
                 health.begin_shutdown();
                 tracing::warn!("shutting down: /readyz fails; still serving for {:?} (--shutdown-delay-duration)", opts.shutdown_delay_duration);
-                stop_accepting_at = Some(tokio::time::Instant::now() + opts.shutdown_delay_duration);
+                let now = tokio::time::Instant::now();
+                // A delay too long for the clock means: until a second signal.
+                stop_accepting_at = Some(now.checked_add(opts.shutdown_delay_duration).unwrap_or(now + std::time::Duration::from_secs(100 * 365 * 24 * 3600)));
                 continue;
             },
             _ = async {

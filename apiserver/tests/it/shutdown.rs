@@ -103,3 +103,28 @@ impl WaitRef for Child {
         (code, err)
     }
 }
+
+/// A second SIGTERM ends the delay at once with status 1, as in
+/// kube-apiserver; a delay too long for the clock (the review's
+/// `18446744073709551615s`) serves until then instead of panicking at the
+/// first signal.
+#[test]
+fn a_second_sigterm_exits_at_once_even_with_a_delay_too_long_for_the_clock() {
+    let mut s = Server::start_with(&["--shutdown-delay-duration".into(), "18446744073709551615s".into()]);
+    s.terminate();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let r = s.get_admin("/readyz");
+        if !r.starts_with("HTTP/1.1 200") {
+            assert!(r.contains("[-]shutdown failed"), "{r}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "/readyz still ok after SIGTERM: {r}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(s.wait_exit(Duration::from_secs(1)).is_none(), "the server stopped during its delay");
+    assert!(s.get_admin("/livez").starts_with("HTTP/1.1 200"), "still serving during the delay");
+    s.terminate();
+    let status = s.wait_exit(Duration::from_secs(5)).expect("the second SIGTERM did not end the server");
+    assert_eq!(status.code(), Some(1), "{status:?}");
+}
