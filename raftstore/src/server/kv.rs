@@ -67,12 +67,16 @@ fn check_delete(r: &DeleteRangeRequest) -> Result<()> {
     Ok(())
 }
 
-/// etcd `checkTxnRequest`: op counts (compares included) and each op.
+/// etcd `checkTxnRequest`: op counts (compares included) and each op. A
+/// nested txn gets what its parent left of the budget (`max_ops` less the
+/// parent's own count), so the ops along any path of nested txns add up to
+/// at most `max_ops`, and nesting is at most `max_ops + 1` deep.
 fn check_txn(r: &TxnRequest, max_ops: usize) -> Result<()> {
     let opc = r.compare.len().max(r.success.len()).max(r.failure.len());
     if opc > max_ops {
         return Err(Error::TooManyOps);
     }
+    let max_ops = max_ops - opc;
     for c in &r.compare {
         if c.key.is_empty() {
             return Err(Error::EmptyKey);
@@ -297,5 +301,14 @@ mod tests {
         }
         let many = TxnRequest { compare: vec![], success: (0..129).map(|i| put(&format!("k{i}"))).collect(), failure: vec![] };
         assert_eq!(validate_txn(&many), Err(Error::TooManyOps));
+        // A nested txn spends what its parent left: 100 + 28 fits, 100 + 29
+        // does not.
+        let nested = |inner: usize| {
+            let mut ops: Vec<RequestOp> = (0..99).map(|i| put(&format!("o{i}"))).collect();
+            ops.push(txn((0..inner).map(|i| put(&format!("i{i}"))).collect(), vec![]));
+            TxnRequest { compare: vec![], success: ops, failure: vec![] }
+        };
+        assert_eq!(validate_txn(&nested(28)), Ok(()));
+        assert_eq!(validate_txn(&nested(29)), Err(Error::TooManyOps));
     }
 }

@@ -230,3 +230,26 @@ fn compact_zero_succeeds_once_on_a_store_never_compacted() {
         });
     });
 }
+
+/// etcd's op budget for nested txns: a nested txn may use only what its
+/// parent left of `--max-txn-ops` (128), so 100 ops beside a nested txn of
+/// 28 pass and of 29 are refused.
+#[test]
+fn nested_txns_share_the_op_budget_of_their_parent() {
+    use etcd_client::{Txn, TxnOp};
+    for_each_kind(|kind| {
+        let s = Server::start(kind);
+        block_on(async {
+            let mut c = s.client().await;
+            let txn = |inner: usize| {
+                let mut ops: Vec<TxnOp> = (0..99).map(|i| TxnOp::get(format!("o{i}"), None)).collect();
+                ops.push(TxnOp::txn(Txn::new().and_then((0..inner).map(|i| TxnOp::get(format!("i{i}"), None)).collect::<Vec<_>>())));
+                Txn::new().and_then(ops)
+            };
+            c.txn(txn(28)).await.expect("100 ops with a nested txn of 28");
+            let err = c.txn(txn(29)).await.expect_err("100 ops with a nested txn of 29");
+            let (code, msg) = crate::common::status_of(&err);
+            assert_eq!((code, msg.as_str()), (Code::InvalidArgument, "etcdserver: too many operations in txn request"));
+        });
+    });
+}
