@@ -13,15 +13,20 @@
 #   deploy/cluster.sh replace NODE      # member remove, wipe, member add
 #                                       # --learner, start, promote
 #   deploy/cluster.sh down              # stop the nodes and haproxy (data kept)
-#   deploy/cluster.sh clean             # down, then delete the cluster dir
+#   deploy/cluster.sh clean [--delete-hosts-pki]
+#                                       # down, then delete the cluster dir
+#                                       # (only one cluster.sh made; one with
+#                                       # hosts/ only with the flag)
 #   deploy/cluster.sh pki [--node NAME=HOST[,HOST...]]... [--lb-name NAME]...
 #                                       # only the certificates and keys
-#   deploy/cluster.sh hosts --node NAME=HOST[,HOST...] (x3) --lb-name NAME
+#   deploy/cluster.sh hosts --node NAME=HOST[,HOST...] (3, 5, 7...)
+#                           --lb-name NAME [--lb-port PORT] [--lb-host HOST]
 #                                       # real hosts: PKI, per-host env files
 #                                       # for deploy/systemd, haproxy.cfg for
 #                                       # the load balancer, the commands
 #
 # Layout of the cluster dir (CLUSTER_DIR, default /tmp/kubers-cluster):
+#   .kubers-cluster    the mark that cluster.sh made the dir (clean wants it)
 #   cluster.env        names and ports, fixed at the first `up`
 #   admin.kubeconfig   the admin user, through haproxy
 #   pki/               ca.{crt,key}, admin.{crt,key}, sa.{key,pub}, and
@@ -42,7 +47,8 @@
 #   LB_NAME       an extra SAN of the serving certificates, default localhost
 #   SHUTDOWN_DELAY  the nodes' --shutdown-delay-duration, default 5s: /readyz
 #                 fails that long after SIGTERM before the node stops
-#                 accepting, longer than haproxy's 3 s to take it out
+#                 accepting, longer than haproxy's 3 s to take it out;
+#                 a number with a unit each (5s, 1m, 1m30s, 500ms)
 #   EXTRA_ARGS    more apiserver flags for every node (split on spaces)
 # Any time:
 #   APISERVER_BIN  the apiserver binary (default: this checkout's, built
@@ -64,6 +70,44 @@ ca_days="${CA_DAYS:-3650}"
 die() {
   echo "cluster.sh: $*" >&2
   exit 1
+}
+
+usage() {
+  cat >&2 << 'EOF'
+usage: deploy/cluster.sh COMMAND
+  up | down | status | rolling-restart
+  start NODE | stop NODE | replace NODE
+  clean [--delete-hosts-pki]
+  pki [--node NAME=HOST[,HOST...]]... [--lb-name NAME]...
+  hosts --node NAME=HOST[,HOST...] (3, 5, 7... of them) --lb-name NAME...
+        [--lb-port PORT] [--lb-host HOST]
+EOF
+  exit 2
+}
+
+# bad_usage MESSAGE: MESSAGE, then the usage; exit status 2.
+bad_usage() {
+  echo "cluster.sh: $*" >&2
+  usage
+}
+
+# is_port VALUE: whether VALUE is a TCP port number (1-65535).
+is_port() {
+  [[ "$1" =~ ^[1-9][0-9]{0,4}$ ]] && [ "$1" -le 65535 ]
+}
+
+# is_duration VALUE: whether VALUE is a duration both kube's flags (Go's
+# time.ParseDuration) and the apiserver's (humantime) read the same way:
+# numbers each with a unit, h, m, s, ms, us or ns (5s, 1m30s). A bare
+# number is not one (Go refuses "5": "missing unit in duration").
+is_duration() {
+  [[ "$1" =~ ^([0-9]+(h|m|s|ms|us|ns))+$ ]]
+}
+
+# is_name VALUE: whether VALUE can name a node: it becomes a directory
+# name, a member name and a certificate's CN.
+is_name() {
+  [[ "$1" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]]
 }
 
 etcdctl_at() {
@@ -103,7 +147,9 @@ serial() {
   echo "0x$(openssl rand -hex 16)"
 }
 
-# ensure_ca: the cluster CA, unless it exists.
+# ensure_ca: the cluster CA, unless it exists. A CA certificate without
+# its key is kept (every node trusts it; a new CA would mean new
+# certificates everywhere), but nothing can be issued with it then.
 ensure_ca() {
   mkdir -p "$pki"
   if [ -s "$pki/ca.crt" ]; then
@@ -118,19 +164,46 @@ ensure_ca() {
   echo "created $pki/ca.crt"
 }
 
+# cert_sans CRT: the subjectAltName of certificate CRT as san_list writes
+# it (IP:..., DNS:..., comma-separated); nothing if it has none.
+cert_sans() {
+  openssl x509 -in "$1" -noout -ext subjectAltName 2>/dev/null | tail -n +2 | tr -d ' ' | sed 's/IPAddress:/IP:/g'
+}
+
+# key_matches CRT KEY: whether KEY is the private key of certificate CRT.
+key_matches() {
+  local a b
+  a="$(openssl x509 -in "$1" -noout -pubkey 2>/dev/null)" || return 1
+  b="$(openssl pkey -in "$2" -pubout 2>/dev/null)" || return 1
+  [ -n "$a" ] && [ "$a" = "$b" ]
+}
+
 # issue BASE SUBJECT EKU SANS: BASE.key and BASE.crt signed by the CA,
-# unless BASE.crt exists. EKU is serverAuth, clientAuth or both; SANS an
-# openssl subjectAltName value (may be empty).
+# unless BASE.crt exists with its key. EKU is serverAuth, clientAuth or
+# both; SANS an openssl subjectAltName value (may be empty). A certificate
+# whose key is missing, or is not its key, is useless: both are issued
+# again, with a new key.
 issue() {
-  local base="$1" subj="$2" eku="$3" sans="$4"
+  local base="$1" subj="$2" eku="$3" sans="$4" why=""
   if [ -s "$base.crt" ]; then
-    echo "kept $base.crt"
-    if [ -n "$sans" ]; then
-      local have
-      have="$(openssl x509 -in "$base.crt" -noout -ext subjectAltName 2>/dev/null | tail -n +2 | tr -d ' ' | sed 's/IPAddress:/IP:/g')"
-      [ "$have" = "$sans" ] || echo "warning: $base.crt names $have, not $sans; delete it (and its key) to issue it again" >&2
+    if [ ! -s "$base.key" ]; then
+      why="$base.key is missing"
+    elif ! key_matches "$base.crt" "$base.key"; then
+      why="$base.key is not the key of $base.crt"
+    else
+      echo "kept $base.crt"
+      if [ -n "$sans" ]; then
+        local have
+        have="$(cert_sans "$base.crt")"
+        [ "$have" = "$sans" ] || echo "warning: $base.crt names $have, not $sans; delete it and $base.key to issue it again" >&2
+      fi
+      return
     fi
-    return
+  fi
+  [ -s "$pki/ca.key" ] || die "cannot issue $base.crt${why:+ ($why)}: $pki/ca.key is missing (restore it; or, to start a new CA that no node trusts yet, delete $pki and run pki again)"
+  if [ -n "$why" ]; then
+    echo "$why: issuing $base.crt again with a new key"
+    rm -f "$base.crt" "$base.key"
   fi
   mkdir -p "$(dirname "$base")"
   keygen "$base.key"
@@ -152,12 +225,23 @@ issue() {
   echo "created $base.crt"
 }
 
+# serving_sans LB_NAMES HOST...: the SANs of a node's serving certificate:
+# its hosts, the load balancer's names (comma-separated), loopback and the
+# in-cluster names of the kubernetes Service.
+serving_sans() {
+  local -a lbs
+  IFS=, read -r -a lbs <<< "$1"
+  shift
+  san_list "$@" "${lbs[@]+"${lbs[@]}"}" localhost 127.0.0.1 kubernetes kubernetes.default kubernetes.default.svc kubernetes.default.svc.cluster.local
+}
+
 # ensure_pki LB_NAMES NODE_SPEC...: the CA, the admin certificate, the
 # ServiceAccount key pair, and per node (NODE_SPEC is NAME=HOST[,HOST...])
 # a serving and a peer certificate in pki/nodes/NAME, which also gets a
 # copy of what a node needs besides (the apiserver's --pki-dir layout).
 # LB_NAMES: comma-separated names of the load balancer. Existing files are
-# kept.
+# kept, except a certificate without its key (issued again) and a node's
+# copy that differs from pki/'s (copied again).
 ensure_pki() {
   local lb_names="$1" spec name hosts
   shift
@@ -167,36 +251,54 @@ ensure_pki() {
     echo "kept $pki/sa.key"
   else
     keygen "$pki/sa.key"
+    # A new private key: its public half too.
+    rm -f "$pki/sa.pub"
     echo "created $pki/sa.key"
   fi
   [ -s "$pki/sa.pub" ] || openssl pkey -in "$pki/sa.key" -pubout -out "$pki/sa.pub"
-  local -a lbs
-  IFS=, read -r -a lbs <<< "$lb_names"
   for spec in "$@"; do
     name="${spec%%=*}" hosts="${spec#*=}"
     { [ -n "$name" ] && [ -n "$hosts" ] && [ "$name" != "$spec" ]; } || die "--node wants NAME=HOST[,HOST...], got $spec"
+    is_name "$name" || die "--node $spec: a node name is letters, digits, '.', '_' and '-', starting with a letter or digit"
     local -a hs
     IFS=, read -r -a hs <<< "$hosts"
     local nd="$pki/nodes/$name"
     mkdir -p "$nd"
-    issue "$nd/apiserver" "/CN=kube-apiserver" serverAuth \
-      "$(san_list "${hs[@]}" "${lbs[@]+"${lbs[@]}"}" localhost 127.0.0.1 kubernetes kubernetes.default kubernetes.default.svc kubernetes.default.svc.cluster.local)"
+    issue "$nd/apiserver" "/CN=kube-apiserver" serverAuth "$(serving_sans "$lb_names" "${hs[@]}")"
     issue "$nd/peer" "/CN=$name" serverAuth,clientAuth "$(san_list "${hs[@]}")"
     local f
     for f in ca.crt admin.crt admin.key sa.key sa.pub; do
-      [ -e "$nd/$f" ] || cp -p "$pki/$f" "$nd/$f"
+      if [ ! -e "$nd/$f" ]; then
+        cp -p "$pki/$f" "$nd/$f"
+      elif ! cmp -s "$pki/$f" "$nd/$f"; then
+        cp -p "$pki/$f" "$nd/$f"
+        echo "updated $nd/$f (it differed from $pki/$f)"
+      fi
     done
   done
 }
 
 # ---------------------------------------------------------------- layout
 
+# The variables cluster.env fixes.
+config_vars=(NODE_NAMES SECURE_PORTS CLIENT_PORTS PEER_PORTS LB_PORT LB_NAME SHUTDOWN_DELAY EXTRA_ARGS)
+
 # load_config: the names and ports of the cluster in $dir, from its
-# cluster.env once written, else from the environment.
+# cluster.env once written, else from the environment. A variable of the
+# environment that cluster.env sets otherwise is ignored, with a warning.
 load_config() {
   if [ -f "$dir/cluster.env" ]; then
+    local v
+    local -A env_value=()
+    for v in "${config_vars[@]}"; do
+      [ -z "${!v+set}" ] || env_value[$v]="${!v}"
+    done
     # shellcheck source=/dev/null
     . "$dir/cluster.env"
+    for v in "${!env_value[@]}"; do
+      [ "${env_value[$v]}" = "${!v}" ] \
+        || echo "warning: ignoring $v=${env_value[$v]} from the environment: $dir/cluster.env fixes $v=${!v} (clean and up again to change it)" >&2
+    done
   fi
   NODE_NAMES="${NODE_NAMES:-n1,n2,n3}"
   SECURE_PORTS="${SECURE_PORTS:-16444,16445,16446}"
@@ -215,6 +317,27 @@ load_config() {
     || die "NODE_NAMES, SECURE_PORTS, CLIENT_PORTS and PEER_PORTS must list as many entries"
 }
 
+# check_config: refuses a layout the nodes cannot run with, before
+# anything is saved or started: where it came from (cluster.env or the
+# environment) is named, since cluster.env would keep a bad value.
+check_config() {
+  local from="the environment" n p seen=" "
+  [ ! -f "$dir/cluster.env" ] || from="$dir/cluster.env"
+  is_duration "$SHUTDOWN_DELAY" \
+    || die "SHUTDOWN_DELAY=$SHUTDOWN_DELAY (from $from) is not a duration: give numbers with units, as kube's --shutdown-delay-duration takes them (5s, 1m, 1m30s)"
+  for n in "${names[@]}"; do
+    is_name "$n" || die "NODE_NAMES: '$n' (from $from) is not a node name (letters, digits, '.', '_', '-')"
+    case "$seen" in *" $n "*) die "NODE_NAMES: $n twice (from $from)" ;; esac
+    seen="$seen$n "
+  done
+  seen=" "
+  for p in "${secure_ports[@]}" "${client_ports[@]}" "${peer_ports[@]}" "$LB_PORT"; do
+    is_port "$p" || die "'$p' (from $from) is not a port (SECURE_PORTS, CLIENT_PORTS, PEER_PORTS, LB_PORT)"
+    case "$seen" in *" $p "*) die "port $p is given twice (from $from: SECURE_PORTS, CLIENT_PORTS, PEER_PORTS, LB_PORT)" ;; esac
+    seen="$seen$p "
+  done
+}
+
 save_config() {
   mkdir -p "$dir"
   [ -f "$dir/cluster.env" ] && return
@@ -223,6 +346,30 @@ save_config() {
     printf 'NODE_NAMES=%q\nSECURE_PORTS=%q\nCLIENT_PORTS=%q\nPEER_PORTS=%q\nLB_PORT=%q\nLB_NAME=%q\nSHUTDOWN_DELAY=%q\nEXTRA_ARGS=%q\n' \
       "$NODE_NAMES" "$SECURE_PORTS" "$CLIENT_PORTS" "$PEER_PORTS" "$LB_PORT" "$LB_NAME" "$SHUTDOWN_DELAY" "$EXTRA_ARGS"
   } > "$dir/cluster.env"
+}
+
+# The mark that cluster.sh made $dir: `clean` deletes no dir without it.
+marker_file=.kubers-cluster
+
+# owned: whether cluster.sh made $dir: it has the mark, or a cluster.env
+# (written by every up, also before there was a mark).
+owned() {
+  [ -f "$dir/$marker_file" ] || [ -f "$dir/cluster.env" ]
+}
+
+# claim_dir: $dir as cluster.sh's, with the mark that clean looks for:
+# created, or an empty dir, or one that is cluster.sh's already (the mark,
+# a cluster.env, or a pki/ca.crt of cluster.sh's CA from before there was a
+# mark). Any other dir is refused, so that clean can never delete a dir
+# that holds something else.
+claim_dir() {
+  if [ -d "$dir" ] && ! owned && [ -n "$(ls -A "$dir")" ] \
+    && [ "$(openssl x509 -in "$pki/ca.crt" -noout -subject -nameopt oneline 2>/dev/null)" != "subject=CN = kubers-ca" ]; then
+    die "$dir is not empty and not a cluster dir (no $marker_file, cluster.env or pki/ca.crt of cluster.sh); set CLUSTER_DIR to a new or empty dir"
+  fi
+  mkdir -p "$dir"
+  [ -f "$dir/$marker_file" ] \
+    || echo "Made by deploy/cluster.sh, which deletes this dir on clean." > "$dir/$marker_file"
 }
 
 require_cluster() {
@@ -318,7 +465,7 @@ launch() {
   # The apiserver creates a whole new PKI in its --pki-dir when a file is
   # missing there: never start it on an incomplete one.
   for f in ca.crt apiserver.crt apiserver.key admin.crt admin.key peer.crt peer.key; do
-    [ -s "$pki/nodes/$n/$f" ] || die "$pki/nodes/$n/$f is missing (run pki)"
+    [ -s "$pki/nodes/$n/$f" ] || die "$pki/nodes/$n/$f is missing (deploy/cluster.sh pki writes it again)"
   done
   mapfile -t args < "$run/$n.args"
   mkdir -p "$dir/data/$n"
@@ -328,10 +475,11 @@ launch() {
 }
 
 # terminate PID WHAT: SIGTERM, then wait until PID is gone; SIGKILL after
-# STOP_TIMEOUT seconds.
+# STOP_TIMEOUT seconds. PID may have exited already (down signals every
+# node first): it is then reported stopped at once.
 terminate() {
   local pid="$1" what="$2"
-  kill -TERM "$pid" 2>/dev/null || return 0
+  kill -TERM "$pid" 2>/dev/null || true
   local deadline=$((SECONDS + stop_timeout))
   while still_running "$pid"; do
     if [ "$SECONDS" -ge "$deadline" ]; then
@@ -354,9 +502,11 @@ still_running() {
   kill -0 "$1" 2>/dev/null && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]
 }
 
+# stop_node I [PID]: stops node I. PID: its pid as found before (down
+# signals every node first; one may be gone before it is waited for).
 stop_node() {
-  local pid
-  pid="$(node_pid "$1")"
+  local pid="${2:-}"
+  [ -n "$pid" ] || pid="$(node_pid "$1")"
   if [ -n "$pid" ]; then
     terminate "$pid" "${names[$1]}"
   else
@@ -425,22 +575,30 @@ wait_caught_up() {
 
 # ---------------------------------------------------------------- haproxy
 
-# haproxy_cfg BIND CA_FILE LOG STATS_SOCKET NAME=HOST:PORT...: a TCP front
+# haproxy_cfg BIND CA_FILE LOG STATS_SOCKET GLOBAL NAME=HOST:PORT...: a TCP front
 # end passing TLS through to the nodes. Checks /readyz of each over HTTPS
 # (verified with the cluster CA), so a node that is down, has no store
 # quorum or is shutting down gets no new connections. A connection that
 # fails to reach a node is retried on another one (retries + redispatch),
 # so a node that died since the last check costs no request. Client and
 # server timeouts are long so watches stay open (client-go keeps its
-# connections alive with HTTP/2 pings meanwhile).
+# connections alive with HTTP/2 pings meanwhile). GLOBAL: more lines of the
+# global section, separated by ';' (may be empty).
 haproxy_cfg() {
-  local bind="$1" ca="$2" log="$3" stats="$4" s
-  shift 4
+  local bind="$1" ca="$2" log="$3" stats="$4" global="$5" s
+  shift 5
   cat << EOF
 # Written by deploy/cluster.sh. TCP mode: TLS goes through to the
 # apiservers, which authenticate clients by their certificates.
 global
   log $log
+EOF
+  local -a lines
+  IFS=';' read -r -a lines <<< "$global"
+  for s in "${lines[@]+"${lines[@]}"}"; do
+    echo "  $s"
+  done
+  cat << EOF
 
 defaults
   mode tcp
@@ -507,10 +665,38 @@ wait_lb_up() {
   done
 }
 
+# port_in_use PORT: whether something accepts connections on
+# 127.0.0.1:PORT (a listener on 0.0.0.0 or [::] does too).
+port_in_use() {
+  (exec 3<> "/dev/tcp/127.0.0.1/$1") 2> /dev/null
+}
+
+# check_ports_free: refuses to start when a port of a node that is not
+# running, or haproxy's while it is not running, is taken: by another
+# cluster (another CLUSTER_DIR) or any other program. haproxy would still
+# fail to bind (noreuseport), but this says so before anything starts.
+check_ports_free() {
+  local i p busy=()
+  for i in "${!names[@]}"; do
+    [ -z "$(node_pid "$i")" ] || continue
+    for p in "${secure_ports[$i]}" "${client_ports[$i]}" "${peer_ports[$i]}"; do
+      if port_in_use "$p"; then busy+=("$p (${names[$i]})"); fi
+    done
+  done
+  if [ -z "$(haproxy_pid)" ] && port_in_use "$LB_PORT"; then busy+=("$LB_PORT (LB_PORT, haproxy)"); fi
+  [ "${#busy[@]}" -eq 0 ] && return
+  local fix="choose free ports (LB_PORT, SECURE_PORTS, CLIENT_PORTS, PEER_PORTS)"
+  [ ! -f "$dir/cluster.env" ] || fix="free them, or clean this cluster and up again with other ports (they are fixed in $dir/cluster.env)"
+  die "port in use on 127.0.0.1: ${busy[*]}; another cluster or program listens there: $fix"
+}
+
 start_haproxy() {
   local i servers=()
   for i in "${!names[@]}"; do servers+=("${names[$i]}=127.0.0.1:${secure_ports[$i]}"); done
-  haproxy_cfg "127.0.0.1:$LB_PORT" "$pki/ca.crt" "stdout format raw local0 info" "$run/haproxy-stats.sock" "${servers[@]}" > "$run/haproxy.cfg.tmp"
+  # noreuseport: without it haproxy binds with SO_REUSEPORT, and a second
+  # cluster's haproxy on the same LB_PORT would start too and take half of
+  # this one's connections.
+  haproxy_cfg "127.0.0.1:$LB_PORT" "$pki/ca.crt" "stdout format raw local0 info" "$run/haproxy-stats.sock" noreuseport "${servers[@]}" > "$run/haproxy.cfg.tmp"
   "${HAPROXY_BIN:-haproxy}" -c -q -f "$run/haproxy.cfg.tmp" || die "haproxy refuses $run/haproxy.cfg.tmp"
   mv "$run/haproxy.cfg.tmp" "$run/haproxy.cfg"
   local pid
@@ -520,8 +706,24 @@ start_haproxy() {
     return
   fi
   nohup "${HAPROXY_BIN:-haproxy}" -db -f "$run/haproxy.cfg" >> "$run/haproxy.log" 2>&1 < /dev/null &
-  echo $! > "$run/haproxy.pid"
-  echo "started haproxy (pid $!) on 127.0.0.1:$LB_PORT, log $run/haproxy.log"
+  pid=$!
+  echo "$pid" > "$run/haproxy.pid"
+  # It binds every port before it serves its stats socket; one it cannot
+  # bind (LB_PORT taken since the check) makes it exit.
+  local deadline=$((SECONDS + 10))
+  until curl -s --max-time 1 --unix-socket "$run/haproxy-stats.sock" 'http://haproxy/;csv' > /dev/null 2>&1; do
+    if ! still_running "$pid"; then
+      rm -f "$run/haproxy.pid"
+      die "haproxy exited at start (port $LB_PORT in use?): $(tail -n 3 "$run/haproxy.log" | tr '\n' ' ')"
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      terminate "$pid" haproxy > /dev/null
+      rm -f "$run/haproxy.pid"
+      die "haproxy did not start within 10s; see $run/haproxy.log"
+    fi
+    sleep 0.1
+  done
+  echo "started haproxy (pid $pid) on 127.0.0.1:$LB_PORT, log $run/haproxy.log"
 }
 
 # write_kubeconfig FILE SERVER: the admin user's kubeconfig, certificates
@@ -566,10 +768,11 @@ cmd_pki() {
     case "$1" in
       --node) [ $# -ge 2 ] || die "--node wants a value"; specs+=("$2"); shift 2 ;;
       --lb-name) [ $# -ge 2 ] || die "--lb-name wants a value"; lbs+=("$2"); shift 2 ;;
-      *) die "pki: unknown argument $1" ;;
+      *) bad_usage "pki: unknown argument $1" ;;
     esac
   done
   load_config
+  claim_dir
   if [ "${#specs[@]}" -eq 0 ]; then
     mapfile -t specs < <(loopback_specs)
   fi
@@ -579,6 +782,10 @@ cmd_pki() {
 
 cmd_up() {
   load_config
+  check_config
+  [ ! -d "$dir/hosts" ] || die "$dir holds the PKI and files of real hosts (hosts/); give a loopback cluster its own CLUSTER_DIR"
+  check_ports_free
+  claim_dir
   save_config
   local specs
   mapfile -t specs < <(loopback_specs)
@@ -589,13 +796,17 @@ cmd_up() {
   ic="$(initial_cluster)"
   for i in "${!names[@]}"; do
     [ -f "$run/${names[$i]}.args" ] || write_args "$i" new "$ic"
+  done
+  # haproxy first: if it cannot have LB_PORT, no node was started for
+  # nothing.
+  start_haproxy
+  for i in "${!names[@]}"; do
     if [ -n "$(node_pid "$i")" ]; then
       echo "${names[$i]} already running (pid $(node_pid "$i"))"
     else
       launch "$i"
     fi
   done
-  start_haproxy
   write_kubeconfig "$dir/admin.kubeconfig" "https://127.0.0.1:$LB_PORT"
   for i in "${!names[@]}"; do wait_ready "$i"; done
   for i in "${!names[@]}"; do wait_lb_up "$i"; done
@@ -627,12 +838,13 @@ cmd_stop() {
 
 cmd_down() {
   require_cluster
-  local i pid
+  local i pid pids=()
   for i in "${!names[@]}"; do
     pid="$(node_pid "$i")"
+    pids[i]="$pid"
     [ -z "$pid" ] || kill -TERM "$pid" 2>/dev/null || true
   done
-  for i in "${!names[@]}"; do stop_node "$i"; done
+  for i in "${!names[@]}"; do stop_node "$i" "${pids[$i]}"; done
   pid="$(haproxy_pid)"
   [ -z "$pid" ] || terminate "$pid" haproxy
   rm -f "$run/haproxy.pid"
@@ -640,25 +852,34 @@ cmd_down() {
 
 cmd_status() {
   require_cluster
-  local i pid fmt='%-6s %-8s %-8s %-8s %-17s %-7s %-8s %-5s %-8s %s\n'
+  local i pid lb fmt='%-6s %-8s %-8s %-8s %-17s %-7s %-8s %-5s %-8s %s\n' eps=()
+  lb="$(haproxy_pid)"
   # shellcheck disable=SC2059
   printf "$fmt" NODE PID READYZ HAPROXY MEMBER LEADER LEARNER TERM APPLIED ERRORS
   for i in "${!names[@]}"; do
     pid="$(node_pid "$i")"
-    local r=- id=- is_leader=- learner=- term=- applied=- errors=
+    local r=- id=- is_leader=- learner=- term=- applied=- errors="" lb_view=-
+    [ -z "$lb" ] || lb_view="$(lb_state "${names[$i]}")"
     if [ -n "$pid" ]; then
+      eps+=("$(client_ep "$i")")
       if ready "$i"; then r=ok; else r=failing; fi
       read -r id is_leader learner term _ applied errors < <(store_status "$i" || true) || id=unreachable
     fi
     # shellcheck disable=SC2059
-    printf "$fmt" "${names[$i]}" "${pid:-down}" "$r" "$(lb_state "${names[$i]}")" "$id" "$is_leader" "$learner" "$term" "$applied" "$errors"
+    printf "$fmt" "${names[$i]}" "${pid:-down}" "$r" "$lb_view" "$id" "$is_leader" "$learner" "$term" "$applied" "$errors"
   done
-  local eps=()
-  for i in "${!names[@]}"; do eps+=("$(client_ep "$i")"); done
   echo
-  etcdctl_at "$(IFS=,; echo "${eps[*]}")" member list -w table || echo "member list: no node answers"
-  pid="$(haproxy_pid)"
-  if [ -n "$pid" ]; then echo "haproxy: pid $pid on 127.0.0.1:$LB_PORT"; else echo "haproxy: not running"; fi
+  # Only the running nodes' stores: etcdctl spends its whole timeout on
+  # the others, and prints its retries as JSON on stderr.
+  local out
+  if [ "${#eps[@]}" -eq 0 ]; then
+    echo "member list: no node runs"
+  elif out="$(etcdctl_at "$(IFS=,; echo "${eps[*]}")" member list -w table 2>&1)"; then
+    echo "$out"
+  else
+    echo "member list: no node answers ($(grep -v '^{' <<< "$out" | tail -n 1))"
+  fi
+  if [ -n "$lb" ]; then echo "haproxy: pid $lb on 127.0.0.1:$LB_PORT"; else echo "haproxy: not running"; fi
   echo "kubeconfig: $dir/admin.kubeconfig"
 }
 
@@ -705,6 +926,7 @@ member_id() {
 
 cmd_replace() {
   require_cluster
+  check_config
   local i ep id out ic
   i="$(index "$1")"
   bin="$(apiserver_bin)"
@@ -744,22 +966,95 @@ cmd_replace() {
   echo "replaced ${names[$i]}"
 }
 
+# check_hosts_nodes SPEC...: refuses a list of nodes (NAME=HOST[,HOST...])
+# that cannot form a cluster, before anything is written.
+check_hosts_nodes() {
+  local n=$# spec name h
+  local -A node_seen=() host_owner=()
+  if [ "$n" -lt 3 ] || [ $((n % 2)) -eq 0 ]; then
+    die "hosts: $n node(s); give an odd number of at least 3 (3, 5 or 7). The store commits a write once a majority (quorum) of its members has it: 2 nodes stop writing when either fails (no better than 1), and an even count survives no more failures than one node fewer (4, like 3, survives one)"
+  fi
+  for spec in "$@"; do
+    name="${spec%%=*}"
+    { [ -n "$name" ] && [ "$name" != "$spec" ] && [ -n "${spec#*=}" ]; } || die "--node wants NAME=HOST[,HOST...], got $spec"
+    is_name "$name" || die "--node $spec: a node name is letters, digits, '.', '_' and '-', starting with a letter or digit"
+    [ -z "${node_seen[$name]+set}" ] || die "hosts: node $name is given twice"
+    node_seen[$name]=1
+    local -a hs
+    IFS=, read -r -a hs <<< "${spec#*=},"
+    for h in "${hs[@]}"; do
+      [[ "$h" =~ ^[A-Za-z0-9][A-Za-z0-9.:-]*$ ]] || die "--node $spec: '$h' is not a host name or address"
+      [ -z "${host_owner[$h]+set}" ] \
+        || die "hosts: $h is a host of both ${host_owner[$h]} and $name; each node needs its own (peers and haproxy reach a node at its first host, and its certificates name its hosts)"
+      host_owner[$h]="$name"
+    done
+  done
+}
+
+# check_hosts_certs LB_NAMES SPEC...: refuses, before anything is written,
+# when a node's certificate from an earlier run names other hosts (or load
+# balancer names) than asked now: the env files would name the new hosts
+# and the certificates the old ones, and peers would refuse each other.
+check_hosts_certs() {
+  local lb_names="$1" spec name f crt want have bad=() files=()
+  shift
+  for spec in "$@"; do
+    name="${spec%%=*}"
+    local -a hs
+    IFS=, read -r -a hs <<< "${spec#*=}"
+    for f in apiserver peer; do
+      crt="$pki/nodes/$name/$f.crt"
+      [ -s "$crt" ] || continue
+      if [ "$f" = apiserver ]; then want="$(serving_sans "$lb_names" "${hs[@]}")"; else want="$(san_list "${hs[@]}")"; fi
+      have="$(cert_sans "$crt")"
+      [ "$have" != "$want" ] || continue
+      bad+=("  $crt names $have, not $want")
+      files+=("$crt" "$pki/nodes/$name/$f.key")
+    done
+  done
+  [ "${#bad[@]}" -gt 0 ] || return 0
+  {
+    echo "cluster.sh: hosts: certificates from an earlier run name other hosts than asked now:"
+    printf '%s\n' "${bad[@]}"
+    echo "Delete them and their keys, then run hosts again to issue them anew with the same CA ($pki/ca.{crt,key}, kept):"
+    echo "  rm ${files[*]}"
+    case "${files[*]}" in
+      */peer.crt*) echo "On a running cluster, a member whose peer address changes also needs etcdctl member update ID --peer-urls=https://NEWHOST:2380." ;;
+    esac
+  } >&2
+  exit 1
+}
+
 # cmd_hosts: PKI, per-host env files and haproxy.cfg for real hosts.
 cmd_hosts() {
-  local specs=() lbs=() lb_port=6443
+  local specs=() lbs=() lb_port=6443 lb_host=""
   while [ $# -gt 0 ]; do
     case "$1" in
-      --node) [ $# -ge 2 ] || die "--node wants a value"; specs+=("$2"); shift 2 ;;
-      --lb-name) [ $# -ge 2 ] || die "--lb-name wants a value"; lbs+=("$2"); shift 2 ;;
-      --lb-port) [ $# -ge 2 ] || die "--lb-port wants a value"; lb_port="$2"; shift 2 ;;
-      *) die "hosts: unknown argument $1" ;;
+      --node) [ $# -ge 2 ] || bad_usage "--node wants a value"; specs+=("$2"); shift 2 ;;
+      --lb-name) [ $# -ge 2 ] || bad_usage "--lb-name wants a value"; lbs+=("$2"); shift 2 ;;
+      --lb-port) [ $# -ge 2 ] || bad_usage "--lb-port wants a value"; lb_port="$2"; shift 2 ;;
+      --lb-host) [ $# -ge 2 ] || bad_usage "--lb-host wants a value"; lb_host="$2"; shift 2 ;;
+      *) bad_usage "hosts: unknown argument $1" ;;
     esac
   done
-  { [ "${#specs[@]}" -ge 1 ] && [ "${#lbs[@]}" -ge 1 ]; } || die "usage: hosts --node NAME=HOST[,HOST...] (one per node) --lb-name NAME [--lb-port PORT]"
+  { [ "${#specs[@]}" -ge 1 ] && [ "${#lbs[@]}" -ge 1 ]; } || bad_usage "hosts wants --node NAME=HOST[,HOST...] (one per node) and --lb-name NAME"
   [ ! -f "$dir/cluster.env" ] || die "$dir holds a loopback cluster; give the real hosts their own CLUSTER_DIR"
+  is_port "$lb_port" || die "--lb-port $lb_port is not a port"
   local secure=6443 peer=2380 client=2379
+  check_hosts_nodes "${specs[@]}"
+  local spec name first lb
+  # haproxy and an apiserver on one host cannot both have :6443.
+  for lb in "${lbs[@]}"; do
+    for spec in "${specs[@]}"; do
+      case ",${spec#*=}," in
+        *",$lb,"*) [ "$lb_port" != "$secure" ] || die "hosts: --lb-name $lb is also a host of node ${spec%%=*}, where the apiserver has :$secure; give haproxy another port there (--lb-port 7443)" ;;
+      esac
+    done
+  done
+  check_hosts_certs "$(IFS=,; echo "${lbs[*]}")" "${specs[@]}"
+  claim_dir
   ensure_pki "$(IFS=,; echo "${lbs[*]}")" "${specs[@]}"
-  local out="$dir/hosts" spec name first parts=() servers=()
+  local out="$dir/hosts" parts=() servers=()
   mkdir -p "$out/lb"
   for spec in "${specs[@]}"; do
     name="${spec%%=*}" first="${spec#*=}" first="${first%%,*}"
@@ -796,7 +1091,11 @@ EXTRA_ARGS=
 EOF
   done
   cp -p "$pki/ca.crt" "$out/lb/kubers-ca.crt"
-  haproxy_cfg "*:$lb_port" /etc/haproxy/kubers-ca.crt "/dev/log local0" "" "${servers[@]}" > "$out/lb/haproxy.cfg"
+  # A whole config for Debian's haproxy service, which runs it as root
+  # unless told otherwise (Debian's own haproxy.cfg says user haproxy).
+  # Without noreuseport: the service's reload starts the new process while
+  # the old one still has the port.
+  haproxy_cfg "*:$lb_port" /etc/haproxy/kubers-ca.crt "/dev/log local0" "" "user haproxy;group haproxy" "${servers[@]}" > "$out/lb/haproxy.cfg"
   write_kubeconfig "$out/admin.kubeconfig" "https://${lbs[0]}:$lb_port"
   # Where a release build of this checkout puts the binary.
   local release=target/release/apiserver t
@@ -808,6 +1107,7 @@ EOF
   echo
   echo "Per host (the apiserver binary, the unit, its env file and PKI);"
   echo "build the binary first: (cd $here && cargo build --release --bin apiserver)"
+  echo "(a release build compiles RocksDB in release mode too: 15-30 minutes the first time)"
   for spec in "${specs[@]}"; do
     name="${spec%%=*}" first="${spec#*=}" first="${first%%,*}"
     cat << EOF
@@ -822,27 +1122,83 @@ ssh root@$first 'chown -R kubers: /etc/kubers/pki && chmod 600 /etc/kubers/pki/*
 #   /usr/local/bin/apiserver $(node_flags "$name" /var/lib/kubers /etc/kubers/pki 0.0.0.0 "$secure" "http://127.0.0.1:$client" "https://0.0.0.0:$peer" "https://$first:$peer" "$ic" new 5s | tr '\n' ' ')
 EOF
   done
+  local lb_ssh="${lb_host:-LB_HOST}"
+  echo
+  echo "# the load balancer: haproxy on $lb_ssh, from Debian's haproxy package."
+  if [ -z "$lb_host" ]; then
+    echo "# LB_HOST: substitute the machine that runs haproxy, as ssh reaches it (or run"
+    echo "# hosts again with --lb-host): ${lbs[0]} is the name clients use, which may"
+    echo "# name a virtual IP or a machine you cannot ssh to."
+  fi
   cat << EOF
-
-# the load balancer (${lbs[0]}), Debian's haproxy:
-scp $out/lb/haproxy.cfg $out/lb/kubers-ca.crt root@${lbs[0]}:/etc/haproxy/
-ssh root@${lbs[0]} 'systemctl reload-or-restart haproxy'
+# haproxy.cfg is a whole haproxy config (global, defaults, frontend, backend).
+# It goes to /etc/haproxy/kubers.cfg and /etc/default/haproxy points the
+# service at it: Debian's /etc/haproxy/haproxy.cfg stays as it was but is
+# no longer read. On a haproxy that serves anything else, instead append
+# the defaults, frontend and backend sections of kubers.cfg to your
+# haproxy.cfg (and the ca-file it names).
+scp $out/lb/haproxy.cfg root@$lb_ssh:/etc/haproxy/kubers.cfg
+scp $out/lb/kubers-ca.crt root@$lb_ssh:/etc/haproxy/
+ssh root@$lb_ssh 'grep -qx CONFIG=/etc/haproxy/kubers.cfg /etc/default/haproxy || echo CONFIG=/etc/haproxy/kubers.cfg >> /etc/default/haproxy; systemctl restart haproxy'
 
 # then, anywhere:
 export KUBECONFIG=$out/admin.kubeconfig
 EOF
 }
 
-case "${1:-}" in
-  pki) shift; cmd_pki "$@" ;;
-  up) cmd_up ;;
-  down) cmd_down ;;
-  clean) if [ -f "$dir/cluster.env" ]; then cmd_down; fi; rm -rf "$dir"; echo "removed $dir" ;;
-  status) cmd_status ;;
-  start) [ -n "${2:-}" ] || die "usage: $0 start NODE"; cmd_start "$2" ;;
-  stop) [ -n "${2:-}" ] || die "usage: $0 stop NODE"; cmd_stop "$2" ;;
-  rolling-restart) cmd_rolling_restart ;;
-  replace) [ -n "${2:-}" ] || die "usage: $0 replace NODE"; cmd_replace "$2" ;;
-  hosts) shift; cmd_hosts "$@" ;;
-  *) echo "usage: $0 up|down|clean|status|start NODE|stop NODE|rolling-restart|replace NODE|pki [...]|hosts [...]" >&2; exit 2 ;;
+# cmd_clean [--delete-hosts-pki]: down, then delete $dir; only a dir that
+# cluster.sh made, and one with the files of real hosts only when asked
+# twice (the flag).
+cmd_clean() {
+  local hosts_too=0
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --delete-hosts-pki) hosts_too=1; shift ;;
+      *) bad_usage "clean: unknown argument $1" ;;
+    esac
+  done
+  if [ ! -e "$dir" ]; then
+    echo "nothing to clean: $dir does not exist"
+    return
+  fi
+  owned || die "refusing to delete $dir: it has no $marker_file or cluster.env, so cluster.sh did not make it (is CLUSTER_DIR right?). Delete it yourself if it is a cluster dir from an older cluster.sh"
+  if [ -d "$dir/hosts" ] && [ "$hosts_too" = 0 ]; then
+    die "refusing to delete $dir: it holds the PKI of real hosts (hosts/, and pki/ca.key, the CA key every node's certificate chains to: without it no certificate can be issued for them again, and a new CA means new certificates on every node and a new kubeconfig for every user). Keep a copy of $pki, then: deploy/cluster.sh clean --delete-hosts-pki"
+  fi
+  [ ! -f "$dir/cluster.env" ] || cmd_down
+  rm -rf "$dir"
+  echo "removed $dir"
+}
+
+# no_args COMMAND ARG...: refuses any argument to COMMAND.
+no_args() {
+  local c="$1"
+  shift
+  [ $# -eq 0 ] || bad_usage "$c takes no arguments, got: $*"
+}
+
+# one_node COMMAND ARG...: refuses anything but one node name.
+one_node() {
+  local c="$1"
+  shift
+  if [ $# -ne 1 ] || [ -z "$1" ]; then
+    bad_usage "$c wants one node name${1:+, got: $*}"
+  fi
+}
+
+cmd="${1:-}"
+[ $# -eq 0 ] || shift
+case "$cmd" in
+  pki) cmd_pki "$@" ;;
+  up) no_args up "$@"; cmd_up ;;
+  down) no_args down "$@"; cmd_down ;;
+  clean) cmd_clean "$@" ;;
+  status) no_args status "$@"; cmd_status ;;
+  start) one_node start "$@"; cmd_start "$1" ;;
+  stop) one_node stop "$@"; cmd_stop "$1" ;;
+  rolling-restart) no_args rolling-restart "$@"; cmd_rolling_restart ;;
+  replace) one_node replace "$@"; cmd_replace "$1" ;;
+  hosts) cmd_hosts "$@" ;;
+  '' | -h | --help | help) usage ;;
+  *) bad_usage "unknown command $cmd" ;;
 esac
