@@ -652,8 +652,9 @@ EOF
 # lb_state NAME: haproxy's state of node NAME (UP, DOWN, ...; UP 1/2 while
 # it rises), or nothing if haproxy does not answer.
 lb_state() {
-  curl -s --max-time 2 --unix-socket "$run/haproxy-stats.sock" 'http://haproxy/;csv' 2>/dev/null \
-    | awk -F, -v n="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "status") c = i } $1 == "kube-apiserver" && $2 == n { print $c }'
+  local csv
+  csv="$(curl -s --max-time 2 --unix-socket "$run/haproxy-stats.sock" 'http://haproxy/;csv' 2>/dev/null)" || return 0
+  awk -F, -v n="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "status") c = i } $1 == "kube-apiserver" && $2 == n { print $c }' <<< "$csv"
 }
 
 wait_lb_up() {
