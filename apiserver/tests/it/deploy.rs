@@ -178,8 +178,307 @@ fn deploy_hosts_files() {
     // A loopback cluster's dir is refused, so its certificates are not
     // taken for the real hosts'.
     std::fs::write(dir.path().join("cluster.env"), "").unwrap();
-    let refused = run_script(dir.path(), &[], &["hosts", "--node", "n1=10.0.0.1", "--lb-name", "x"]);
-    assert_ne!(refused.code, 0, "{refused:?}");
+    let refused = run_script(dir.path(), &[], &["hosts", "--node", "n1=10.0.0.1", "--node", "n2=10.0.0.2", "--node", "n3=10.0.0.3", "--lb-name", "x"]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(refused.stderr.contains("holds a loopback cluster"), "{refused:?}");
+}
+
+/// Pairs of (name, value) for `run_script`'s environment.
+fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+/// The entries of `dir`, sorted (empty if it does not exist).
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir).map(|rd| rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect()).unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// The pids of processes whose command line mentions `needle`.
+fn processes_mentioning(needle: &str) -> Vec<String> {
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().map_while(Result::ok) {
+        let pid = e.file_name().to_string_lossy().into_owned();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) || pid == std::process::id().to_string() {
+            continue;
+        }
+        if let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) {
+            if String::from_utf8_lossy(&cmdline).contains(needle) {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+/// Runs `cluster.sh ARGS`, expected to be refused; should it start a
+/// cluster after all (cluster.env written), takes that down again so the
+/// failing test leaves no processes behind.
+fn run_refused(dir: &Path, env: &[(String, String)], args: &[&str]) -> crate::common::Out {
+    let out = run_script(dir, env, args);
+    if dir.join("cluster.env").exists() {
+        let _ = run_script(dir, env, &["down"]);
+    }
+    out
+}
+
+/// Nodes, ports and LB port of a loopback cluster that `up` would refuse
+/// before it starts anything: free ports (bound at once, then released)
+/// except for `lb`.
+fn loopback_env(lb: u16) -> Vec<(String, String)> {
+    let held: Vec<std::net::TcpListener> = (0..9).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    let p: Vec<String> = held.iter().map(|l| l.local_addr().unwrap().port().to_string()).collect();
+    env(&[("SECURE_PORTS", &p[0..3].join(",")), ("CLIENT_PORTS", &p[3..6].join(",")), ("PEER_PORTS", &p[6..9].join(",")), ("LB_PORT", &lb.to_string())])
+}
+
+/// Arguments `cluster.sh` has no use for are refused with the usage (exit
+/// status 2) before anything happens, instead of being ignored.
+#[test]
+fn deploy_refuses_unknown_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = dir.path().join("c");
+    let cases: &[(&[&str], &str)] = &[
+        (&["up", "--bogus"], "up takes no arguments, got: --bogus"),
+        (&["status", "junk"], "status takes no arguments, got: junk"),
+        (&["down", "x"], "down takes no arguments"),
+        (&["rolling-restart", "now"], "rolling-restart takes no arguments"),
+        (&["start"], "start wants one node name"),
+        (&["stop", "n1", "n2"], "stop wants one node name, got: n1 n2"),
+        (&["replace"], "replace wants one node name"),
+        (&["clean", "--yes"], "clean: unknown argument --yes"),
+        (&["pki", "--bogus"], "pki: unknown argument --bogus"),
+        (&["hosts", "--node", "n1=10.0.0.1", "--bogus"], "hosts: unknown argument --bogus"),
+        (&["frob"], "unknown command frob"),
+        (&[], ""),
+    ];
+    for (args, message) in cases {
+        let out = run_refused(&cluster, &loopback_env(1), args);
+        assert_eq!(out.code, 2, "{args:?}: {out:?}");
+        assert!(out.stderr.contains(message) && out.stderr.contains("usage: deploy/cluster.sh COMMAND"), "{args:?}: {out:?}");
+        assert!(!cluster.exists(), "{args:?} created the cluster dir");
+    }
+}
+
+/// `clean` deletes only a dir that cluster.sh made, and one holding the
+/// PKI of real hosts (`hosts/`, the CA key) only with `--delete-hosts-pki`;
+/// `up` and `pki` do not take over a dir holding anything else (which would
+/// let a later `clean` delete it).
+#[test]
+fn deploy_clean_deletes_only_its_own_dirs() {
+    let dir = tempfile::tempdir().unwrap();
+    // A dir cluster.sh did not make.
+    let foreign = dir.path().join("foreign");
+    std::fs::create_dir(&foreign).unwrap();
+    std::fs::write(foreign.join("precious"), "data").unwrap();
+    let out = run_script(&foreign, &[], &["clean"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("refusing to delete") && out.stderr.contains("cluster.sh did not make it"), "{out:?}");
+    for args in [&["pki"][..], &["up"][..]] {
+        let out = run_refused(&foreign, &loopback_env(1), args);
+        assert_eq!(out.code, 1, "{args:?}: {out:?}");
+        assert!(out.stderr.contains("is not empty and not a cluster dir"), "{args:?}: {out:?}");
+    }
+    assert_eq!(entries(&foreign), ["precious"], "the foreign dir was written to");
+    assert_eq!(run_script(&foreign, &[], &["clean"]).code, 1);
+    assert_eq!(std::fs::read_to_string(foreign.join("precious")).unwrap(), "data");
+    // A dir that does not exist: nothing to do.
+    let missing = dir.path().join("missing");
+    let out = run_script(&missing, &[], &["clean"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("nothing to clean"), "{out:?}");
+    // A dir `pki` made is cluster.sh's.
+    let made = dir.path().join("made");
+    assert_eq!(run_script(&made, &[], &["pki"]).code, 0);
+    assert!(made.join(".kubers-cluster").exists());
+    let out = run_script(&made, &[], &["clean"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(!made.exists(), "{out:?}");
+    // The files of real hosts: only with the flag.
+    let prod = dir.path().join("prod");
+    let hosts = ["hosts", "--node", "n1=10.0.0.1", "--node", "n2=10.0.0.2", "--node", "n3=10.0.0.3", "--lb-name", "api.example.test"];
+    assert_eq!(run_script(&prod, &[], &hosts).code, 0);
+    let out = run_script(&prod, &[], &["clean"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("holds the PKI of real hosts") && out.stderr.contains("clean --delete-hosts-pki"), "{out:?}");
+    assert!(prod.join("pki/ca.key").exists() && prod.join("hosts/n1/apiserver.env").exists());
+    // ... nor is a loopback cluster started in it.
+    let out = run_refused(&prod, &loopback_env(1), &["up"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("holds the PKI and files of real hosts"), "{out:?}");
+    assert!(!prod.join("cluster.env").exists());
+    let out = run_script(&prod, &[], &["clean", "--delete-hosts-pki"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(!prod.exists());
+}
+
+/// `hosts` refuses node lists that cannot make a working cluster, before it
+/// writes anything; and a second run whose hosts differ from the ones the
+/// existing certificates name, saying which certificates to delete (the CA
+/// is kept when they are issued again).
+#[test]
+fn deploy_hosts_refuses_unworkable_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let prod = dir.path().join("prod");
+    let node = |spec: &str| ["--node".to_string(), spec.to_string()];
+    let run = |specs: &[&str], extra: &[&str]| {
+        let mut args = vec!["hosts".to_string()];
+        args.extend(specs.iter().flat_map(|s| node(s)));
+        args.extend(["--lb-name".to_string(), "api.example.test".to_string()]);
+        args.extend(extra.iter().map(|s| s.to_string()));
+        run_script(&prod, &[], &args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    // (nodes, more arguments, what the refusal says)
+    let cases: &[(&[&str], &[&str], &str)] = &[
+        (&["n1=10.0.0.1", "n2=10.0.0.2"], &[], "2 node(s); give an odd number of at least 3"),
+        (&["n1=10.0.0.1"], &[], "1 node(s)"),
+        (&["n1=10.0.0.1", "n2=10.0.0.2", "n3=10.0.0.3", "n4=10.0.0.4"], &[], "4 node(s)"),
+        (&["n1=10.0.0.1", "n1=10.0.0.2", "n3=10.0.0.3"], &[], "node n1 is given twice"),
+        (&["n1=10.0.0.1", "n2=10.0.0.1", "n3=10.0.0.3"], &[], "10.0.0.1 is a host of both n1 and n2"),
+        (&["n1=10.0.0.1,cp.example.test", "n2=10.0.0.2", "n3=10.0.0.3,cp.example.test"], &[], "cp.example.test is a host of both n1 and n3"),
+        (&["n1=10.0.0.1,", "n2=10.0.0.2", "n3=10.0.0.3"], &[], "is not a host name or address"),
+        (&["../n1=10.0.0.1", "n2=10.0.0.2", "n3=10.0.0.3"], &[], "a node name is letters"),
+        (&["n1=10.0.0.1,api.example.test", "n2=10.0.0.2", "n3=10.0.0.3"], &[], "also a host of node n1, where the apiserver has :6443"),
+        (&["n1=10.0.0.1", "n2=10.0.0.2", "n3=10.0.0.3"], &["--lb-port", "70000"], "--lb-port 70000 is not a port"),
+    ];
+    for (specs, extra, message) in cases {
+        let out = run(specs, extra);
+        assert_eq!(out.code, 1, "{specs:?}: {out:?}");
+        assert!(out.stderr.contains(message), "{specs:?}: {out:?}");
+        assert!(!prod.exists(), "{specs:?}: refused, but wrote {:?}", entries(&prod));
+    }
+    // haproxy beside a node works on another port.
+    let out = run(&["n1=10.0.0.1,api.example.test", "n2=10.0.0.2", "n3=10.0.0.3"], &["--lb-port", "7443", "--lb-host", "lb1.example.test"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("root@lb1.example.test:/etc/haproxy/kubers.cfg"), "{}", out.stdout);
+    assert!(std::fs::read_to_string(prod.join("hosts/lb/haproxy.cfg")).unwrap().contains("bind *:7443"));
+    let out = run_script(&prod, &[], &["clean", "--delete-hosts-pki"]);
+    assert_eq!(out.code, 0, "{out:?}");
+
+    // n2 moves from 10.0.0.2 to 10.0.0.9.
+    let first = ["n1=10.0.0.1", "n2=10.0.0.2", "n3=10.0.0.3"];
+    let moved = ["n1=10.0.0.1", "n2=10.0.0.9", "n3=10.0.0.3"];
+    let out = run(&first, &[]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("root@LB_HOST:") && out.stdout.contains("LB_HOST: substitute"), "{}", out.stdout);
+    let ca = std::fs::read(prod.join("pki/ca.crt")).unwrap();
+    let before = snapshot(&prod);
+    let out = run(&moved, &[]);
+    assert_eq!(out.code, 1, "{out:?}");
+    let n2 = prod.join("pki/nodes/n2");
+    let rm = format!("rm {0}/apiserver.crt {0}/apiserver.key {0}/peer.crt {0}/peer.key", n2.display());
+    assert!(out.stderr.contains(&rm) && out.stderr.contains("member update"), "{out:?}");
+    assert_eq!(snapshot(&prod), before, "a refused run changed files");
+    for f in ["apiserver.crt", "apiserver.key", "peer.crt", "peer.key"] {
+        std::fs::remove_file(n2.join(f)).unwrap();
+    }
+    let out = run(&moved, &[]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(std::fs::read(prod.join("pki/ca.crt")).unwrap(), ca, "the CA was replaced");
+    assert_eq!(extension(&x509_text(&prod.join("hosts/n2/pki/peer.crt")), "X509v3 Subject Alternative Name:"), set(&["IP Address:10.0.0.9"]));
+    let env = std::fs::read_to_string(prod.join("hosts/n2/apiserver.env")).unwrap();
+    assert!(env.contains("\nINITIAL_ADVERTISE_PEER_URLS=https://10.0.0.9:2380\n"), "{env}");
+}
+
+/// `pki` issues a certificate again when its key is gone, or is not its
+/// key (it said "kept" and left the node unable to start), and brings the
+/// nodes' copies of the admin pair and sa.pub up to date; the CA stays.
+#[test]
+fn deploy_pki_reissues_certificates_without_their_key() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(run_script(dir.path(), &[], &["pki"]).code, 0);
+    let pki = dir.path().join("pki");
+    let n3 = pki.join("nodes/n3");
+    let ca = std::fs::read(pki.join("ca.crt")).unwrap();
+    let pubkey = |args: &[&str], f: &Path| {
+        let o = Command::new("openssl").args(args).arg(f).output().unwrap();
+        assert!(o.status.success(), "{o:?}");
+        o.stdout
+    };
+    let matches = |base: &Path| pubkey(&["x509", "-noout", "-pubkey", "-in"], &base.with_extension("crt")) == pubkey(&["pkey", "-pubout", "-in"], &base.with_extension("key"));
+    let old_peer = std::fs::read(n3.join("peer.crt")).unwrap();
+    std::fs::remove_file(n3.join("peer.key")).unwrap();
+    // The wrong key: n1's.
+    std::fs::copy(pki.join("nodes/n1/apiserver.key"), n3.join("apiserver.key")).unwrap();
+    std::fs::remove_file(pki.join("admin.key")).unwrap();
+    std::fs::remove_file(pki.join("sa.key")).unwrap();
+    let out = run_script(dir.path(), &[], &["pki"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains(&format!("{}/peer.key is missing: issuing", n3.display())), "{out:?}");
+    assert!(out.stdout.contains(&format!("{}/apiserver.key is not the key of", n3.display())), "{out:?}");
+    assert_ne!(std::fs::read(n3.join("peer.crt")).unwrap(), old_peer);
+    assert_ne!(std::fs::read(n3.join("apiserver.key")).unwrap(), std::fs::read(pki.join("nodes/n1/apiserver.key")).unwrap());
+    for base in [n3.join("peer"), n3.join("apiserver"), pki.join("admin"), pki.join("nodes/n1/admin")] {
+        assert!(matches(&base), "{} does not match its key", base.display());
+        let verify = Command::new("openssl").arg("verify").arg("-CAfile").arg(pki.join("ca.crt")).arg(base.with_extension("crt")).output().unwrap();
+        assert!(verify.status.success(), "{verify:?}");
+    }
+    for f in ["admin.crt", "admin.key", "sa.key", "sa.pub"] {
+        assert_eq!(std::fs::read(pki.join(f)).unwrap(), std::fs::read(n3.join(f)).unwrap(), "nodes/n3/{f} is stale");
+    }
+    assert_eq!(pubkey(&["pkey", "-pubout", "-in"], &pki.join("sa.key")), std::fs::read(pki.join("sa.pub")).unwrap(), "sa.pub is not sa.key's");
+    assert_eq!(std::fs::read(pki.join("ca.crt")).unwrap(), ca, "the CA was replaced");
+    // Without the CA key nothing can be issued: said so, the CA kept.
+    std::fs::remove_file(pki.join("ca.key")).unwrap();
+    std::fs::remove_file(n3.join("peer.key")).unwrap();
+    let out = run_script(dir.path(), &[], &["pki"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("ca.key is missing"), "{out:?}");
+    assert_eq!(std::fs::read(pki.join("ca.crt")).unwrap(), ca);
+}
+
+/// `up` checks its settings before it saves them in cluster.env (which
+/// would keep them for every later `up`) or starts anything.
+#[test]
+fn deploy_up_refuses_bad_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = dir.path().join("c");
+    let base = loopback_env(1);
+    let with = |k: &str, v: &str| {
+        let mut e: Vec<(String, String)> = base.iter().filter(|(n, _)| n != k).cloned().collect();
+        e.push((k.to_string(), v.to_string()));
+        e
+    };
+    // (variable, value, what the refusal says)
+    let cases = [
+        ("SHUTDOWN_DELAY", "5", "SHUTDOWN_DELAY=5 (from the environment) is not a duration"),
+        ("SHUTDOWN_DELAY", "5 s", "is not a duration"),
+        ("SHUTDOWN_DELAY", "-1s", "is not a duration"),
+        ("SHUTDOWN_DELAY", "soon", "is not a duration"),
+        ("NODE_NAMES", "n1,n1,n3", "NODE_NAMES: n1 twice"),
+        ("LB_PORT", "http", "'http' (from the environment) is not a port"),
+        ("LB_PORT", "0", "is not a port"),
+    ];
+    for (k, v, message) in cases {
+        let out = run_refused(&cluster, &with(k, v), &["up"]);
+        assert_eq!(out.code, 1, "{k}={v}: {out:?}");
+        assert!(out.stderr.contains(message), "{k}={v}: {out:?}");
+        assert!(!cluster.exists(), "{k}={v}: refused, but wrote {:?}", entries(&cluster));
+    }
+    // A bad value saved by an older cluster.sh is named where it is.
+    std::fs::create_dir(&cluster).unwrap();
+    let saved: String = base.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+    std::fs::write(cluster.join("cluster.env"), format!("{saved}SHUTDOWN_DELAY=5\n")).unwrap();
+    let out = run_refused(&cluster, &base, &["up"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains(&format!("SHUTDOWN_DELAY=5 (from {}/cluster.env)", cluster.display())), "{out:?}");
+    assert_eq!(entries(&cluster), ["cluster.env"]);
+}
+
+/// A second cluster's `up` on an LB_PORT that is taken fails, saying so,
+/// and leaves nothing running (haproxy would otherwise share the port
+/// through SO_REUSEPORT and take the other cluster's connections).
+#[test]
+fn deploy_up_refuses_lb_port_in_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let out = run_refused(dir.path(), &loopback_env(port), &["up"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains(&format!("port in use on 127.0.0.1: {port} (LB_PORT, haproxy)")), "{out:?}");
+    assert!(processes_mentioning(dir.path().to_str().unwrap()).is_empty(), "processes of the refused cluster run");
+    assert!(!dir.path().join("cluster.env").exists() && !dir.path().join("run").exists(), "{:?}", entries(dir.path()));
+    drop(taken);
 }
 
 /// The peer port speaks TLS only, to clients with a certificate of the
@@ -514,6 +813,21 @@ fn deploy_replace_node() {
     for (i, name) in NAMES.iter().enumerate() {
         assert!(names_on(&d, i).contains("after-replace"), "{name} misses after-replace");
     }
+    // down signals every node, then waits for each: a node that exited
+    // meanwhile was stopped all the same (it used to say "was not running").
+    let down = d.script(&["down"]);
+    assert_eq!(down.code, 0, "{down:?}");
+    for name in NAMES {
+        assert!(down.stdout.contains(&format!("stopped {name} (pid ")), "{down:?}");
+    }
+    assert!(!down.stdout.contains("was not running"), "{down:?}");
+    // status with every node down answers at once, without etcdctl's
+    // retries (JSON on stderr) against stores that are not there.
+    let started = Instant::now();
+    let status = d.script(&["status"]);
+    assert_eq!(status.code, 0, "{status:?}");
+    assert!(started.elapsed() < Duration::from_secs(2), "status took {:?}", started.elapsed());
+    assert!(status.stderr.is_empty() && status.stdout.contains("member list: no node runs"), "{status:?}");
 }
 
 // ------------------------------------------------------- rolling restart
