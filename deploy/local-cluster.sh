@@ -143,7 +143,8 @@ status() {
 join() {
   local n="$1" i=3
   while [ -e "$dir/slot-$i" ]; do i=$((i + 1)); done
-  local peer="http://127.0.0.1:$(peer_port "$i")" client="http://127.0.0.1:$(client_port "$i")"
+  local peer client
+  peer="http://127.0.0.1:$(peer_port "$i")" client="http://127.0.0.1:$(client_port "$i")"
   local out
   out="$(ETCDCTL_API=3 etcdctl --endpoints="$(endpoints)" member add "$n" --peer-urls="$peer" --learner)"
   echo "$out"
