@@ -7,8 +7,8 @@
 
 use prost::Message;
 use proto::etcdserverpb::{
-    CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, LeaseGrantRequest, LeaseGrantResponse, LeaseRevokeRequest, LeaseRevokeResponse, Member, PutRequest, PutResponse,
-    TxnRequest, TxnResponse,
+    AlarmRequest, AlarmResponse, CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, LeaseGrantRequest, LeaseGrantResponse, LeaseRevokeRequest, LeaseRevokeResponse,
+    Member, PutRequest, PutResponse, TxnRequest, TxnResponse,
 };
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -32,6 +32,10 @@ pub enum Command {
     /// A member publishes its name and client URLs at start (etcd publishes
     /// its member attributes the same way). Takes no revision.
     PublishMember(Member),
+    /// etcd `Maintenance.Alarm`: get, activate or deactivate an alarm.
+    /// Every action goes through the log, as in etcd, so a GET sees every
+    /// alarm raised before it. Takes no revision.
+    Alarm(AlarmRequest),
 }
 
 /// The result of applying a [`Command`].
@@ -49,6 +53,8 @@ pub enum CommandResponse {
     LeaseGrant(LeaseGrantResponse),
     /// Reply to [`Command::LeaseRevoke`].
     LeaseRevoke(LeaseRevokeResponse),
+    /// Reply to [`Command::Alarm`].
+    Alarm(AlarmResponse),
     /// The command was rejected when applied (e.g. unknown lease); nothing
     /// changed.
     Error(Error),
@@ -63,6 +69,7 @@ const TAG_COMPACT: u8 = 4;
 const TAG_LEASE_GRANT: u8 = 5;
 const TAG_LEASE_REVOKE: u8 = 6;
 const TAG_PUBLISH_MEMBER: u8 = 7;
+const TAG_ALARM: u8 = 20;
 const TAG_ERROR: u8 = 100;
 const TAG_EMPTY: u8 = 101;
 
@@ -93,6 +100,7 @@ impl Command {
             Command::LeaseGrant(r) => tagged(TAG_LEASE_GRANT, r),
             Command::LeaseRevoke(r) => tagged(TAG_LEASE_REVOKE, r),
             Command::PublishMember(m) => tagged(TAG_PUBLISH_MEMBER, m),
+            Command::Alarm(r) => tagged(TAG_ALARM, r),
         }
     }
 
@@ -110,6 +118,7 @@ impl Command {
             TAG_LEASE_GRANT => Command::LeaseGrant(LeaseGrantRequest::decode(rest).map_err(decode_err)?),
             TAG_LEASE_REVOKE => Command::LeaseRevoke(LeaseRevokeRequest::decode(rest).map_err(decode_err)?),
             TAG_PUBLISH_MEMBER => Command::PublishMember(Member::decode(rest).map_err(decode_err)?),
+            TAG_ALARM => Command::Alarm(AlarmRequest::decode(rest).map_err(decode_err)?),
             other => return Err(Error::internal(format!("unknown command tag {other}"))),
         })
     }
@@ -125,6 +134,7 @@ impl CommandResponse {
             CommandResponse::Compact(r) => tagged(TAG_COMPACT, r),
             CommandResponse::LeaseGrant(r) => tagged(TAG_LEASE_GRANT, r),
             CommandResponse::LeaseRevoke(r) => tagged(TAG_LEASE_REVOKE, r),
+            CommandResponse::Alarm(r) => tagged(TAG_ALARM, r),
             CommandResponse::Error(e) => {
                 let mut out = vec![TAG_ERROR];
                 out.extend_from_slice(&(e.code() as i32).to_be_bytes());
@@ -148,6 +158,7 @@ impl CommandResponse {
             TAG_COMPACT => CommandResponse::Compact(CompactionResponse::decode(rest).map_err(decode_err)?),
             TAG_LEASE_GRANT => CommandResponse::LeaseGrant(LeaseGrantResponse::decode(rest).map_err(decode_err)?),
             TAG_LEASE_REVOKE => CommandResponse::LeaseRevoke(LeaseRevokeResponse::decode(rest).map_err(decode_err)?),
+            TAG_ALARM => CommandResponse::Alarm(AlarmResponse::decode(rest).map_err(decode_err)?),
             TAG_ERROR => {
                 if rest.len() < 4 {
                     return Err(Error::internal("corrupt error response"));

@@ -41,6 +41,10 @@ pub enum Error {
     /// The lease TTL is above etcd's maximum (9,000,000,000 s).
     #[error("etcdserver: too large lease TTL")]
     LeaseTtlTooLarge,
+    /// A write while the NOSPACE alarm is raised, or one that would take
+    /// the database over `--quota-backend-bytes`.
+    #[error("etcdserver: mvcc: database space exceeded")]
+    NoSpace,
     /// The request has an empty key.
     #[error("etcdserver: key is not provided")]
     EmptyKey,
@@ -140,7 +144,7 @@ impl Error {
             | Error::BadLeaderTransferee => Code::FailedPrecondition,
             Error::MemberBadUrls => Code::InvalidArgument,
             Error::NoLeader | Error::LeaderChanged | Error::Timeout | Error::Stopped | Error::NotSupportedForLearner => Code::Unavailable,
-            Error::TooManyRequests => Code::ResourceExhausted,
+            Error::TooManyRequests | Error::NoSpace => Code::ResourceExhausted,
             Error::Unimplemented(_) => Code::Unimplemented,
             Error::LeaderTransferTimeout => Code::Unknown,
             Error::Internal(_) => Code::Internal,
@@ -185,6 +189,7 @@ impl Error {
             Error::Timeout,
             Error::Stopped,
             Error::TooManyRequests,
+            Error::NoSpace,
         ];
         if let Some(e) = all.into_iter().find(|e| e.to_string() == message) {
             return e;
@@ -221,6 +226,7 @@ mod tests {
             (Error::FutureRevision, Code::OutOfRange, "etcdserver: mvcc: required revision is a future revision"),
             (Error::RequestTooLarge, Code::InvalidArgument, "etcdserver: request is too large"),
             (Error::TooManyOps, Code::InvalidArgument, "etcdserver: too many operations in txn request"),
+            (Error::NoSpace, Code::ResourceExhausted, "etcdserver: mvcc: database space exceeded"),
             (Error::DuplicateKey, Code::InvalidArgument, "etcdserver: duplicate key given in txn request"),
             (Error::LeaseNotFound, Code::NotFound, "etcdserver: requested lease not found"),
             (Error::LeaseExist, Code::FailedPrecondition, "etcdserver: lease already exists"),

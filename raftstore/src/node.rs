@@ -47,6 +47,9 @@ pub struct Config {
     pub initial_cluster_token: String,
     /// `--max-request-bytes`.
     pub max_request_bytes: usize,
+    /// `--quota-backend-bytes`: 0 for etcd's default of 2 GiB, negative for
+    /// no quota.
+    pub quota_backend_bytes: i64,
     /// `--heartbeat-interval`.
     pub heartbeat: Duration,
     /// `--election-timeout`.
@@ -86,6 +89,7 @@ impl Default for Config {
             initial_cluster_state: "new".into(),
             initial_cluster_token: "etcd-cluster".into(),
             max_request_bytes: 1_572_864,
+            quota_backend_bytes: 0,
             heartbeat: Duration::from_millis(100),
             election: Duration::from_millis(1000),
             progress_notify_interval: Duration::from_secs(600),
@@ -558,6 +562,7 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
         cluster_id,
         member_id: id,
         max_request_bytes: cfg.max_request_bytes,
+        quota_backend_bytes: server::quota::from_flag(cfg.quota_backend_bytes),
         progress_notify_interval: cfg.progress_notify_interval,
         data_dir: cfg.data_dir.clone(),
     });

@@ -119,6 +119,10 @@ struct Serve {
     /// Maximum client request size in bytes.
     #[arg(long = "max-request-bytes", env = "ETCD_MAX_REQUEST_BYTES", default_value_t = 1_572_864)]
     max_request_bytes: usize,
+    /// Raise the NOSPACE alarm and refuse writes when the database exceeds
+    /// this many bytes: 0 for the default (2 GiB), negative for no quota.
+    #[arg(long = "quota-backend-bytes", env = "ETCD_QUOTA_BACKEND_BYTES", default_value_t = 0, allow_negative_numbers = true)]
+    quota_backend_bytes: i64,
     /// Auto compaction mode: `periodic` or `revision`.
     #[arg(long = "auto-compaction-mode", env = "ETCD_AUTO_COMPACTION_MODE", default_value = "periodic")]
     auto_compaction_mode: String,
@@ -246,6 +250,7 @@ fn config(s: Serve) -> Result<Config, String> {
         initial_cluster_state: s.initial_cluster_state,
         initial_cluster_token: s.initial_cluster_token,
         max_request_bytes: s.max_request_bytes,
+        quota_backend_bytes: s.quota_backend_bytes,
         heartbeat: Duration::from_millis(s.heartbeat_interval),
         election: Duration::from_millis(s.election_timeout),
         progress_notify_interval: progress,

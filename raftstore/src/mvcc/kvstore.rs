@@ -59,6 +59,8 @@ pub(super) struct State {
     pub(super) current: i64,
     pub(super) compact: i64,
     pub(super) leases: BTreeMap<i64, LeaseRecord>,
+    /// Raised alarms (see [`super::alarm`]).
+    pub(super) alarms: super::alarm::Alarms,
 }
 
 /// The MVCC store over a RocksDB handle.
@@ -133,6 +135,11 @@ impl MvccStore {
         self.state.read().compact
     }
 
+    /// The raised alarms, as (member ID, etcd `AlarmType`).
+    pub fn alarms(&self) -> super::alarm::Alarms {
+        self.state.read().alarms.clone()
+    }
+
     /// The underlying database.
     pub fn db(&self) -> &Db {
         &self.db
@@ -187,6 +194,9 @@ fn load_state(db: &DB) -> Result<(State, i64, Option<Job>)> {
     }
     if let Some(v) = db.get_cf(meta, keys::CurrentRevision::KEY)? {
         st.current = keys::decode_i64(&v)?;
+    }
+    if let Some(v) = db.get_cf(meta, keys::Alarms::KEY)? {
+        st.alarms = super::alarm::decode_alarms(&v)?;
     }
     let lease_cf = cf(db, keys::CF_LEASE)?;
     for item in db.iterator_cf(lease_cf, IteratorMode::Start) {

@@ -313,13 +313,24 @@ impl Txn<'_> {
     fn apply(&mut self, cmd: &Command) -> Result<CommandResponse> {
         Ok(match cmd {
             Command::Put(r) => {
+                self.check_space()?;
                 self.check_put(r)?;
                 CommandResponse::Put(self.put(r)?)
             }
             Command::DeleteRange(r) => CommandResponse::DeleteRange(self.delete_range(r)?),
-            Command::Txn(r) => CommandResponse::Txn(self.txn(r)?),
+            Command::Txn(r) => {
+                // etcd's capped applier refuses a txn that would add data.
+                if super::alarm::cost(cmd) > 0 {
+                    self.check_space()?;
+                }
+                CommandResponse::Txn(self.txn(r)?)
+            }
             Command::Compact(r) => CommandResponse::Compact(self.compact(r)?),
-            Command::LeaseGrant(r) => CommandResponse::LeaseGrant(self.lease_grant(r)?),
+            Command::Alarm(r) => CommandResponse::Alarm(self.alarm(r)?),
+            Command::LeaseGrant(r) => {
+                self.check_space()?;
+                CommandResponse::LeaseGrant(self.lease_grant(r)?)
+            }
             Command::LeaseRevoke(r) => CommandResponse::LeaseRevoke(self.lease_revoke(r)?),
             Command::PublishMember(m) => {
                 let meta = cf(self.db, keys::CF_META)?;

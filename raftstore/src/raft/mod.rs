@@ -61,6 +61,7 @@ impl fmt::Display for Command {
             Command::LeaseGrant(_) => "LeaseGrant",
             Command::LeaseRevoke(_) => "LeaseRevoke",
             Command::PublishMember(_) => "PublishMember",
+            Command::Alarm(_) => "Alarm",
         };
         f.write_str(name)
     }

@@ -36,6 +36,7 @@ impl KvService {
         if cmd.encode().len() > self.ctx.max_request_bytes {
             return Err(Error::RequestTooLarge);
         }
+        super::quota::check(&self.ctx, &cmd).await?;
         self.ctx.node.propose(cmd).await
     }
 }

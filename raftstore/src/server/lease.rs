@@ -76,6 +76,7 @@ impl Lease for LeaseService {
     async fn lease_grant(&self, req: Request<LeaseGrantRequest>) -> Res<LeaseGrantResponse> {
         let mut r = req.into_inner();
         let pick = r.id == 0;
+        super::quota::check(&self.ctx, &Command::LeaseGrant(r)).await?;
         loop {
             if pick {
                 r.id = new_lease_id();

@@ -11,6 +11,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use super::Ctx;
+use crate::command::{Command, CommandResponse};
 use crate::error::Error;
 use crate::storage::{self, keys};
 
@@ -76,9 +77,15 @@ fn dir_size(dir: &std::path::Path) -> u64 {
 
 #[tonic::async_trait]
 impl Maintenance for MaintenanceService {
-    async fn alarm(&self, _req: Request<AlarmRequest>) -> Res<AlarmResponse> {
-        // raftstore raises no alarms (no space quota, no corruption check).
-        Ok(Response::new(AlarmResponse { header: self.ctx.header(self.ctx.store.current_revision()), alarms: Vec::new() }))
+    async fn alarm(&self, req: Request<AlarmRequest>) -> Res<AlarmResponse> {
+        // Every action goes through the log, as in etcd (see mvcc::alarm).
+        match self.ctx.node.propose(Command::Alarm(req.into_inner())).await? {
+            CommandResponse::Alarm(mut resp) => {
+                self.ctx.fill(&mut resp.header);
+                Ok(Response::new(resp))
+            }
+            other => Err(Status::internal(format!("unexpected reply {other:?}"))),
+        }
     }
 
     async fn status(&self, _req: Request<StatusRequest>) -> Res<StatusResponse> {
@@ -115,7 +122,8 @@ impl Maintenance for MaintenanceService {
         })
         .await
         .map_err(|e| Status::internal(e.to_string()))?;
-        Ok(Response::new(DefragmentResponse { header: self.ctx.header(self.ctx.store.current_revision()) }))
+        // etcd answers a defragment without a response header.
+        Ok(Response::new(DefragmentResponse { header: None }))
     }
 
     async fn hash(&self, _req: Request<HashRequest>) -> Res<HashResponse> {

@@ -11,6 +11,7 @@ pub mod kv;
 pub mod lease;
 pub mod lock;
 pub mod maintenance;
+pub mod quota;
 pub mod watch;
 
 use std::path::PathBuf;
@@ -40,6 +41,9 @@ pub struct Context {
     pub member_id: u64,
     /// `--max-request-bytes`.
     pub max_request_bytes: usize,
+    /// `--quota-backend-bytes`: the most the database may hold, in bytes;
+    /// `None` for no quota (see [`quota`]).
+    pub quota_backend_bytes: Option<u64>,
     /// Interval of progress notifications for watchers that asked for them.
     pub progress_notify_interval: Duration,
     /// `--data-dir`.

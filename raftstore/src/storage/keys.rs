@@ -121,6 +121,14 @@ impl MetaKey for MemberId {
     type Value = u64;
 }
 
+/// `meta`: the raised alarms, 12 B each: member ID (8 B big-endian u64)
+/// and alarm type (4 B big-endian i32, etcd's `AlarmType`).
+pub struct Alarms;
+impl MetaKey for Alarms {
+    const KEY: &'static [u8] = b"alarms";
+    type Value = Vec<u8>;
+}
+
 /// `meta`: prefix of published member attributes; key = prefix + member ID
 /// (8 B big-endian), value = protobuf `etcdserverpb.Member`.
 pub const MEMBER_ATTR_PREFIX: &[u8] = b"member/";

@@ -152,8 +152,19 @@ pub fn cf<'a>(db: &'a DB, name: &str) -> Result<&'a ColumnFamily> {
 
 /// Total size of the database's live files, in bytes (etcd `db_size`).
 pub fn db_size(db: &DB) -> i64 {
+    cfs_size(db, &keys::ALL_CFS)
+}
+
+/// The part of [`db_size`] that holds the key-value store (the `kv`, `meta`
+/// and `lease` column families, not the Raft log): what etcd's quota
+/// compares, since etcd's backend database holds no WAL either.
+pub fn state_machine_size(db: &DB) -> i64 {
+    cfs_size(db, &keys::STATE_MACHINE_CFS)
+}
+
+fn cfs_size(db: &DB, names: &[&str]) -> i64 {
     let mut total: u64 = 0;
-    for name in keys::ALL_CFS {
+    for name in names.iter().copied() {
         if let Some(h) = db.cf_handle(name) {
             if let Ok(Some(v)) = db.property_int_value_cf(h, "rocksdb.total-sst-files-size") {
                 total += v;

@@ -27,6 +27,7 @@ mod forward;
 mod leader_transfer;
 mod lock_election;
 mod membership;
+mod quota;
 mod stream_errors;
 mod tls;
 mod watch;

@@ -1,0 +1,146 @@
+//! Alarms (etcd `server/etcdserver/api/v3alarm` and the capped applier).
+//!
+//! An alarm is a (member ID, alarm type) pair, raised and cleared through
+//! the Raft log and kept in `meta` (see [`keys::Alarms`]), so every member
+//! holds the same set and a restart keeps it. While a NOSPACE alarm is
+//! raised by any member, the store refuses what would grow it, as etcd's
+//! capped applier does: puts, txns that put, and lease grants fail with
+//! `etcdserver: mvcc: database space exceeded`; ranges, deletes (alone or
+//! in txns), compaction and lease revokes still work, so that an operator
+//! can free space and then disarm the alarm.
+
+use std::collections::BTreeSet;
+
+use proto::etcdserverpb::{AlarmMember, AlarmRequest, AlarmResponse, RequestOp, RequestOpRequest};
+
+use super::kvstore::header;
+use super::txn::Txn;
+use crate::command::Command;
+use crate::error::{Error, Result};
+use crate::storage::keys::{self, MetaKey as _};
+
+/// etcd's `AlarmType` values.
+pub mod alarm_type {
+    /// `NONE`: in a GET, every alarm; never raised.
+    pub const NONE: i32 = 0;
+    /// `NOSPACE`: the database reached `--quota-backend-bytes`.
+    pub const NOSPACE: i32 = 1;
+    /// `CORRUPT`: members' histories disagree.
+    pub const CORRUPT: i32 = 2;
+}
+
+/// etcd's `AlarmRequest.AlarmAction` values.
+pub mod alarm_action {
+    /// List alarms.
+    pub const GET: i32 = 0;
+    /// Raise an alarm for a member.
+    pub const ACTIVATE: i32 = 1;
+    /// Clear a member's alarm.
+    pub const DEACTIVATE: i32 = 2;
+}
+
+/// The raised alarms, as (member ID, alarm type).
+pub type Alarms = BTreeSet<(u64, i32)>;
+
+/// Reads the alarms `meta` holds.
+///
+/// # Errors
+/// [`Error::Internal`] on a damaged record.
+pub fn decode_alarms(bytes: &[u8]) -> Result<Alarms> {
+    if !bytes.len().is_multiple_of(12) {
+        return Err(Error::internal("corrupt alarm record"));
+    }
+    Ok(bytes
+        .chunks_exact(12)
+        .map(|c| {
+            let mut id = [0u8; 8];
+            id.copy_from_slice(&c[..8]);
+            let mut t = [0u8; 4];
+            t.copy_from_slice(&c[8..]);
+            (u64::from_be_bytes(id), i32::from_be_bytes(t))
+        })
+        .collect())
+}
+
+fn encode_alarms(alarms: &Alarms) -> Vec<u8> {
+    let mut out = Vec::with_capacity(alarms.len() * 12);
+    for (id, t) in alarms {
+        out.extend_from_slice(&id.to_be_bytes());
+        out.extend_from_slice(&t.to_be_bytes());
+    }
+    out
+}
+
+/// What etcd counts per written key on top of its key and value, in bytes.
+const KV_OVERHEAD: usize = 256;
+/// What etcd counts per granted lease, in bytes.
+const LEASE_OVERHEAD: usize = 64;
+
+fn cost_op(op: &RequestOp) -> usize {
+    match &op.request {
+        Some(RequestOpRequest::RequestPut(p)) => KV_OVERHEAD + p.key.len() + p.value.len(),
+        _ => 0,
+    }
+}
+
+/// etcd's estimate of the bytes a command adds (0 for what adds nothing):
+/// a put's key and value plus overhead; for a txn, the larger of its two
+/// branches' puts; a fixed amount for a lease grant.
+pub fn cost(cmd: &Command) -> usize {
+    match cmd {
+        Command::Put(p) => KV_OVERHEAD + p.key.len() + p.value.len(),
+        Command::Txn(t) => {
+            let success: usize = t.success.iter().map(cost_op).sum();
+            let failure: usize = t.failure.iter().map(cost_op).sum();
+            success.max(failure)
+        }
+        Command::LeaseGrant(_) => LEASE_OVERHEAD,
+        _ => 0,
+    }
+}
+
+fn member(a: &(u64, i32)) -> AlarmMember {
+    AlarmMember { member_id: a.0, alarm: a.1 }
+}
+
+impl Txn<'_> {
+    /// etcd's `Alarm` in apply: GET lists the alarms of a type (all for
+    /// NONE); ACTIVATE answers with the alarm (raised now or before; NONE
+    /// is never raised); DEACTIVATE with the alarm it cleared, if any.
+    pub(super) fn alarm(&mut self, r: &AlarmRequest) -> Result<AlarmResponse> {
+        let mut resp = AlarmResponse { header: header(self.begin), alarms: Vec::new() };
+        let a = (r.member_id, r.alarm);
+        let changed = match r.action {
+            alarm_action::GET => {
+                resp.alarms = self.st.alarms.iter().filter(|(_, t)| r.alarm == alarm_type::NONE || *t == r.alarm).map(member).collect();
+                false
+            }
+            // An alarm already raised is reported again, as etcd does.
+            alarm_action::ACTIVATE if r.alarm != alarm_type::NONE => {
+                resp.alarms.push(member(&a));
+                self.st.alarms.insert(a)
+            }
+            alarm_action::DEACTIVATE => {
+                let removed = self.st.alarms.remove(&a);
+                if removed {
+                    resp.alarms.push(member(&a));
+                }
+                removed
+            }
+            _ => false,
+        };
+        if changed {
+            let meta = crate::storage::cf(self.db, keys::CF_META)?;
+            self.batch.put_cf(meta, keys::Alarms::KEY, encode_alarms(&self.st.alarms));
+        }
+        Ok(resp)
+    }
+
+    /// [`Error::NoSpace`] while a NOSPACE alarm is raised.
+    pub(super) fn check_space(&self) -> Result<()> {
+        if self.st.alarms.iter().any(|(_, t)| *t == alarm_type::NOSPACE) {
+            return Err(Error::NoSpace);
+        }
+        Ok(())
+    }
+}
