@@ -15,8 +15,16 @@
 //!   `openapi.v2`) that `/openapi/v2` is served in as protobuf (see
 //!   `proto/openapiv2.proto`).
 
-/// etcd's `etcdserverpb` package: KV, Watch, Lease, Cluster and Maintenance.
+/// etcd's `etcdserverpb` package: KV, Watch, Lease, Cluster, Maintenance
+/// and Auth.
 pub mod etcdserverpb {
+    pub use crate::etcd_auth::etcdserverpb::{
+        AuthDisableRequest, AuthDisableResponse, AuthEnableRequest, AuthEnableResponse, AuthRoleAddRequest, AuthRoleAddResponse, AuthRoleDeleteRequest, AuthRoleDeleteResponse, AuthRoleGetRequest,
+        AuthRoleGetResponse, AuthRoleGrantPermissionRequest, AuthRoleGrantPermissionResponse, AuthRoleListRequest, AuthRoleListResponse, AuthRoleRevokePermissionRequest,
+        AuthRoleRevokePermissionResponse, AuthStatusRequest, AuthStatusResponse, AuthUserAddRequest, AuthUserAddResponse, AuthUserChangePasswordRequest, AuthUserChangePasswordResponse,
+        AuthUserDeleteRequest, AuthUserDeleteResponse, AuthUserGetRequest, AuthUserGetResponse, AuthUserGrantRoleRequest, AuthUserGrantRoleResponse, AuthUserListRequest, AuthUserListResponse,
+        AuthUserRevokeRoleRequest, AuthUserRevokeRoleResponse, AuthenticateRequest, AuthenticateResponse,
+    };
     pub use etcd_client::proto::{
         PbAlarmMember as AlarmMember, PbAlarmRequest as AlarmRequest, PbAlarmResponse as AlarmResponse, PbCompactionRequest as CompactionRequest, PbCompactionResponse as CompactionResponse,
         PbCompare as Compare, PbCompareTarget as CompareTarget, PbDefragmentRequest as DefragmentRequest, PbDefragmentResponse as DefragmentResponse, PbDeleteRequest as DeleteRangeRequest,
@@ -40,6 +48,7 @@ pub mod etcdserverpb {
             PbClusterServer as ClusterServer, PbClusterService as Cluster, PbKvServer as KvServer, PbKvService as Kv, PbLeaseServer as LeaseServer, PbLeaseService as Lease,
             PbMaintenanceServer as MaintenanceServer, PbMaintenanceService as Maintenance, PbWatchServer as WatchServer, PbWatchService as Watch,
         };
+        pub use crate::etcd_auth::etcdserverpb::auth_server::{Auth, AuthServer};
     }
 
     /// `Compare.result` values (etcd rpc.proto `Compare.CompareResult`).
@@ -126,6 +135,24 @@ pub mod v3lockpb {
 #[allow(missing_docs)]
 pub mod v3electionpb {
     tonic::include_proto!("v3electionpb");
+}
+
+/// etcd's `authpb` package: users, roles and key permissions.
+pub mod authpb {
+    pub use crate::etcd_auth::authpb::{permission, Permission, Role, User, UserAddOptions};
+}
+
+/// etcd's Auth service and `authpb`, generated here from
+/// `proto/etcd/auth.proto` (see there for why); use them through
+/// [`etcdserverpb`] and [`authpb`].
+#[allow(missing_docs)]
+mod etcd_auth {
+    pub mod etcdserverpb {
+        tonic::include_proto!("etcdserverpb");
+    }
+    pub mod authpb {
+        tonic::include_proto!("authpb");
+    }
 }
 
 /// Our internal Raft transport (see `proto/raftpb.proto`).

@@ -12,6 +12,8 @@ use proto::etcdserverpb::{
 };
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::auth::command::{decode_authed, encode_authed, AuthHeader};
+use crate::auth::{AuthCommand, AuthReply};
 use crate::error::Error;
 
 /// A modifying request, applied by every member in log order.
@@ -36,6 +38,14 @@ pub enum Command {
     /// Every action goes through the log, as in etcd, so a GET sees every
     /// alarm raised before it. Takes no revision.
     Alarm(AlarmRequest),
+    /// An auth change (etcd's `Auth` service); see [`crate::auth`].
+    Auth(AuthCommand),
+    /// A client's command with the client's identity, checked against the
+    /// auth state when applied (etcd's `RequestHeader.username` and
+    /// `auth_revision`). Commands without one come from the server itself
+    /// (lease expiry, auto compaction, member attributes) and are not
+    /// checked.
+    Authed(AuthHeader, Box<Command>),
 }
 
 /// The result of applying a [`Command`].
@@ -55,6 +65,8 @@ pub enum CommandResponse {
     LeaseRevoke(LeaseRevokeResponse),
     /// Reply to [`Command::Alarm`].
     Alarm(AlarmResponse),
+    /// Reply to [`Command::Auth`].
+    Auth(AuthReply),
     /// The command was rejected when applied (e.g. unknown lease); nothing
     /// changed.
     Error(Error),
@@ -69,7 +81,9 @@ const TAG_COMPACT: u8 = 4;
 const TAG_LEASE_GRANT: u8 = 5;
 const TAG_LEASE_REVOKE: u8 = 6;
 const TAG_PUBLISH_MEMBER: u8 = 7;
-const TAG_ALARM: u8 = 20;
+const TAG_ALARM: u8 = 22;
+const TAG_AUTH: u8 = 20;
+const TAG_AUTHED: u8 = 21;
 const TAG_ERROR: u8 = 100;
 const TAG_EMPTY: u8 = 101;
 
@@ -101,6 +115,8 @@ impl Command {
             Command::LeaseRevoke(r) => tagged(TAG_LEASE_REVOKE, r),
             Command::PublishMember(m) => tagged(TAG_PUBLISH_MEMBER, m),
             Command::Alarm(r) => tagged(TAG_ALARM, r),
+            Command::Auth(a) => [&[TAG_AUTH][..], &a.encode()].concat(),
+            Command::Authed(h, c) => [&[TAG_AUTHED][..], &encode_authed(h, &c.encode())].concat(),
         }
     }
 
@@ -119,6 +135,11 @@ impl Command {
             TAG_LEASE_REVOKE => Command::LeaseRevoke(LeaseRevokeRequest::decode(rest).map_err(decode_err)?),
             TAG_PUBLISH_MEMBER => Command::PublishMember(Member::decode(rest).map_err(decode_err)?),
             TAG_ALARM => Command::Alarm(AlarmRequest::decode(rest).map_err(decode_err)?),
+            TAG_AUTH => Command::Auth(AuthCommand::decode(rest)?),
+            TAG_AUTHED => {
+                let (h, inner) = decode_authed(rest)?;
+                Command::Authed(h, Box::new(Command::decode(inner)?))
+            }
             other => return Err(Error::internal(format!("unknown command tag {other}"))),
         })
     }
@@ -135,6 +156,7 @@ impl CommandResponse {
             CommandResponse::LeaseGrant(r) => tagged(TAG_LEASE_GRANT, r),
             CommandResponse::LeaseRevoke(r) => tagged(TAG_LEASE_REVOKE, r),
             CommandResponse::Alarm(r) => tagged(TAG_ALARM, r),
+            CommandResponse::Auth(r) => [&[TAG_AUTH][..], r.token.as_bytes()].concat(),
             CommandResponse::Error(e) => {
                 let mut out = vec![TAG_ERROR];
                 out.extend_from_slice(&(e.code() as i32).to_be_bytes());
@@ -159,6 +181,7 @@ impl CommandResponse {
             TAG_LEASE_GRANT => CommandResponse::LeaseGrant(LeaseGrantResponse::decode(rest).map_err(decode_err)?),
             TAG_LEASE_REVOKE => CommandResponse::LeaseRevoke(LeaseRevokeResponse::decode(rest).map_err(decode_err)?),
             TAG_ALARM => CommandResponse::Alarm(AlarmResponse::decode(rest).map_err(decode_err)?),
+            TAG_AUTH => CommandResponse::Auth(AuthReply { token: String::from_utf8(rest.to_vec()).map_err(|_| Error::internal("corrupt auth reply"))? }),
             TAG_ERROR => {
                 if rest.len() < 4 {
                     return Err(Error::internal("corrupt error response"));
@@ -211,6 +234,8 @@ mod tests {
             Command::DeleteRange(DeleteRangeRequest { key: b"a".to_vec(), range_end: b"b".to_vec(), prev_kv: true }),
             Command::Compact(CompactionRequest { revision: 3, physical: true }),
             Command::LeaseGrant(LeaseGrantRequest { ttl: 5, id: 9 }),
+            Command::Auth(AuthCommand::Enable),
+            Command::Authed(AuthHeader { username: "alice".into(), auth_revision: 3 }, Box::new(Command::Compact(CompactionRequest { revision: 3, physical: false }))),
         ];
         for c in cmds {
             assert_eq!(Command::decode(&c.encode()).ok(), Some(c.clone()));
@@ -222,5 +247,7 @@ mod tests {
         assert!(Command::decode(&[TAG_PUT, 0xff, 0xff, 0xff]).is_err());
         let e = CommandResponse::Error(Error::LeaseNotFound);
         assert_eq!(CommandResponse::decode(&e.encode()).ok(), Some(e));
+        let a = CommandResponse::Auth(AuthReply { token: "abc.7".into() });
+        assert_eq!(CommandResponse::decode(&a.encode()).ok(), Some(a));
     }
 }

@@ -113,6 +113,62 @@ pub enum Error {
     /// Too many requests are waiting to be applied.
     #[error("etcdserver: too many requests")]
     TooManyRequests,
+    /// auth enable without a user `root`.
+    #[error("etcdserver: root user does not exist")]
+    RootUserNotExist,
+    /// auth enable while user `root` lacks the root role.
+    #[error("etcdserver: root user does not have root role")]
+    RootRoleNotExist,
+    /// UserAdd of an existing user.
+    #[error("etcdserver: user name already exists")]
+    UserAlreadyExist,
+    /// A request with auth enabled and no user (no token), or UserAdd without a name.
+    #[error("etcdserver: user name is empty")]
+    UserEmpty,
+    /// The user does not exist.
+    #[error("etcdserver: user name not found")]
+    UserNotFound,
+    /// RoleAdd of an existing role.
+    #[error("etcdserver: role name already exists")]
+    RoleAlreadyExist,
+    /// The role does not exist.
+    #[error("etcdserver: role name not found")]
+    RoleNotFound,
+    /// RoleAdd without a name.
+    #[error("etcdserver: role name is empty")]
+    RoleEmpty,
+    /// Authenticate with an unknown user or a wrong password.
+    #[error("etcdserver: authentication failed, invalid user ID or password")]
+    AuthFailed,
+    /// RoleGrantPermission without a permission.
+    #[error("etcdserver: permission not given")]
+    PermissionNotGiven,
+    /// The user may not do this.
+    #[error("etcdserver: permission denied")]
+    PermissionDenied,
+    /// UserRevokeRole of a role the user lacks.
+    #[error("etcdserver: role is not granted to the user")]
+    RoleNotGranted,
+    /// RoleRevokePermission of a permission the role lacks.
+    #[error("etcdserver: permission is not granted to the role")]
+    PermissionNotGranted,
+    /// Authenticate while auth is disabled.
+    #[error("etcdserver: authentication is not enabled")]
+    AuthNotEnabled,
+    /// An unknown, expired or forged token.
+    #[error("etcdserver: invalid auth token")]
+    InvalidAuthToken,
+    /// Deleting user or role `root`, revoking root's root role while auth is on, or an invalid permission range.
+    #[error("etcdserver: invalid auth management")]
+    InvalidAuthMgmt,
+    /// A write made with a token issued before the last change to users or roles; clients authenticate again.
+    #[error("etcdserver: revision of auth store is old")]
+    AuthOldRevision,
+    /// Authenticate as a user added with `no_password` (etcd has no gRPC
+    /// error for it, so it reaches clients as Unknown with the auth
+    /// package's own message).
+    #[error("auth: authentication failed, password was given for no password user")]
+    NoPasswordUser,
     /// The operation is not implemented by raftstore.
     #[error("{0} is not implemented by raftstore")]
     Unimplemented(&'static str),
@@ -145,6 +201,11 @@ impl Error {
             Error::MemberBadUrls => Code::InvalidArgument,
             Error::NoLeader | Error::LeaderChanged | Error::Timeout | Error::Stopped | Error::NotSupportedForLearner => Code::Unavailable,
             Error::TooManyRequests | Error::NoSpace => Code::ResourceExhausted,
+            Error::RootUserNotExist | Error::RootRoleNotExist | Error::UserAlreadyExist | Error::UserNotFound | Error::RoleAlreadyExist | Error::RoleNotFound | Error::RoleNotGranted | Error::PermissionNotGranted | Error::AuthNotEnabled => Code::FailedPrecondition,
+            Error::UserEmpty | Error::RoleEmpty | Error::AuthFailed | Error::PermissionNotGiven | Error::InvalidAuthMgmt | Error::AuthOldRevision => Code::InvalidArgument,
+            Error::PermissionDenied => Code::PermissionDenied,
+            Error::InvalidAuthToken => Code::Unauthenticated,
+            Error::NoPasswordUser => Code::Unknown,
             Error::Unimplemented(_) => Code::Unimplemented,
             Error::LeaderTransferTimeout => Code::Unknown,
             Error::Internal(_) => Code::Internal,
@@ -190,6 +251,24 @@ impl Error {
             Error::Stopped,
             Error::TooManyRequests,
             Error::NoSpace,
+            Error::RootUserNotExist,
+            Error::RootRoleNotExist,
+            Error::UserAlreadyExist,
+            Error::UserEmpty,
+            Error::UserNotFound,
+            Error::RoleAlreadyExist,
+            Error::RoleNotFound,
+            Error::RoleEmpty,
+            Error::AuthFailed,
+            Error::PermissionNotGiven,
+            Error::PermissionDenied,
+            Error::RoleNotGranted,
+            Error::PermissionNotGranted,
+            Error::AuthNotEnabled,
+            Error::InvalidAuthToken,
+            Error::InvalidAuthMgmt,
+            Error::AuthOldRevision,
+            Error::NoPasswordUser,
         ];
         if let Some(e) = all.into_iter().find(|e| e.to_string() == message) {
             return e;
@@ -198,6 +277,22 @@ impl Error {
             Code::InvalidArgument => Error::InvalidArgument(message.to_string()),
             _ => Error::Internal(message.trim_start_matches("etcdserver: ").to_string()),
         }
+    }
+}
+
+impl Error {
+    /// The status etcd 3.4's Maintenance service answers an auth error
+    /// with: it passes the auth package's own error through unconverted,
+    /// so clients see code Unknown and `auth: ...` instead of
+    /// `etcdserver: ...` (for example `auth: user name is empty`; a missing
+    /// user is `auth: user not found`).
+    pub fn unconverted_auth_status(&self) -> tonic::Status {
+        let msg = match self {
+            Error::UserNotFound => "auth: user not found".to_string(),
+            Error::InvalidAuthToken | Error::UserEmpty | Error::PermissionDenied => format!("auth: {}", self.to_string().trim_start_matches("etcdserver: ")),
+            other => return tonic::Status::from(other.clone()),
+        };
+        tonic::Status::unknown(msg)
     }
 }
 
@@ -252,6 +347,24 @@ mod tests {
             (Error::Timeout, Code::Unavailable, "etcdserver: request timed out"),
             (Error::Stopped, Code::Unavailable, "etcdserver: server stopped"),
             (Error::TooManyRequests, Code::ResourceExhausted, "etcdserver: too many requests"),
+            (Error::RootUserNotExist, Code::FailedPrecondition, "etcdserver: root user does not exist"),
+            (Error::RootRoleNotExist, Code::FailedPrecondition, "etcdserver: root user does not have root role"),
+            (Error::UserAlreadyExist, Code::FailedPrecondition, "etcdserver: user name already exists"),
+            (Error::UserEmpty, Code::InvalidArgument, "etcdserver: user name is empty"),
+            (Error::UserNotFound, Code::FailedPrecondition, "etcdserver: user name not found"),
+            (Error::RoleAlreadyExist, Code::FailedPrecondition, "etcdserver: role name already exists"),
+            (Error::RoleNotFound, Code::FailedPrecondition, "etcdserver: role name not found"),
+            (Error::RoleEmpty, Code::InvalidArgument, "etcdserver: role name is empty"),
+            (Error::AuthFailed, Code::InvalidArgument, "etcdserver: authentication failed, invalid user ID or password"),
+            (Error::PermissionNotGiven, Code::InvalidArgument, "etcdserver: permission not given"),
+            (Error::PermissionDenied, Code::PermissionDenied, "etcdserver: permission denied"),
+            (Error::RoleNotGranted, Code::FailedPrecondition, "etcdserver: role is not granted to the user"),
+            (Error::PermissionNotGranted, Code::FailedPrecondition, "etcdserver: permission is not granted to the role"),
+            (Error::AuthNotEnabled, Code::FailedPrecondition, "etcdserver: authentication is not enabled"),
+            (Error::InvalidAuthToken, Code::Unauthenticated, "etcdserver: invalid auth token"),
+            (Error::InvalidAuthMgmt, Code::InvalidArgument, "etcdserver: invalid auth management"),
+            (Error::AuthOldRevision, Code::InvalidArgument, "etcdserver: revision of auth store is old"),
+            (Error::NoPasswordUser, Code::Unknown, "auth: authentication failed, password was given for no password user"),
         ];
         for (err, code, msg) in cases {
             let status: tonic::Status = err.clone().into();

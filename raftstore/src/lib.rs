@@ -6,6 +6,7 @@
 //! - [`storage`]: RocksDB column families and key encodings;
 //! - [`raft`]: openraft integration (log store, state machine, transport);
 //! - [`server`]: the etcd gRPC services;
+//! - [`auth`]: users, roles, permissions and tokens;
 //! - [`serving`]: accepting and serving connections on the client and peer
 //!   ports, with timeouts and a connection cap;
 //! - [`lease`], [`compactor`]: lease expiry and auto compaction;
@@ -13,6 +14,7 @@
 //! - [`node`]: wiring a member together; [`snapshot`]: the client snapshot
 //!   format and restore.
 
+pub mod auth;
 pub mod command;
 pub mod compactor;
 pub mod error;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use proto::etcdserverpb::server::{ClusterServer, KvServer, LeaseServer, MaintenanceServer, WatchServer};
+use proto::etcdserverpb::server::{AuthServer, ClusterServer, KvServer, LeaseServer, MaintenanceServer, WatchServer};
 use proto::raftpb::raft_transport_server::RaftTransportServer;
 use proto::v3electionpb::election_server::ElectionServer;
 use proto::v3lockpb::lock_server::LockServer;
@@ -74,6 +74,13 @@ pub struct Config {
     /// (`--max-connections`, `--max-concurrent-streams`); see
     /// [`crate::serving`].
     pub serving: crate::serving::Limits,
+    /// `--auth-token`: `simple` or `jwt,pub-key=...,priv-key=...,sign-method=...,ttl=...`
+    /// (see [`crate::auth::token`]).
+    pub auth_token: String,
+    /// `--auth-token-ttl`: how long a simple token lives without use.
+    pub auth_token_ttl: Duration,
+    /// `--bcrypt-cost`: the cost passwords are hashed at.
+    pub bcrypt_cost: u32,
 }
 
 impl Default for Config {
@@ -99,6 +106,9 @@ impl Default for Config {
             client_tls: None,
             peer_tls: None,
             serving: crate::serving::Limits::default(),
+            auth_token: "simple".into(),
+            auth_token_ttl: crate::auth::token::DEFAULT_TTL,
+            bcrypt_cost: crate::auth::store::DEFAULT_BCRYPT_COST,
         }
     }
 }
@@ -387,6 +397,7 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
     // Flags are checked and ports bound before the data dir is touched, so a
     // bad flag leaves nothing behind (as etcd).
     validate(&cfg)?;
+    let tokens = crate::auth::TokenProvider::from_flag(&cfg.auth_token, cfg.auth_token_ttl)?;
     let mut client_ls = Vec::new();
     for url in &cfg.listen_client_urls {
         let addr = host_port(url)?;
@@ -441,7 +452,8 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
     let store = Arc::new(MvccStore::open(db.clone(), min_lease_ttl(cfg.election))?);
     let hub = Arc::new(WatchHub::new(store.current_revision()));
     let snap_root = dir.join("snapshots");
-    let sm = StateMachine::open(store.clone(), hub.clone(), snap_root.clone()).map_err(Error::internal)?;
+    let auth = Arc::new(crate::auth::AuthStore::open(db.clone(), tokens, cfg.bcrypt_cost)?);
+    let sm = StateMachine::open(store.clone(), hub.clone(), snap_root.clone()).map_err(Error::internal)?.with_auth(auth.clone());
     let log = LogStore::new(db.clone());
     let inline_sync = log.inline_sync_switch();
 
@@ -565,6 +577,8 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
         quota_backend_bytes: server::quota::from_flag(cfg.quota_backend_bytes),
         progress_notify_interval: cfg.progress_notify_interval,
         data_dir: cfg.data_dir.clone(),
+        auth,
+        client_cert_auth: cfg.client_tls.as_ref().is_some_and(|t| t.client_cert_auth),
     });
     tokio::spawn(server::lease::expiry_loop(ctx.clone()));
     // Publish this start's name and client URLs (etcd's publish step).
@@ -595,6 +609,7 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
             .add_service(ClusterServer::new(server::cluster::ClusterService::new(ctx.clone())).max_decoding_message_size(grpc_limit))
             .add_service(LockServer::new(server::lock::LockService::new(ctx.clone())).max_decoding_message_size(grpc_limit))
             .add_service(ElectionServer::new(server::election::ElectionService::new(ctx.clone())).max_decoding_message_size(grpc_limit))
+            .add_service(AuthServer::new(server::auth::AuthService::new(ctx.clone())).max_decoding_message_size(grpc_limit))
             .prepare(),
     );
     let client_port = crate::serving::Port { name: "client", tls: client_tls, http1: true, max_streams: cfg.serving.max_concurrent_streams, limits: cfg.serving.clone() };

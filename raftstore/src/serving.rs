@@ -102,6 +102,20 @@ impl Default for Limits {
     }
 }
 
+/// The common name of the client certificate a TLS connection presented
+/// (and rustls verified against the trusted CA), in the extensions of each
+/// request on that connection; etcd's `--client-cert-auth` takes it as the
+/// user name of requests without a token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientCertName(pub String);
+
+/// The subject common name of a DER certificate.
+fn common_name(der: &[u8]) -> Option<String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let cn = cert.subject().iter_common_name().next()?.as_str().ok()?.to_string();
+    Some(cn)
+}
+
 /// How one listener serves its connections.
 #[derive(Clone)]
 pub struct Port {
@@ -144,10 +158,13 @@ where
             let _slot = slot;
             let _ = tcp.set_nodelay(true);
             let Some(acceptor) = &port.tls else {
-                return serve_connection(tcp, &port, service).await;
+                return serve_connection(tcp, &port, service, None).await;
             };
             match tokio::time::timeout(port.limits.tls_handshake_timeout, acceptor.accept(tcp)).await {
-                Ok(Ok(tls)) => serve_connection(tls, &port, service).await,
+                Ok(Ok(tls)) => {
+                    let name = tls.get_ref().1.peer_certificates().and_then(|c| c.first()).and_then(|c| common_name(c)).map(ClientCertName);
+                    serve_connection(tls, &port, service, name).await
+                }
                 Ok(Err(e)) => tracing::debug!("{} port: TLS handshake with {peer}: {e}", port.name),
                 Err(_) => tracing::debug!("{} port: TLS handshake with {peer}: not done within {:?}", port.name, port.limits.tls_handshake_timeout),
             }
@@ -157,7 +174,7 @@ where
 
 /// Serves one connection until it ends, or until it has been idle too long
 /// (see the module doc).
-async fn serve_connection<IO, S>(io: IO, port: &Port, service: S)
+async fn serve_connection<IO, S>(io: IO, port: &Port, service: S, cert_name: Option<ClientCertName>)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     S: tower::Service<http::Request<tonic::body::Body>, Response = http::Response<tonic::body::Body>, Error = Infallible> + Clone + Send + 'static,
@@ -167,7 +184,11 @@ where
     let seen = activity.clone();
     let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
         let in_flight = seen.begin();
-        let call = tower::ServiceExt::oneshot(service.clone(), req.map(tonic::body::Body::new));
+        let mut req = req.map(tonic::body::Body::new);
+        if let Some(name) = &cert_name {
+            req.extensions_mut().insert(name.clone());
+        }
+        let call = tower::ServiceExt::oneshot(service.clone(), req);
         async move {
             let resp = match call.await {
                 Ok(r) => r,

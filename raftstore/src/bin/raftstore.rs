@@ -187,6 +187,16 @@ struct Serve {
     /// How long a connection may go without a request in flight. For tests.
     #[arg(long = "idle-timeout", default_value = "90s", value_parser = humantime::parse_duration, hide = true)]
     idle_timeout: Duration,
+    /// Auth token type and options: `simple`, or
+    /// `jwt,pub-key=FILE,priv-key=FILE,sign-method=RS256,ttl=5m`.
+    #[arg(long = "auth-token", env = "ETCD_AUTH_TOKEN", default_value = "simple")]
+    auth_token: String,
+    /// Seconds a simple token lives without use.
+    #[arg(long = "auth-token-ttl", env = "ETCD_AUTH_TOKEN_TTL", default_value_t = 300)]
+    auth_token_ttl: u64,
+    /// bcrypt cost of password hashes (4 to 31).
+    #[arg(long = "bcrypt-cost", env = "ETCD_BCRYPT_COST", default_value_t = 10)]
+    bcrypt_cost: u32,
     /// Log level filter (tracing EnvFilter syntax).
     #[arg(long = "log-level", env = "ETCD_LOG_LEVEL", default_value = "info")]
     log_level: String,
@@ -260,6 +270,9 @@ fn config(s: Serve) -> Result<Config, String> {
         client_tls,
         peer_tls,
         serving,
+        auth_token: s.auth_token,
+        auth_token_ttl: Duration::from_secs(s.auth_token_ttl),
+        bcrypt_cost: s.bcrypt_cost,
     })
 }
 

@@ -337,6 +337,9 @@ impl Txn<'_> {
                 self.batch.put_cf(meta, keys::member_attr_key(m.id), m.encode_to_vec());
                 CommandResponse::Empty
             }
+            // The state machine checks the identity and unwraps it first.
+            Command::Authed(_, inner) => self.apply(inner)?,
+            Command::Auth(_) => return Err(Error::internal("an auth command reached the MVCC store")),
         })
     }
 

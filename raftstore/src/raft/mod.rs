@@ -62,6 +62,8 @@ impl fmt::Display for Command {
             Command::LeaseRevoke(_) => "LeaseRevoke",
             Command::PublishMember(_) => "PublishMember",
             Command::Alarm(_) => "Alarm",
+            Command::Auth(_) => "Auth",
+            Command::Authed(_, inner) => return inner.fmt(f),
         };
         f.write_str(name)
     }

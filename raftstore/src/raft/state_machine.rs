@@ -16,7 +16,8 @@ use parking_lot::Mutex;
 use rocksdb::{IteratorMode, WriteBatch, DB};
 
 use super::{decode, encode, LogId, Snapshot, SnapshotMeta, StoredMembership, TypeConfig};
-use crate::command::CommandResponse;
+use crate::auth::{AuthInfo, AuthStore};
+use crate::command::{Command, CommandResponse};
 use crate::error::Error;
 use crate::mvcc::{SharedStore, WatchHub};
 use crate::storage::keys::{self, MetaKey};
@@ -139,6 +140,16 @@ pub struct StateMachine {
     membership: StoredMembership,
     current: Arc<Mutex<Option<(SnapshotMeta, SnapshotDir)>>>,
     dirs: Arc<SnapshotDirs>,
+    /// Users, roles and permissions; without it auth commands are refused.
+    auth: Option<Arc<AuthStore>>,
+}
+
+/// What the auth step of applying an entry left to do.
+enum AuthStep {
+    /// Answered: an auth change was applied, or the caller was refused.
+    Done(CommandResponse),
+    /// Apply this command to the MVCC store.
+    Apply(Command),
 }
 
 /// Builds a snapshot from a checkpoint taken when the builder was made.
@@ -162,7 +173,54 @@ impl StateMachine {
         // Pick up the newest complete snapshot left by a previous run.
         let dirs = Arc::new(SnapshotDirs::default());
         let current = find_snapshot(&snapshot_root)?.map(|(meta, path)| (meta, dirs.hold(path)));
-        Ok(StateMachine { store, hub, db, snapshot_root, applied, membership, current: Arc::new(Mutex::new(current)), dirs })
+        Ok(StateMachine { store, hub, db, snapshot_root, applied, membership, current: Arc::new(Mutex::new(current)), dirs, auth: None })
+    }
+
+    /// Applies auth commands to `auth` and checks the writes of
+    /// authenticated clients against it (see [`crate::auth`]).
+    pub fn with_auth(mut self, auth: Arc<AuthStore>) -> Self {
+        self.auth = Some(auth);
+        self
+    }
+
+    /// The auth part of applying a command: an auth change is applied
+    /// here; a client's write is checked against the auth state and
+    /// unwrapped, or refused (etcd's `authApplierV3`). A refusal still
+    /// records the applied log id.
+    fn auth_step(&self, cmd: Command, log_id: &LogId) -> io::Result<AuthStep> {
+        let (info, cmd) = match cmd {
+            Command::Authed(h, inner) => (Some(AuthInfo { username: h.username, revision: h.auth_revision }), *inner),
+            Command::Auth(a) => (None, Command::Auth(a)),
+            other => return Ok(AuthStep::Apply(other)),
+        };
+        let Some(auth) = &self.auth else {
+            return Ok(match cmd {
+                Command::Auth(_) => {
+                    let mut batch = WriteBatch::default();
+                    self.apply_meta(&mut batch, log_id, None)?;
+                    self.db.write(batch).map_err(io_err)?;
+                    AuthStep::Done(CommandResponse::Error(Error::Unimplemented("auth")))
+                }
+                other => AuthStep::Apply(other),
+            });
+        };
+        if let Some(info) = &info {
+            let store = &self.store;
+            let lease_keys = |id: i64| store.lease(id).map(|l| l.keys.into_iter().collect()).unwrap_or_default();
+            if let Err(e) = auth.check_command(info, &cmd, &lease_keys) {
+                let mut batch = WriteBatch::default();
+                self.apply_meta(&mut batch, log_id, None)?;
+                self.db.write(batch).map_err(io_err)?;
+                return Ok(AuthStep::Done(CommandResponse::Error(e)));
+            }
+        }
+        match cmd {
+            Command::Auth(a) => {
+                let resp = auth.apply(&a, log_id.index(), |batch| self.apply_meta(batch, log_id, None).map_err(Error::internal)).map_err(io_err)?;
+                Ok(AuthStep::Done(resp))
+            }
+            other => Ok(AuthStep::Apply(other)),
+        }
     }
 
     fn apply_meta(&self, batch: &mut WriteBatch, applied: &LogId, membership: Option<&StoredMembership>) -> io::Result<()> {
@@ -330,6 +388,16 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             let log_id = entry.log_id;
             let resp = match entry.payload {
                 EntryPayload::Normal(cmd) => {
+                    let cmd = match self.auth_step(cmd, &log_id)? {
+                        AuthStep::Apply(cmd) => cmd,
+                        AuthStep::Done(resp) => {
+                            self.applied = Some(log_id);
+                            if let Some(r) = responder {
+                                r.send(resp);
+                            }
+                            continue;
+                        }
+                    };
                     let mut meta_err = None;
                     let timer = crate::metrics::metrics().backend_commit.start_timer();
                     let res = self.store.apply(&cmd, |batch| {
@@ -394,6 +462,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         batch.put_cf(meta_cf, keys::LastMembership::KEY, encode(&meta.last_membership)?);
         self.db.write(batch).map_err(io_err)?;
         self.store.reload().map_err(|e: Error| io_err(e))?;
+        if let Some(auth) = &self.auth {
+            auth.reload().map_err(io_err)?;
+        }
         self.hub.advance(self.store.current_revision());
         self.applied = meta.last_log_id;
         self.membership = meta.last_membership.clone();

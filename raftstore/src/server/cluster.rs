@@ -79,6 +79,9 @@ type Res<T> = std::result::Result<Response<T>, Status>;
 #[tonic::async_trait]
 impl Cluster for ClusterService {
     async fn member_add(&self, req: Request<MemberAddRequest>) -> Res<MemberAddResponse> {
+        // etcd: membership changes need a root user when auth is on.
+        let who = super::auth::caller(&self.ctx, &req).await?;
+        self.ctx.auth.check_admin(who.as_ref())?;
         let req = req.into_inner();
         check_peer_urls(&req.peer_ur_ls)?;
         let id = new_member_id(&req.peer_ur_ls);
@@ -89,6 +92,9 @@ impl Cluster for ClusterService {
     }
 
     async fn member_remove(&self, req: Request<MemberRemoveRequest>) -> Res<MemberRemoveResponse> {
+        // etcd: membership changes need a root user when auth is on.
+        let who = super::auth::caller(&self.ctx, &req).await?;
+        self.ctx.auth.check_admin(who.as_ref())?;
         let id = req.into_inner().id;
         self.ctx.node.change_member(MemberChange::Remove { id }).await?;
         let header = self.ctx.header(self.ctx.store.current_revision());
@@ -96,6 +102,9 @@ impl Cluster for ClusterService {
     }
 
     async fn member_update(&self, req: Request<MemberUpdateRequest>) -> Res<MemberUpdateResponse> {
+        // etcd: membership changes need a root user when auth is on.
+        let who = super::auth::caller(&self.ctx, &req).await?;
+        self.ctx.auth.check_admin(who.as_ref())?;
         let req = req.into_inner();
         check_peer_urls(&req.peer_ur_ls)?;
         self.ctx.node.change_member(MemberChange::Update { id: req.id, peer_urls: req.peer_ur_ls }).await?;
@@ -109,6 +118,9 @@ impl Cluster for ClusterService {
     }
 
     async fn member_promote(&self, req: Request<MemberPromoteRequest>) -> Res<MemberPromoteResponse> {
+        // etcd: membership changes need a root user when auth is on.
+        let who = super::auth::caller(&self.ctx, &req).await?;
+        self.ctx.auth.check_admin(who.as_ref())?;
         let id = req.into_inner().id;
         self.ctx.node.change_member(MemberChange::Promote { id }).await?;
         let header = self.ctx.header(self.ctx.store.current_revision());

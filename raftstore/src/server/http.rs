@@ -29,7 +29,7 @@ const LEARNER_SERVES: [&str; 2] = ["/etcdserverpb.Maintenance/Status", "/etcdser
 const REQUIRE_LEADER_KEY: &str = "hasleader";
 
 /// Services served on the client port, by gRPC name.
-const SERVED: [&str; 5] = ["etcdserverpb.KV", "etcdserverpb.Watch", "etcdserverpb.Lease", "etcdserverpb.Maintenance", "etcdserverpb.Cluster"];
+const SERVED: [&str; 6] = ["etcdserverpb.KV", "etcdserverpb.Watch", "etcdserverpb.Lease", "etcdserverpb.Maintenance", "etcdserverpb.Cluster", "etcdserverpb.Auth"];
 
 /// The layer; see the module doc.
 #[derive(Clone)]

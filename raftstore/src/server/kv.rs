@@ -13,7 +13,9 @@ use proto::etcdserverpb::{
 };
 use tonic::{Request, Response, Status};
 
+use super::auth::{caller, lease_keys, with_caller};
 use super::Ctx;
+use crate::auth::perms::Access;
 use crate::command::{Command, CommandResponse};
 use crate::error::{Error, Result};
 use crate::mvcc::{is_point_read, txn_is_read_only, txn_reads_are_point};
@@ -175,6 +177,7 @@ type Res<T> = std::result::Result<Response<T>, Status>;
 #[tonic::async_trait]
 impl Kv for KvService {
     async fn range(&self, req: Request<RangeRequest>) -> Res<RangeResponse> {
+        let who = caller(&self.ctx, &req).await?;
         let r = req.into_inner();
         check_range(&r)?;
         // A learner serves serializable reads only (etcd); other calls are
@@ -185,6 +188,7 @@ impl Kv for KvService {
         if !r.serializable {
             self.ctx.node.linearizable_read().await?;
         }
+        self.ctx.auth.check_key(who.as_ref(), Access::Read, &r.key, &r.range_end)?;
         // A single-key get reads at most one value, about what a hop to the
         // blocking pool costs; any other range may read many from RocksDB.
         let mut resp = if is_point_read(&r) {
@@ -205,9 +209,10 @@ impl Kv for KvService {
     }
 
     async fn put(&self, req: Request<PutRequest>) -> Res<PutResponse> {
+        let who = caller(&self.ctx, &req).await?;
         let r = req.into_inner();
         check_put(&r)?;
-        match self.propose(Command::Put(r)).await? {
+        match self.propose(with_caller(&self.ctx, who.as_ref(), Command::Put(r))).await? {
             CommandResponse::Put(mut resp) => {
                 self.ctx.fill(&mut resp.header);
                 Ok(Response::new(resp))
@@ -217,9 +222,10 @@ impl Kv for KvService {
     }
 
     async fn delete_range(&self, req: Request<DeleteRangeRequest>) -> Res<DeleteRangeResponse> {
+        let who = caller(&self.ctx, &req).await?;
         let r = req.into_inner();
         check_delete(&r)?;
-        match self.propose(Command::DeleteRange(r)).await? {
+        match self.propose(with_caller(&self.ctx, who.as_ref(), Command::DeleteRange(r))).await? {
             CommandResponse::DeleteRange(mut resp) => {
                 self.ctx.fill(&mut resp.header);
                 Ok(Response::new(resp))
@@ -229,10 +235,12 @@ impl Kv for KvService {
     }
 
     async fn txn(&self, req: Request<TxnRequest>) -> Res<TxnResponse> {
+        let who = caller(&self.ctx, &req).await?;
         let r = req.into_inner();
         validate_txn(&r)?;
         if txn_is_read_only(&r) {
             self.ctx.node.linearizable_read().await?;
+            self.ctx.auth.check_txn(who.as_ref(), &r, &lease_keys(&self.ctx))?;
             let mut resp = if txn_reads_are_point(&r) {
                 self.ctx.store.read_txn(&r)?
             } else {
@@ -242,7 +250,7 @@ impl Kv for KvService {
             fill_txn(&self.ctx, &mut resp);
             return Ok(Response::new(resp));
         }
-        match self.propose(Command::Txn(r)).await? {
+        match self.propose(with_caller(&self.ctx, who.as_ref(), Command::Txn(r))).await? {
             CommandResponse::Txn(mut resp) => {
                 fill_txn(&self.ctx, &mut resp);
                 Ok(Response::new(resp))
@@ -252,9 +260,12 @@ impl Kv for KvService {
     }
 
     async fn compact(&self, req: Request<CompactionRequest>) -> Res<CompactionResponse> {
+        // etcd checks no permission for a compaction, but refuses an
+        // invalid token.
+        let who = caller(&self.ctx, &req).await?;
         let r = req.into_inner();
         let (revision, physical) = (r.revision, r.physical);
-        match self.propose(Command::Compact(r)).await? {
+        match self.propose(with_caller(&self.ctx, who.as_ref(), Command::Compact(r))).await? {
             CommandResponse::Compact(mut resp) => {
                 // etcd's `physical`: answer once the compacted history is
                 // gone from this member's disk, not only from its index.

@@ -74,6 +74,8 @@ type Res<T> = std::result::Result<Response<T>, Status>;
 #[tonic::async_trait]
 impl Lease for LeaseService {
     async fn lease_grant(&self, req: Request<LeaseGrantRequest>) -> Res<LeaseGrantResponse> {
+        // etcd 3.4 grants leases to anyone, but refuses an invalid token.
+        super::auth::caller(&self.ctx, &req).await?;
         let mut r = req.into_inner();
         let pick = r.id == 0;
         super::quota::check(&self.ctx, &Command::LeaseGrant(r)).await?;
@@ -95,8 +97,11 @@ impl Lease for LeaseService {
     }
 
     async fn lease_revoke(&self, req: Request<LeaseRevokeRequest>) -> Res<LeaseRevokeResponse> {
+        // Whoever revokes a lease must be able to write all its keys
+        // (checked when applied).
+        let who = super::auth::caller(&self.ctx, &req).await?;
         let r = req.into_inner();
-        match self.ctx.node.propose(Command::LeaseRevoke(r)).await? {
+        match self.ctx.node.propose(super::auth::with_caller(&self.ctx, who.as_ref(), Command::LeaseRevoke(r))).await? {
             CommandResponse::LeaseRevoke(mut resp) => {
                 self.ctx.lessor.forget(r.id);
                 self.ctx.fill(&mut resp.header);

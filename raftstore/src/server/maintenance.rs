@@ -32,6 +32,14 @@ impl MaintenanceService {
     pub fn new(ctx: Ctx) -> Self {
         MaintenanceService { ctx }
     }
+
+    /// etcd 3.4's `authMaintenanceServer`: Defragment, Snapshot, Hash and
+    /// HashKV need a root user when auth is on, and its errors reach the
+    /// client unconverted (see [`Error::unconverted_auth_status`]).
+    async fn admin_only<T>(&self, req: &Request<T>) -> Result<(), Status> {
+        let who = super::auth::caller(&self.ctx, req).await.map_err(|e| e.unconverted_auth_status())?;
+        self.ctx.auth.check_admin(who.as_ref()).map_err(|e| e.unconverted_auth_status())
+    }
 }
 
 type Res<T> = std::result::Result<Response<T>, Status>;
@@ -110,7 +118,8 @@ impl Maintenance for MaintenanceService {
         }))
     }
 
-    async fn defragment(&self, _req: Request<DefragmentRequest>) -> Res<DefragmentResponse> {
+    async fn defragment(&self, req: Request<DefragmentRequest>) -> Res<DefragmentResponse> {
+        self.admin_only(&req).await?;
         let store = self.ctx.store.clone();
         tokio::task::spawn_blocking(move || {
             let db = store.db();
@@ -126,13 +135,15 @@ impl Maintenance for MaintenanceService {
         Ok(Response::new(DefragmentResponse { header: None }))
     }
 
-    async fn hash(&self, _req: Request<HashRequest>) -> Res<HashResponse> {
+    async fn hash(&self, req: Request<HashRequest>) -> Res<HashResponse> {
+        self.admin_only(&req).await?;
         let store = self.ctx.store.clone();
         let (hash, _, _) = super::blocking(move || store.hash_kv(0)).await?;
         Ok(Response::new(HashResponse { header: self.ctx.header(self.ctx.store.current_revision()), hash }))
     }
 
     async fn hash_kv(&self, req: Request<HashKvRequest>) -> Res<HashKvResponse> {
+        self.admin_only(&req).await?;
         let (store, revision) = (self.ctx.store.clone(), req.into_inner().revision);
         let (hash, hash_revision, compact_revision) = super::blocking(move || store.hash_kv(revision)).await?;
         Ok(Response::new(HashKvResponse { header: self.ctx.header(self.ctx.store.current_revision()), hash, compact_revision, hash_revision }))
@@ -140,7 +151,8 @@ impl Maintenance for MaintenanceService {
 
     type SnapshotStream = ReceiverStream<Result<SnapshotResponse, Status>>;
 
-    async fn snapshot(&self, _req: Request<SnapshotRequest>) -> Res<Self::SnapshotStream> {
+    async fn snapshot(&self, req: Request<SnapshotRequest>) -> Res<Self::SnapshotStream> {
+        self.admin_only(&req).await?;
         let (tx, rx) = mpsc::channel(8);
         let ctx = self.ctx.clone();
         let dir = ctx.data_dir.join("tmp").join(format!("client-snapshot-{}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)));

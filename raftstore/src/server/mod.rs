@@ -1,8 +1,9 @@
 //! etcd's gRPC services (etcd `server/etcdserver/api/v3rpc`): KV, Watch,
-//! Lease, Maintenance and Cluster, and the Lock and Election services etcd
-//! serves beside them (`v3lock`, `v3election`), each in its own file,
+//! Lease, Maintenance, Cluster and Auth, and the Lock and Election services
+//! etcd serves beside them (`v3lock`, `v3election`), each in its own file,
 //! sharing one [`Context`].
 
+pub mod auth;
 pub mod cluster;
 pub mod concurrency;
 pub mod election;
@@ -48,6 +49,11 @@ pub struct Context {
     pub progress_notify_interval: Duration,
     /// `--data-dir`.
     pub data_dir: PathBuf,
+    /// Users, roles and tokens (see [`crate::auth`]).
+    pub auth: Arc<crate::auth::AuthStore>,
+    /// `--client-cert-auth`: a request without a token is made by the user
+    /// its client certificate's common name names.
+    pub client_cert_auth: bool,
 }
 
 /// Shared context handle.

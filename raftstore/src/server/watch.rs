@@ -19,7 +19,9 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
+use super::auth::Credentials;
 use super::Ctx;
+use crate::auth::perms::Access;
 use crate::error::Error;
 use crate::mvcc::{in_range, RevisionEvents};
 
@@ -91,6 +93,9 @@ struct StreamTask {
     rx: broadcast::Receiver<Arc<RevisionEvents>>,
     /// Watchers whose start revision is still in the future.
     pending_start: BTreeMap<i64, i64>,
+    /// Who opened the stream, checked at each create (etcd
+    /// `isWatchPermitted`).
+    creds: Credentials,
 }
 
 /// The stream ended (client gone); stop the task.
@@ -179,6 +184,20 @@ impl StreamTask {
         Ok(())
     }
 
+    /// Why the stream's caller may not watch `[key, end)`, in etcd's words;
+    /// `None` if it may.
+    async fn auth_refusal(&self, key: &[u8], end: &[u8]) -> Option<String> {
+        let checked = match self.creds.resolve(&self.ctx).await {
+            Ok(who) => self.ctx.auth.check_key(who.as_ref(), Access::Read, key, end),
+            Err(e) => Err(e),
+        };
+        match checked {
+            Ok(()) => None,
+            Err(e @ (Error::InvalidAuthToken | Error::AuthOldRevision | Error::UserEmpty)) => Some(e.to_string()),
+            Err(_) => Some(Error::PermissionDenied.to_string()),
+        }
+    }
+
     async fn on_request(&mut self, req: WatchRequest) -> Result<(), Closed> {
         match req.request_union {
             Some(WatchRequestUnion::CreateRequest(c)) => {
@@ -187,11 +206,15 @@ impl StreamTask {
                     key = vec![0];
                 }
                 // etcd refuses a watch it cannot create with watch ID -1, so
-                // the answer never names a live watch of the stream.
-                let refusal = if !c.range_end.is_empty() && c.range_end != [0] && key >= c.range_end {
-                    Some(EMPTY_RANGE)
+                // the answer never names a live watch of the stream. A watch
+                // the caller may not read is refused first, as etcd checks
+                // permission before it creates the watch.
+                let refusal = if let Some(reason) = self.auth_refusal(&key, &c.range_end).await {
+                    Some(reason)
+                } else if !c.range_end.is_empty() && c.range_end != [0] && key >= c.range_end {
+                    Some(EMPTY_RANGE.to_string())
                 } else if c.watch_id != 0 && self.watchers.contains_key(&c.watch_id) {
-                    Some(DUPLICATE_ID)
+                    Some(DUPLICATE_ID.to_string())
                 } else {
                     None
                 };
@@ -199,7 +222,7 @@ impl StreamTask {
                     let mut resp = self.resp(-1, self.last);
                     resp.created = true;
                     resp.canceled = true;
-                    resp.cancel_reason = reason.to_string();
+                    resp.cancel_reason = reason;
                     return self.send(resp).await;
                 }
                 let id = if c.watch_id != 0 {
@@ -346,10 +369,11 @@ impl Watch for WatchService {
     type WatchStream = WatchStream;
 
     async fn watch(&self, req: Request<Streaming<WatchRequest>>) -> Result<Response<Self::WatchStream>, Status> {
+        let creds = Credentials::of(&req);
         let mut inbound = req.into_inner();
         let (tx, rx) = mpsc::channel(128);
         let (hub_rx, last) = self.ctx.hub.subscribe();
-        let mut task = StreamTask { ctx: self.ctx.clone(), out: tx, watchers: BTreeMap::new(), next_id: 0, last, rx: hub_rx, pending_start: BTreeMap::new() };
+        let mut task = StreamTask { ctx: self.ctx.clone(), out: tx, watchers: BTreeMap::new(), next_id: 0, last, rx: hub_rx, pending_start: BTreeMap::new(), creds };
         let interval = self.ctx.progress_notify_interval;
         tokio::spawn(async move {
             let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);

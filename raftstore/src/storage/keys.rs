@@ -4,6 +4,8 @@
 //! |---|---|---|
 //! | `kv` | revision (16 B, big-endian main+sub) + kind byte (`p` put, `t` tombstone) | `mvccpb.KeyValue`, protobuf |
 //! | `meta` | typed keys below | see each key |
+//! | `meta` | `auth/user/` + name | `authpb.User`, protobuf (password: bcrypt hash) |
+//! | `meta` | `auth/role/` + name | `authpb.Role`, protobuf |
 //! | `lease` | lease ID, 8 B big-endian | granted TTL in seconds, 8 B big-endian |
 //! | `raft_log` | log index, 8 B big-endian | postcard-encoded openraft entry |
 //! | `raft_state` | typed keys below | postcard-encoded vote / log ids |
@@ -140,6 +142,36 @@ pub fn member_attr_key(id: u64) -> Vec<u8> {
     k
 }
 
+/// `meta`: whether auth is enabled (1 byte: 1 yes, 0 no; absent: no).
+pub struct AuthEnabled;
+impl MetaKey for AuthEnabled {
+    const KEY: &'static [u8] = b"auth/enabled";
+    type Value = bool;
+}
+
+/// `meta`: the auth revision (8 B big-endian u64; absent: 1, as a new etcd
+/// store starts at 1).
+pub struct AuthRevision;
+impl MetaKey for AuthRevision {
+    const KEY: &'static [u8] = b"auth/revision";
+    type Value = u64;
+}
+
+/// `meta`: prefix of auth users; key = prefix + user name.
+pub const AUTH_USER_PREFIX: &[u8] = b"auth/user/";
+/// `meta`: prefix of auth roles; key = prefix + role name.
+pub const AUTH_ROLE_PREFIX: &[u8] = b"auth/role/";
+
+/// `meta` key of a user.
+pub fn auth_user_key(name: &[u8]) -> Vec<u8> {
+    [AUTH_USER_PREFIX, name].concat()
+}
+
+/// `meta` key of a role.
+pub fn auth_role_key(name: &[u8]) -> Vec<u8> {
+    [AUTH_ROLE_PREFIX, name].concat()
+}
+
 /// `raft_state`: the vote (postcard).
 pub struct Vote;
 impl MetaKey for Vote {
@@ -208,11 +240,14 @@ mod tests {
 
     #[test]
     fn meta_keys_are_distinct() {
-        let keys = [AppliedLogId::KEY, LastMembership::KEY, CompactRevision::KEY, FinishedCompactRevision::KEY, CurrentRevision::KEY];
+        let keys = [AppliedLogId::KEY, LastMembership::KEY, CompactRevision::KEY, FinishedCompactRevision::KEY, CurrentRevision::KEY, AuthEnabled::KEY, AuthRevision::KEY];
         for (i, a) in keys.iter().enumerate() {
             assert!(keys[i + 1..].iter().all(|b| a != b), "{:?}", String::from_utf8_lossy(a));
             assert!(!a.starts_with(MEMBER_ATTR_PREFIX));
+            assert!(!a.starts_with(AUTH_USER_PREFIX) && !a.starts_with(AUTH_ROLE_PREFIX));
             assert_eq!(decode_i64(&i64_bytes(-(i as i64))).ok(), Some(-(i as i64)));
         }
+        assert_eq!(auth_user_key(b"u"), b"auth/user/u".to_vec());
+        assert_eq!(auth_role_key(b"r"), b"auth/role/r".to_vec());
     }
 }

@@ -6,7 +6,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::common::server::{free_port, raftstore_bin};
-use crate::common::{block_on, status_of, Kind, Options, Server};
+use crate::common::{block_on, Kind, Options, Server};
 
 /// Bad flags are refused with a message naming the flag, exit non-zero, and
 /// leave no data dir behind (etcd checks flags before creating anything).
@@ -144,11 +144,14 @@ fn client_port_serves_health_version_and_every_listen_url() {
 fn unknown_service_is_named() {
     let s = Server::start(Kind::Raftstore);
     block_on(async {
-        let c = s.client().await;
-        let err = c.auth_client().role_delete("r").await.expect_err("auth is not served");
-        let (code, msg) = status_of(&err);
-        assert_eq!(code, tonic::Code::Unimplemented);
-        assert_eq!(msg, "unknown service etcdserverpb.Auth");
+        // A service no etcd serves, called with an empty message.
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", s.endpoint().trim_start_matches("http://"))).expect("endpoint").connect().await.expect("connect");
+        let mut grpc = tonic::client::Grpc::new(channel);
+        grpc.ready().await.expect("ready");
+        let path = http::uri::PathAndQuery::from_static("/etcdserverpb.NoSuchService/Call");
+        let err = grpc.unary::<(), (), _>(tonic::Request::new(()), path, tonic_prost::ProstCodec::default()).await.expect_err("not served");
+        assert_eq!(err.code(), tonic::Code::Unimplemented);
+        assert_eq!(err.message(), "unknown service etcdserverpb.NoSuchService");
     });
 }
 
