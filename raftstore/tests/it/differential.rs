@@ -1030,3 +1030,149 @@ fn hash_kv_compact_revision_matches_etcd() {
     assert_eq!(seen[0], (-1, 3), "etcd's own answer changed: {seen:?}");
     assert_eq!(seen[1], seen[0], "raftstore vs etcd");
 }
+
+// ---------------------------------------------------------------------------
+// Auth: one fixed script of users, roles, permissions and requests made as
+// different users, run through etcd-client against a fresh etcd and a fresh
+// raftstore. Each step's outcome (OK with what it returned, or the gRPC
+// code and message) must be the same on both.
+
+/// The outcome of one step: `ok` plus what it returned, or code and message.
+fn outcome<T>(step: &str, r: Result<T, etcd_client::Error>, show: impl Fn(&T) -> String) -> String {
+    match r {
+        Ok(v) => format!("{step}: ok {}", show(&v)),
+        Err(e) => {
+            let (code, msg) = status_of(&e);
+            format!("{step}: {code:?} {msg}")
+        }
+    }
+}
+
+async fn as_user(ep: &str, user: &str, password: &str) -> Result<Client, etcd_client::Error> {
+    let opts = etcd_client::ConnectOptions::new().with_user(user, password).with_connect_timeout(Duration::from_secs(5)).with_timeout(CALL_TIMEOUT);
+    Client::connect([ep], Some(opts)).await
+}
+
+async fn auth_script(ep: &str) -> Vec<String> {
+    use etcd_client::{Permission, UserAddOptions};
+    fn none<T>(_: &T) -> String {
+        String::new()
+    }
+    let mut out = Vec::new();
+    let mut anon = crate::common::connect(ep).await;
+    let mut a = anon.auth_client();
+    out.push(outcome("enable without root", a.auth_enable().await, none));
+    out.push(outcome("user add root", a.user_add("root", "rootpw", None).await, none));
+    out.push(outcome("enable without root role", a.auth_enable().await, none));
+    out.push(outcome("user add empty", a.user_add("", "x", None).await, none));
+    out.push(outcome("grant root role", a.user_grant_role("root", "root").await, none));
+    out.push(outcome("grant root role again", a.user_grant_role("root", "root").await, none));
+    out.push(outcome("user add carol", a.user_add("carol", "cpw", None).await, none));
+    out.push(outcome("user add dave without password", a.user_add("dave", "", Some(UserAddOptions::new().with_no_pwd())).await, none));
+    out.push(outcome("role add rw", a.role_add("rw").await, none));
+    out.push(outcome("grant prefix", a.role_grant_permission("rw", Permission::read_write("/k/").with_prefix()).await, none));
+    out.push(outcome("grant key", a.role_grant_permission("rw", Permission::read("a")).await, none));
+    out.push(outcome("grant to missing role", a.role_grant_permission("nope", Permission::read("a")).await, none));
+    out.push(outcome("grant role to carol", a.user_grant_role("carol", "rw").await, none));
+    out.push(outcome("grant role to nobody", a.user_grant_role("nobody", "rw").await, none));
+    out.push(outcome("user get carol before enable", a.user_get("carol").await, |r| format!("{:?}", r.roles())));
+    out.push(outcome("enable", a.auth_enable().await, none));
+
+    out.push(outcome("anonymous get", anon.get("/k/1", None).await, none));
+    out.push(outcome("anonymous put", anon.put("/k/1", "v", None).await, none));
+    out.push(outcome("anonymous delete", anon.delete("/k/1", None).await, none));
+    out.push(outcome("anonymous txn", anon.txn(Txn::new().and_then([TxnOp::put("/k/1", "v", None)])).await, none));
+    out.push(outcome("anonymous user list", anon.auth_client().user_list().await, none));
+    out.push(outcome("anonymous member list", anon.member_list().await.map(|r| r.members().len()), |n| n.to_string()));
+    out.push(outcome("dave signs in", as_user(ep, "dave", "x").await.map(drop), none));
+    out.push(outcome("wrong password", as_user(ep, "carol", "nope").await.map(drop), none));
+
+    let mut carol = match as_user(ep, "carol", "cpw").await {
+        Ok(c) => c,
+        Err(e) => {
+            out.push(outcome::<()>("carol signs in", Err(e), none));
+            return out;
+        }
+    };
+    let rev = |r: &etcd_client::PutResponse| r.header().map(|h| h.revision()).unwrap_or(0).to_string();
+    out.push(outcome("carol put /k/1", carol.put("/k/1", "1", None).await, rev));
+    out.push(outcome("carol put /k/2", carol.put("/k/2", "2", Some(PutOptions::new().with_prev_key())).await, rev));
+    out.push(outcome("carol get /k/1", carol.get("/k/1", None).await, |r| format!("{}", r.count())));
+    out.push(outcome("carol get /k/ prefix", carol.get("/k/", Some(GetOptions::new().with_prefix())).await, |r| format!("{}", r.count())));
+    out.push(outcome("carol get everything", carol.get("", Some(GetOptions::new().with_all_keys())).await, none));
+    out.push(outcome("carol put b", carol.put("b", "1", None).await, none));
+    out.push(outcome("carol get a", carol.get("a", None).await, |r| format!("{}", r.count())));
+    out.push(outcome("carol put a", carol.put("a", "1", None).await, none));
+    out.push(outcome("carol get [a, /k0)", carol.get("a", Some(GetOptions::new().with_range("/k0"))).await, none));
+    out.push(outcome("carol txn comparing b", carol.txn(Txn::new().when([Compare::value("b", CompareOp::Equal, "1")]).and_then([TxnOp::put("/k/1", "t", None)])).await, none));
+    out.push(outcome("carol txn reading b", carol.txn(Txn::new().when([Compare::value("/k/1", CompareOp::Equal, "1")]).and_then([TxnOp::get("b", None)])).await, none));
+    out.push(outcome("carol txn in /k/", carol.txn(Txn::new().when([Compare::value("/k/1", CompareOp::Equal, "1")]).and_then([TxnOp::put("/k/3", "3", None)]).or_else([TxnOp::delete("/k/2", None)])).await, |r| r.succeeded().to_string()));
+    out.push(outcome("carol delete /k/2 with prev", carol.delete("/k/2", Some(DeleteOptions::new().with_prev_key())).await, |r| format!("{}", r.deleted())));
+    out.push(outcome("carol delete from /k/ on", carol.delete("/k/", Some(DeleteOptions::new().with_from_key())).await, none));
+    out.push(outcome("carol compact", carol.compact(2, None).await.map(drop), none));
+    out.push(outcome("carol user list", carol.auth_client().user_list().await, none));
+    out.push(outcome("carol user get carol", carol.auth_client().user_get("carol").await, |r| format!("{:?}", r.roles())));
+    out.push(outcome("carol user get root", carol.auth_client().user_get("root").await, none));
+    out.push(outcome("carol role get rw", carol.auth_client().role_get("rw").await, |r| format!("{}", r.permissions().len())));
+    out.push(outcome("carol role add", carol.auth_client().role_add("x").await, none));
+    out.push(outcome("carol disable", carol.auth_client().auth_disable().await, none));
+
+    let mut root = match as_user(ep, "root", "rootpw").await {
+        Ok(c) => c,
+        Err(e) => {
+            out.push(outcome::<()>("root signs in", Err(e), none));
+            return out;
+        }
+    };
+    // A lease with a key carol may not write: carol may neither use nor
+    // revoke it.
+    let lease = root.lease_grant(60, None).await.map(|r| r.id()).unwrap_or(0);
+    out.push(outcome("root put b on the lease", root.put("b", "1", Some(PutOptions::new().with_lease(lease))).await, none));
+    out.push(outcome("carol put on root's lease", carol.put("/k/9", "1", Some(PutOptions::new().with_lease(lease))).await, none));
+    out.push(outcome("carol revokes root's lease", carol.lease_revoke(lease).await.map(drop), none));
+    let mut ra = root.auth_client();
+    out.push(outcome("role get rw", ra.role_get("rw").await, |r| format!("{:?}", r.permissions().iter().map(|p| (bytes(p.key()), bytes(p.range_end()), p.get_type())).collect::<Vec<_>>())));
+    out.push(outcome("role get root", ra.role_get("root").await, |r| format!("{}", r.permissions().len())));
+    out.push(outcome("user list", ra.user_list().await, |r| format!("{:?}", r.users())));
+    out.push(outcome("role list", ra.role_list().await, |r| format!("{:?}", r.roles())));
+    out.push(outcome("delete root", ra.user_delete("root").await, none));
+    out.push(outcome("delete root role", ra.role_delete("root").await, none));
+    out.push(outcome("revoke root's root", ra.user_revoke_role("root", "root").await, none));
+    out.push(outcome("revoke missing permission", ra.role_revoke_permission("rw", "zz", None).await, none));
+    out.push(outcome("revoke ungranted role", ra.user_revoke_role("carol", "root").await, none));
+    out.push(outcome("add existing role", ra.role_add("rw").await, none));
+    out.push(outcome("revoke the key permission", ra.role_revoke_permission("rw", "a", None).await, none));
+    out.push(outcome("carol get a after revoke", carol.get("a", None).await, none));
+    out.push(outcome("revoke carol's role", ra.user_revoke_role("carol", "rw").await, none));
+    out.push(outcome("carol get /k/1 without role", carol.get("/k/1", None).await, none));
+    out.push(outcome("role delete rw", ra.role_delete("rw").await, none));
+    out.push(outcome("role get rw deleted", ra.role_get("rw").await, none));
+    out.push(outcome("change carol's password", ra.user_change_password("carol", "new").await, none));
+    out.push(outcome("carol with the old password", as_user(ep, "carol", "cpw").await.map(drop), none));
+    out.push(outcome("carol with the new password", as_user(ep, "carol", "new").await.map(drop), none));
+    out.push(outcome("delete carol", ra.user_delete("carol").await, none));
+    out.push(outcome("user get carol deleted", ra.user_get("carol").await, none));
+    out.push(outcome("disable", ra.auth_disable().await, none));
+    out.push(outcome("anonymous get after disable", anon.get("/k/1", None).await, |r| format!("{}", r.count())));
+    out
+}
+
+#[test]
+fn etcd_and_raftstore_agree_on_auth() {
+    let runs: Vec<(Kind, Vec<String>)> = [Kind::Etcd, Kind::Raftstore]
+        .into_iter()
+        .map(|kind| {
+            let s = Server::start(kind);
+            let out = block_on(auth_script(s.endpoint()));
+            (kind, out)
+        })
+        .collect();
+    let (etcd, ours) = (&runs[0].1, &runs[1].1);
+    for (i, (e, r)) in etcd.iter().zip(ours.iter()).enumerate() {
+        assert_eq!(r, e, "auth step {i} differs (left raftstore, right etcd); etcd's script so far:\n{}", etcd[..=i].join("\n"));
+    }
+    assert_eq!(ours.len(), etcd.len(), "etcd:\n{}\nraftstore:\n{}", etcd.join("\n"), ours.join("\n"));
+    // The script reached the end on both, and etcd refused what it should.
+    assert!(etcd.iter().any(|l| l == "carol put b: PermissionDenied etcdserver: permission denied"), "{}", etcd.join("\n"));
+    assert!(etcd.iter().any(|l| l.starts_with("disable: ok")), "{}", etcd.join("\n"));
+}

@@ -15,6 +15,7 @@
 
 mod common;
 
+mod auth;
 mod cluster;
 mod connections;
 mod crash;
