@@ -184,18 +184,19 @@ impl StreamTask {
         Ok(())
     }
 
-    /// Why the stream's caller may not watch `[key, end)`, in etcd's words;
-    /// `None` if it may.
+    /// Why the stream's caller may not watch `[key, end)`, in etcd's words
+    /// (the text of its gRPC error, as grpc-go prints it); `None` if it may.
     async fn auth_refusal(&self, key: &[u8], end: &[u8]) -> Option<String> {
         let checked = match self.creds.resolve(&self.ctx).await {
             Ok(who) => self.ctx.auth.check_key(who.as_ref(), Access::Read, key, end),
             Err(e) => Err(e),
         };
-        match checked {
-            Ok(()) => None,
-            Err(e @ (Error::InvalidAuthToken | Error::AuthOldRevision | Error::UserEmpty)) => Some(e.to_string()),
-            Err(_) => Some(Error::PermissionDenied.to_string()),
-        }
+        let e = match checked {
+            Ok(()) => return None,
+            Err(e @ (Error::InvalidAuthToken | Error::AuthOldRevision | Error::UserEmpty)) => e,
+            Err(_) => Error::PermissionDenied,
+        };
+        Some(format!("rpc error: code = {:?} desc = {e}", e.code()))
     }
 
     async fn on_request(&mut self, req: WatchRequest) -> Result<(), Closed> {

@@ -45,8 +45,11 @@ fn etcdctl_users_roles_and_auth_enable_disable() {
         fails_with(etcdctl(ep, &["--user", "alice:bad", "get", "/a/x"]), "Error: etcdserver: authentication failed, invalid user ID or password");
         fails_with(etcdctl(ep, &["--user", "nobody:x", "get", "/a/x"]), "Error: etcdserver: authentication failed, invalid user ID or password");
         fails_with(etcdctl(ep, &["--user", "alice:apw", "user", "list"]), "Error: etcdserver: permission denied");
-        fails_with(etcdctl(ep, &["--user", "alice:apw", "defrag"]), "auth: permission denied");
-        fails_with(etcdctl(ep, &["defrag"]), "auth: user name is empty");
+        // Without the scheme: etcdctl's defrag dials the endpoint as the
+        // HTTP/2 authority, which h2 refuses with one (NOTES.md).
+        let bare = ep.trim_start_matches("http://");
+        fails_with(etcdctl(bare, &["--user", "alice:apw", "defrag"]), "auth: permission denied");
+        fails_with(etcdctl(bare, &["defrag"]), "auth: user name is empty");
         // A user may read itself and its own roles.
         assert_eq!(etcdctl(ep, &["--user", "alice:apw", "user", "get", "alice"]).ok(), "User: alice\nRoles: r1\n");
         assert_eq!(etcdctl(ep, &["--user", "alice:apw", "role", "get", "r1"]).ok(), "Role r1\nKV Read:\n\t[/a/, /a0) (prefix /a/)\nKV Write:\n\t[/a/, /a0) (prefix /a/)\n");
@@ -71,7 +74,8 @@ fn etcdctl_users_roles_and_auth_enable_disable() {
         fails_with(etcdctl(ep, &["--user", "alice:apw", "get", "/a/x"]), "Error: etcdserver: permission denied");
         assert_eq!(as_root(&["auth", "disable"]).ok(), "Authentication Disabled\n");
         assert_eq!(etcdctl(ep, &["get", "/b"]).ok(), "/b\n2\n");
-        fails_with(etcdctl(ep, &["--user", "alice:apw", "get", "/b"]), "Error: etcdserver: authentication is not enabled");
+        // etcdctl goes on without a token when auth is off.
+        assert_eq!(etcdctl(ep, &["--user", "alice:apw", "get", "/b"]).ok(), "/b\n2\n");
     });
 }
 
@@ -147,7 +151,7 @@ fn etcd_client_auth_calls() {
             let mut stream = bob.watch("/s", None).await.expect("watch call");
             let resp = stream.message().await.expect("watch response").expect("a response");
             assert!(resp.created() && resp.canceled(), "{resp:?}");
-            assert_eq!(resp.cancel_reason(), "etcdserver: permission denied");
+            assert_eq!(resp.cancel_reason(), "rpc error: code = PermissionDenied desc = etcdserver: permission denied");
             assert_eq!(resp.watch_id(), -1);
 
             let mut a = root.auth_client();
@@ -174,8 +178,10 @@ fn etcd_client_auth_calls() {
             let err = bob.auth_client().user_list().await.expect_err("bob is no admin");
             assert_eq!(status_of(&err), (tonic::Code::PermissionDenied, "etcdserver: permission denied".into()));
 
-            // A token nobody issued.
-            let err = get_with(&ep, "/r/x", Some("bogus.99")).await.expect_err("bogus token");
+            // A token nobody issued (naming an entry both have applied: a
+            // simple token naming a later one waits for it, on etcd with
+            // no end).
+            let err = get_with(&ep, "/r/x", Some("bogusbogusbogusb.1")).await.expect_err("bogus token");
             assert_eq!((err.code(), err.message()), (tonic::Code::Unauthenticated, "etcdserver: invalid auth token"));
             // Deleting a user invalidates its tokens.
             let token = authenticate(&ep, "bob", "bpw").await.expect("authenticate");
