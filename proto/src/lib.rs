@@ -44,11 +44,11 @@ pub mod etcdserverpb {
 
     /// Generated server traits and tower services, one per etcd service.
     pub mod server {
+        pub use crate::etcd_auth::etcdserverpb::auth_server::{Auth, AuthServer};
         pub use etcd_client::proto::{
             PbClusterServer as ClusterServer, PbClusterService as Cluster, PbKvServer as KvServer, PbKvService as Kv, PbLeaseServer as LeaseServer, PbLeaseService as Lease,
             PbMaintenanceServer as MaintenanceServer, PbMaintenanceService as Maintenance, PbWatchServer as WatchServer, PbWatchService as Watch,
         };
-        pub use crate::etcd_auth::etcdserverpb::auth_server::{Auth, AuthServer};
     }
 
     /// `Compare.result` values (etcd rpc.proto `Compare.CompareResult`).

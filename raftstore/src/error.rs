@@ -201,7 +201,15 @@ impl Error {
             Error::MemberBadUrls => Code::InvalidArgument,
             Error::NoLeader | Error::LeaderChanged | Error::Timeout | Error::Stopped | Error::NotSupportedForLearner => Code::Unavailable,
             Error::TooManyRequests | Error::NoSpace => Code::ResourceExhausted,
-            Error::RootUserNotExist | Error::RootRoleNotExist | Error::UserAlreadyExist | Error::UserNotFound | Error::RoleAlreadyExist | Error::RoleNotFound | Error::RoleNotGranted | Error::PermissionNotGranted | Error::AuthNotEnabled => Code::FailedPrecondition,
+            Error::RootUserNotExist
+            | Error::RootRoleNotExist
+            | Error::UserAlreadyExist
+            | Error::UserNotFound
+            | Error::RoleAlreadyExist
+            | Error::RoleNotFound
+            | Error::RoleNotGranted
+            | Error::PermissionNotGranted
+            | Error::AuthNotEnabled => Code::FailedPrecondition,
             Error::UserEmpty | Error::RoleEmpty | Error::AuthFailed | Error::PermissionNotGiven | Error::InvalidAuthMgmt | Error::AuthOldRevision => Code::InvalidArgument,
             Error::PermissionDenied => Code::PermissionDenied,
             Error::InvalidAuthToken => Code::Unauthenticated,

@@ -137,10 +137,7 @@ mod tests {
     use super::*;
 
     fn perms(list: &[(i32, &str, &str)]) -> UserPerms {
-        let role = Role {
-            name: b"r".to_vec(),
-            key_permission: list.iter().map(|(t, k, e)| Permission { perm_type: *t, key: k.as_bytes().to_vec(), range_end: e.as_bytes().to_vec() }).collect(),
-        };
+        let role = Role { name: b"r".to_vec(), key_permission: list.iter().map(|(t, k, e)| Permission { perm_type: *t, key: k.as_bytes().to_vec(), range_end: e.as_bytes().to_vec() }).collect() };
         let user = User { name: b"u".to_vec(), roles: vec!["r".into(), "missing".into()], ..Default::default() };
         UserPerms::build(&user, |n| (n == "r").then_some(&role))
     }

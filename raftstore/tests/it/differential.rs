@@ -1106,7 +1106,11 @@ async fn auth_script(ep: &str) -> Vec<String> {
     out.push(outcome("carol get [a, /k0)", carol.get("a", Some(GetOptions::new().with_range("/k0"))).await, none));
     out.push(outcome("carol txn comparing b", carol.txn(Txn::new().when([Compare::value("b", CompareOp::Equal, "1")]).and_then([TxnOp::put("/k/1", "t", None)])).await, none));
     out.push(outcome("carol txn reading b", carol.txn(Txn::new().when([Compare::value("/k/1", CompareOp::Equal, "1")]).and_then([TxnOp::get("b", None)])).await, none));
-    out.push(outcome("carol txn in /k/", carol.txn(Txn::new().when([Compare::value("/k/1", CompareOp::Equal, "1")]).and_then([TxnOp::put("/k/3", "3", None)]).or_else([TxnOp::delete("/k/2", None)])).await, |r| r.succeeded().to_string()));
+    out.push(outcome(
+        "carol txn in /k/",
+        carol.txn(Txn::new().when([Compare::value("/k/1", CompareOp::Equal, "1")]).and_then([TxnOp::put("/k/3", "3", None)]).or_else([TxnOp::delete("/k/2", None)])).await,
+        |r| r.succeeded().to_string(),
+    ));
     out.push(outcome("carol delete /k/2 with prev", carol.delete("/k/2", Some(DeleteOptions::new().with_prev_key())).await, |r| format!("{}", r.deleted())));
     out.push(outcome("carol delete from /k/ on", carol.delete("/k/", Some(DeleteOptions::new().with_from_key())).await, none));
     out.push(outcome("carol compact", carol.compact(2, None).await.map(drop), none));
