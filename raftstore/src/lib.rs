@@ -18,6 +18,7 @@ pub mod auth;
 pub mod command;
 pub mod compactor;
 pub mod error;
+pub mod etcd_db;
 pub mod import;
 pub mod lease;
 pub mod metrics;
