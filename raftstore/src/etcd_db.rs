@@ -50,8 +50,8 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use crate::mvcc::revision::Revision;
-use crate::storage::keys::{self, MetaKey};
 use crate::storage::cf;
+use crate::storage::keys::{self, MetaKey};
 
 /// The MVCC history bucket.
 pub const BUCKET_KEY: &[u8] = b"key";
@@ -173,6 +173,11 @@ fn meta_i64(snap: &rocksdb::Snapshot<'_>, meta: &rocksdb::ColumnFamily, key: &[u
 /// # Errors
 /// [`Error::Internal`] on RocksDB, bbolt or I/O errors, or corrupt data.
 pub fn write_db(db: &DB, path: &Path) -> Result<Summary> {
+    write_db_in_steps(db, path, TX_BYTES)
+}
+
+/// [`write_db`], committing after every `tx_bytes` of history.
+fn write_db_in_steps(db: &DB, path: &Path, tx_bytes: usize) -> Result<Summary> {
     let snap = db.snapshot();
     let (kv_cf, meta_cf, lease_cf) = (cf(db, keys::CF_KV)?, cf(db, keys::CF_META)?, cf(db, keys::CF_LEASE)?);
     let compact = meta_i64(&snap, meta_cf, keys::CompactRevision::KEY)?.unwrap_or(0);
@@ -215,7 +220,7 @@ pub fn write_db(db: &DB, path: &Path) -> Result<Summary> {
                 summary.revisions += 1;
                 last_main = rev.main;
                 bytes += k.len() + v.len();
-                if bytes >= TX_BYTES {
+                if bytes >= tx_bytes {
                     done = false;
                     break;
                 }
@@ -568,6 +573,30 @@ mod tests {
         assert!(matches!(dst.range(&RangeRequest { key: b"/a".to_vec(), revision: 3, ..Default::default() }), Err(Error::Compacted)));
         assert_eq!(dst.leases(), vec![(77, 600)]);
         assert_eq!(dst.lease(77).map(|l| l.keys.into_iter().collect::<Vec<_>>()), Some(vec![b"/leased".to_vec()]));
+    }
+
+    /// A history written in many bbolt transactions (as a large store is)
+    /// loads back the same, and the pages that the commits in between
+    /// freed are reused: the file is barely larger than one written at once.
+    #[test]
+    fn a_db_written_in_many_transactions_is_the_same_and_compact() {
+        let tmp = ok(tempfile::tempdir());
+        let src = ok(MvccStore::open(ok(crate::storage::open(&tmp.path().join("src"))), 1));
+        for i in 0..3000 {
+            apply(&src, put(&format!("/k/{:05}", i % 2000), &format!("{i:0>200}"), 0));
+        }
+        let (once, steps) = (tmp.path().join("once.db"), tmp.path().join("steps.db"));
+        let at_once = ok(write_db(src.db(), &once));
+        let in_steps = ok(write_db_in_steps(src.db(), &steps, 16 << 10));
+        assert_eq!((in_steps.revision, in_steps.revisions), (at_once.revision, 3000));
+        assert!(at_once.size >= 3000 * 200, "{at_once:?}");
+        assert!(in_steps.size <= at_once.size + 16 * PAGE_SIZE as u64, "{} bytes in steps, {} at once", in_steps.size, at_once.size);
+        assert!(at_once.size <= 3000 * 300, "{at_once:?} for 3000 values of 200 bytes");
+        let dst_db = ok(crate::storage::open(&tmp.path().join("dst")));
+        ok(load_db(&steps, &dst_db));
+        let dst = ok(MvccStore::open(dst_db, 1));
+        assert_eq!(everything(&dst, 0), everything(&src, 0));
+        assert_eq!(everything(&dst, 1500), everything(&src, 1500));
     }
 
     /// etcd 3.4 stores no freelist in its files; such a file (made here by
