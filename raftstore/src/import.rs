@@ -2,8 +2,10 @@
 //! (`raftstore snapshot save FILE --endpoints URL`), for users who move an
 //! API server from a real etcd to raftstore.
 //!
-//! etcd's own snapshot is a bbolt file that raftstore cannot read yet. This
-//! reads every key of a live server at one revision instead (a paginated
+//! `raftstore snapshot restore` also reads etcd's own snapshot files
+//! (`etcdctl snapshot save`, [`crate::etcd_db`]), which keep the history
+//! since the last compaction; this is the way in without etcdctl. It reads
+//! every key of a live server at one revision (a paginated
 //! `Range` over the whole key space), with each key's `create_revision`,
 //! `mod_revision`, `version` and lease, plus every lease's granted TTL, and
 //! writes them as a raftstore snapshot file that `raftstore snapshot restore`

@@ -1,8 +1,12 @@
-//! The client snapshot format (`Maintenance.Snapshot`, `etcdctl snapshot
-//! save`) and restoring a data dir from it.
+//! Restoring a data dir from a snapshot file (`raftstore snapshot restore`),
+//! and raftstore's own snapshot format.
 //!
-//! etcd's snapshot is a bbolt file; ours is an archive of a RocksDB
-//! checkpoint, restorable only by `raftstore snapshot restore`:
+//! Two formats restore:
+//! - etcd's (a bbolt db followed by its SHA-256, [`crate::etcd_db`]), which
+//!   `etcdctl snapshot save` writes against etcd and raftstore alike;
+//! - raftstore's own, an archive of a RocksDB checkpoint, which
+//!   `raftstore snapshot save` writes and which `etcdctl snapshot save`
+//!   against raftstore wrote before it served etcd's format:
 //!
 //! ```text
 //! magic "RAFTSTORE-SNAPSHOT-1\n"
@@ -140,36 +144,94 @@ pub fn unpack_archive(file: &Path, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Restores a new data dir from a client snapshot (`raftstore snapshot
-/// restore`, like `etcdutl snapshot restore`). The key-value history,
-/// revisions and leases come from the snapshot; Raft state starts fresh, so
-/// the member forms a new cluster from its flags when started.
+/// Options of [`restore_with`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RestoreOptions {
+    /// Take an etcd db without its SHA-256 (a `member/snap/db` copied out
+    /// of a data dir), as `etcdctl snapshot restore --skip-hash-check`.
+    pub skip_hash_check: bool,
+}
+
+/// Which format a snapshot file is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// etcd's: a bbolt db, with its digest unless copied from a data dir.
+    Etcd,
+    /// raftstore's own archive.
+    Raftstore,
+}
+
+/// The format of the snapshot at `file`, by its first bytes.
 ///
 /// # Errors
-/// [`Error::InvalidArgument`] if `data_dir` already exists or the file is
-/// not a valid snapshot; I/O errors otherwise.
-pub fn restore(file: &Path, data_dir: &Path) -> Result<()> {
+/// [`Error::InvalidArgument`] for a file in neither format; I/O errors
+/// otherwise.
+pub fn format_of(file: &Path) -> Result<Format> {
+    let mut head = vec![0u8; MAGIC.len()];
+    let n = std::fs::File::open(file).and_then(|mut f| f.read(&mut head)).map_err(|e| Error::InvalidArgument(format!("cannot read snapshot {}: {e}", file.display())))?;
+    if n == MAGIC.len() && head == MAGIC {
+        Ok(Format::Raftstore)
+    } else if crate::etcd_db::is_bolt_file(file) {
+        Ok(Format::Etcd)
+    } else {
+        Err(Error::InvalidArgument(format!("{} is neither an etcd snapshot (bbolt) nor a raftstore one", file.display())))
+    }
+}
+
+/// Restores a new data dir from a snapshot file with default options; see
+/// [`restore_with`].
+///
+/// # Errors
+/// As [`restore_with`].
+pub fn restore(file: &Path, data_dir: &Path) -> Result<Format> {
+    restore_with(file, data_dir, RestoreOptions::default())
+}
+
+/// Restores a new data dir from a snapshot file in either [`Format`]
+/// (`raftstore snapshot restore`, like `etcdutl snapshot restore`). The
+/// key-value history, revisions, compaction and leases come from the
+/// snapshot; Raft state starts fresh, so the member forms a new cluster
+/// from its flags when started. Returns the file's format.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] if `data_dir` exists and is not empty, or the
+/// file is not a valid snapshot (a digest mismatch included); I/O errors
+/// otherwise. Nothing is left behind on error.
+pub fn restore_with(file: &Path, data_dir: &Path, opts: RestoreOptions) -> Result<Format> {
     use crate::storage::keys::{self, MetaKey};
     if data_dir.exists() && std::fs::read_dir(data_dir).map(|mut d| d.next().is_some()).unwrap_or(true) {
         return Err(Error::InvalidArgument(format!("data-dir {:?} exists", data_dir)));
     }
+    let format = format_of(file)?;
     std::fs::create_dir_all(data_dir).map_err(Error::internal)?;
     let tmp = data_dir.join("restore-tmp");
     let result = (|| -> Result<()> {
-        unpack_archive(file, &tmp)?;
-        let db = crate::storage::open(&data_dir.join("db"))?;
-        crate::raft::state_machine::load_checkpoint(&db, &tmp).map_err(Error::internal)?;
-        let meta = crate::storage::cf(&db, keys::CF_META)?;
-        db.delete_cf(meta, keys::AppliedLogId::KEY)?;
-        db.delete_cf(meta, keys::LastMembership::KEY)?;
-        db.flush_wal(true)?;
+        match format {
+            Format::Raftstore => {
+                unpack_archive(file, &tmp)?;
+                let db = crate::storage::open(&data_dir.join("db"))?;
+                crate::raft::state_machine::load_checkpoint(&db, &tmp).map_err(Error::internal)?;
+                let meta = crate::storage::cf(&db, keys::CF_META)?;
+                db.delete_cf(meta, keys::AppliedLogId::KEY)?;
+                db.delete_cf(meta, keys::LastMembership::KEY)?;
+                db.flush_wal(true)?;
+            }
+            Format::Etcd => {
+                std::fs::create_dir_all(&tmp).map_err(Error::internal)?;
+                let copy = tmp.join("db");
+                crate::etcd_db::extract_db(file, &copy, opts.skip_hash_check)?;
+                let db = crate::storage::open(&data_dir.join("db"))?;
+                crate::etcd_db::load_db(&copy, &db)?;
+                db.flush_wal(true)?;
+            }
+        }
         Ok(())
     })();
     let _ = std::fs::remove_dir_all(&tmp);
     if result.is_err() {
         let _ = std::fs::remove_dir_all(data_dir);
     }
-    result
+    result.map(|()| format)
 }
 
 #[cfg(test)]

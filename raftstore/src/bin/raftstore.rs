@@ -61,13 +61,19 @@ enum SnapshotCmd {
         #[arg(long)]
         key: Option<PathBuf>,
     },
-    /// Restore a new data dir from a file written by `etcdctl snapshot save`.
+    /// Restore a new data dir from a snapshot: etcd's format, as `etcdctl
+    /// snapshot save` writes against etcd or raftstore, or raftstore's own,
+    /// as `raftstore snapshot save` writes.
     Restore {
         /// The snapshot file.
         file: PathBuf,
         /// The data dir to create (must not exist).
         #[arg(long = "data-dir")]
         data_dir: PathBuf,
+        /// Take an etcd db that has no SHA-256 after it (one copied from an
+        /// etcd data dir's `member/snap/db`), as etcdctl's flag of the name.
+        #[arg(long = "skip-hash-check")]
+        skip_hash_check: bool,
         /// Accepted for etcdutl compatibility; the member's name is given when it starts.
         #[arg(long)]
         name: Option<String>,
@@ -305,10 +311,14 @@ fn save(file: &std::path::Path, endpoints: Vec<String>, cacert: Option<PathBuf>,
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Some(Cmd::Snapshot { action: SnapshotCmd::Restore { file, data_dir, .. } }) => {
-            return match raftstore::snapshot::restore(&file, &data_dir) {
-                Ok(()) => {
-                    println!("restored snapshot {} into {}", file.display(), data_dir.display());
+        Some(Cmd::Snapshot { action: SnapshotCmd::Restore { file, data_dir, skip_hash_check, .. } }) => {
+            return match raftstore::snapshot::restore_with(&file, &data_dir, raftstore::snapshot::RestoreOptions { skip_hash_check }) {
+                Ok(format) => {
+                    let kind = match format {
+                        raftstore::snapshot::Format::Etcd => "etcd",
+                        raftstore::snapshot::Format::Raftstore => "raftstore",
+                    };
+                    println!("restored {kind} snapshot {} into {}", file.display(), data_dir.display());
                     std::process::ExitCode::SUCCESS
                 }
                 Err(e) => {

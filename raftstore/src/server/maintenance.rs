@@ -44,43 +44,27 @@ impl MaintenanceService {
 
 type Res<T> = std::result::Result<Response<T>, Status>;
 
-struct ChannelWriter {
-    tx: mpsc::Sender<Result<SnapshotResponse, Status>>,
-    buf: Vec<u8>,
-    header: Option<proto::etcdserverpb::ResponseHeader>,
-    remaining: u64,
-}
-
-impl ChannelWriter {
-    fn flush_chunk(&mut self) -> std::io::Result<()> {
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        let blob = std::mem::take(&mut self.buf);
-        self.remaining = self.remaining.saturating_sub(blob.len() as u64);
-        let resp = SnapshotResponse { header: self.header, remaining_bytes: self.remaining, blob, version: ETCD_VERSION.into() };
-        self.tx.blocking_send(Ok(resp)).map_err(|_| std::io::Error::other("client went away"))
+/// Sends the etcd db at `file` on `tx` as etcd's Snapshot stream does: the
+/// db in chunks, each with the bytes still to come after it, then one last
+/// message whose blob is the SHA-256 of the db (etcd's
+/// `maintenanceServer.Snapshot`; `etcdctl snapshot restore` checks it).
+fn stream_db(file: &std::path::Path, tx: &mpsc::Sender<Result<SnapshotResponse, Status>>, header: Option<proto::etcdserverpb::ResponseHeader>) -> Result<(), Error> {
+    use sha2::Digest as _;
+    use std::io::Read as _;
+    let gone = |_| Error::internal("client went away");
+    let mut f = std::fs::File::open(file).map_err(Error::internal)?;
+    let total = f.metadata().map_err(Error::internal)?.len();
+    let mut digest = sha2::Sha256::new();
+    let mut sent = 0u64;
+    while sent < total {
+        let mut blob = vec![0u8; SNAPSHOT_CHUNK.min((total - sent) as usize)];
+        f.read_exact(&mut blob).map_err(Error::internal)?;
+        digest.update(&blob);
+        sent += blob.len() as u64;
+        tx.blocking_send(Ok(SnapshotResponse { header, remaining_bytes: total - sent, blob, version: ETCD_VERSION.into() })).map_err(gone)?;
     }
-}
-
-impl std::io::Write for ChannelWriter {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.buf.extend_from_slice(b);
-        while self.buf.len() >= SNAPSHOT_CHUNK {
-            let rest = self.buf.split_off(SNAPSHOT_CHUNK);
-            self.flush_chunk()?;
-            self.buf = rest;
-        }
-        Ok(b.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-fn dir_size(dir: &std::path::Path) -> u64 {
-    std::fs::read_dir(dir).map(|rd| rd.filter_map(|e| e.ok()).filter_map(|e| e.metadata().ok()).map(|m| m.len()).sum()).unwrap_or(0)
+    let blob = digest.finalize().to_vec();
+    tx.blocking_send(Ok(SnapshotResponse { header, remaining_bytes: 0, blob, version: ETCD_VERSION.into() })).map_err(gone)
 }
 
 #[tonic::async_trait]
@@ -151,26 +135,24 @@ impl Maintenance for MaintenanceService {
 
     type SnapshotStream = ReceiverStream<Result<SnapshotResponse, Status>>;
 
+    /// The store in etcd's own format (a bbolt db, see [`crate::etcd_db`]),
+    /// written from one RocksDB snapshot to a file under the data dir's
+    /// `tmp/`, streamed with its digest, and removed.
     async fn snapshot(&self, req: Request<SnapshotRequest>) -> Res<Self::SnapshotStream> {
         self.admin_only(&req).await?;
         let (tx, rx) = mpsc::channel(8);
         let ctx = self.ctx.clone();
-        let dir = ctx.data_dir.join("tmp").join(format!("client-snapshot-{}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)));
+        let file = ctx.data_dir.join("tmp").join(format!("client-snapshot-{}.db", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)));
         let header = ctx.header(ctx.store.current_revision());
         tokio::task::spawn_blocking(move || {
             let result = (|| -> Result<(), Error> {
-                if let Some(parent) = dir.parent() {
+                if let Some(parent) = file.parent() {
                     std::fs::create_dir_all(parent).map_err(Error::internal)?;
                 }
-                crate::raft::state_machine::checkpoint(ctx.store.db(), &dir).map_err(Error::internal)?;
-                let total = dir_size(&dir);
-                let mut w = ChannelWriter { tx: tx.clone(), buf: Vec::new(), header, remaining: total };
-                crate::snapshot::write_archive(&dir, &mut w)?;
-                w.remaining = 0;
-                w.flush_chunk().map_err(Error::internal)?;
-                Ok(())
+                crate::etcd_db::write_db(ctx.store.db(), &file)?;
+                stream_db(&file, &tx, header)
             })();
-            let _ = std::fs::remove_dir_all(&dir);
+            let _ = std::fs::remove_file(&file);
             if let Err(e) = result {
                 let _ = tx.blocking_send(Err(e.into()));
             }
