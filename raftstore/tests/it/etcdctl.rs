@@ -509,8 +509,7 @@ fn snapshot_save_and_restore() {
 /// etcd through its client API into a raftstore snapshot, which
 /// `raftstore snapshot restore` turns into a data dir serving the same keys
 /// with the same revisions, versions and leases, compacted at the revision
-/// read (etcd's bbolt snapshot files cannot be read yet; this works from
-/// the live server instead).
+/// read (from the live server; `etcd_snapshots` covers etcd's own files).
 #[test]
 fn snapshot_save_from_a_running_etcd_restores_with_its_revisions() {
     let e = Server::start(Kind::Etcd);

@@ -22,6 +22,7 @@ mod crash;
 mod deploy;
 mod differential;
 mod errors;
+mod etcd_snapshots;
 mod etcdctl;
 mod flags;
 mod forward;
