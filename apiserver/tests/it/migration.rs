@@ -1,11 +1,12 @@
 //! A user's path from an external etcd to the embedded store (issue 16,
 //! "Migration"): the apiserver runs on a real etcd (`--etcd-servers`) and
-//! takes writes; it stops; `raftstore snapshot save` reads that etcd into a
-//! snapshot file and `raftstore snapshot restore` makes the embedded
-//! store's data dir from it; the apiserver then serves the same objects,
-//! with the same resourceVersions and UIDs, from its embedded store, with
-//! the real etcd gone. (The library calls below are what those two
-//! commands run; raftstore's own tests drive the commands.)
+//! takes writes; it stops; a snapshot of that etcd is taken, either with
+//! etcd's own `etcdctl snapshot save` or with `raftstore snapshot save`
+//! (through the client API), and `raftstore snapshot restore` makes the
+//! embedded store's data dir from it; the apiserver then serves the same
+//! objects, with the same resourceVersions and UIDs, from its embedded
+//! store, with the real etcd gone. (The library calls below are what the
+//! raftstore commands run; raftstore's own tests drive the commands.)
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -65,8 +66,27 @@ fn objects(s: &Server) -> (BTreeMap<String, Value>, i64) {
     (by_name, rv)
 }
 
+/// How the etcd's data is carried to the embedded store.
+#[derive(Clone, Copy, Debug)]
+enum Via {
+    /// `etcdctl snapshot save`: etcd's own file, with its history since
+    /// the last compaction.
+    EtcdSnapshot,
+    /// `raftstore snapshot save`: every key read through the client API.
+    ClientApi,
+}
+
 #[test]
 fn objects_move_from_a_real_etcd_to_the_embedded_store_with_their_resource_versions() {
+    migrate(Via::ClientApi);
+}
+
+#[test]
+fn objects_move_by_an_etcdctl_snapshot_to_the_embedded_store_with_their_resource_versions() {
+    migrate(Via::EtcdSnapshot);
+}
+
+fn migrate(via: Via) {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let etcd = rt.block_on(RealEtcd::start());
     let mut old = Server::start_with(&["--etcd-servers".into(), etcd.url.clone()]);
@@ -80,16 +100,28 @@ fn objects_move_from_a_real_etcd_to_the_embedded_store_with_their_resource_versi
     old.terminate();
     assert!(old.wait_exit(Duration::from_secs(60)).is_some_and(|s| s.success()), "the old server stops cleanly");
 
-    // `raftstore snapshot save` from the real etcd, `snapshot restore` into
-    // the new server's store; then the real etcd goes away.
+    // A snapshot of the real etcd, `snapshot restore` into the new server's
+    // store; then the real etcd goes away.
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("from-etcd.snap");
-    let export = rt.block_on(async {
-        let mut client = etcd_client::Client::connect([etcd.url.as_str()], None).await.expect("connect to etcd");
-        raftstore::import::export(&mut client).await.expect("export")
-    });
-    assert!(export.revision >= newest, "read at {} before the newest object {newest}", export.revision);
-    raftstore::import::write_snapshot(&export, &file).expect("write the snapshot");
+    let moved_at = match via {
+        Via::ClientApi => {
+            let export = rt.block_on(async {
+                let mut client = etcd_client::Client::connect([etcd.url.as_str()], None).await.expect("connect to etcd");
+                raftstore::import::export(&mut client).await.expect("export")
+            });
+            raftstore::import::write_snapshot(&export, &file).expect("write the snapshot");
+            export.revision
+        }
+        Via::EtcdSnapshot => {
+            let out = std::process::Command::new("etcdctl").env("ETCDCTL_API", "3").args(["--endpoints", &etcd.url, "snapshot", "save"]).arg(&file).output().expect("run etcdctl (Debian etcd-client)");
+            assert!(out.status.success(), "etcdctl snapshot save: {}", String::from_utf8_lossy(&out.stderr));
+            let out = std::process::Command::new("etcdctl").env("ETCDCTL_API", "3").args(["snapshot", "status", "-w", "json"]).arg(&file).output().expect("run etcdctl");
+            let status: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+            status["revision"].as_i64().unwrap_or(0)
+        }
+    };
+    assert!(moved_at >= newest, "{via:?}: read at {moved_at} before the newest object {newest}");
     drop(etcd);
     let data = tempfile::tempdir().expect("tempdir");
     raftstore::snapshot::restore(&file, &data.path().join("store")).expect("restore");
@@ -105,7 +137,7 @@ fn objects_move_from_a_real_etcd_to_the_embedded_store_with_their_resource_versi
     std::thread::sleep(Duration::from_secs(2));
     let created = new.kubectl(33, &["create", "configmap", "after-move", "-n", "migrate", "-o", "jsonpath={.metadata.resourceVersion}"]);
     let rv: i64 = created.ok().trim().parse().unwrap_or_else(|_| panic!("{created:?}"));
-    assert!(rv > export.revision, "a new write at {rv}, not after the revision moved ({})", export.revision);
+    assert!(rv > moved_at, "a new write at {rv}, not after the revision moved ({moved_at})");
     // Events reach a watch within a moment; give kubectl a few seconds.
     std::thread::sleep(Duration::from_secs(3));
     let (events, raw) = crate::common::stop_watch(watch);
