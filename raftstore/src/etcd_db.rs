@@ -112,7 +112,8 @@ pub struct LeasePb {
 pub struct Summary {
     /// The store's current revision as etcd will compute it.
     pub revision: i64,
-    /// The compacted revision (0: never compacted).
+    /// The compacted revision: -1 if never compacted (etcd's
+    /// `compactMainRev`), 0 after a `Compact(0)`.
     pub compact_revision: i64,
     /// Entries of the `key` bucket (revisions of keys, tombstones included).
     pub revisions: u64,
@@ -180,7 +181,9 @@ pub fn write_db(db: &DB, path: &Path) -> Result<Summary> {
 fn write_db_in_steps(db: &DB, path: &Path, tx_bytes: usize) -> Result<Summary> {
     let snap = db.snapshot();
     let (kv_cf, meta_cf, lease_cf) = (cf(db, keys::CF_KV)?, cf(db, keys::CF_META)?, cf(db, keys::CF_LEASE)?);
-    let compact = meta_i64(&snap, meta_cf, keys::CompactRevision::KEY)?.unwrap_or(0);
+    // -1 stands for "never" in both (raftstore stores it; etcd leaves the
+    // marks out).
+    let compact = meta_i64(&snap, meta_cf, keys::CompactRevision::KEY)?.unwrap_or(-1);
     let finished = meta_i64(&snap, meta_cf, keys::FinishedCompactRevision::KEY)?.unwrap_or(compact).min(compact);
     let current = meta_i64(&snap, meta_cf, keys::CurrentRevision::KEY)?.unwrap_or(1);
     let applied: Option<crate::raft::LogId> = match snap.get_cf(meta_cf, keys::AppliedLogId::KEY)? {
@@ -248,11 +251,11 @@ fn write_db_in_steps(db: &DB, path: &Path, tx_bytes: usize) -> Result<Summary> {
             let (index, term) = applied.map(|l| (l.index(), l.committed_leader_id().term)).unwrap_or((0, 0));
             bucket.put(META_CONSISTENT_INDEX, index.to_be_bytes()).map_err(bolt_err)?;
             bucket.put(META_TERM, term.to_be_bytes()).map_err(bolt_err)?;
-            if compact > 0 {
+            if compact >= 0 {
                 // A compaction still deleting is scheduled but not finished;
                 // etcd resumes it when it opens the db, as raftstore does.
                 bucket.put(META_SCHEDULED_COMPACT, revision_key(Revision::new(compact, 0), false)).map_err(bolt_err)?;
-                if finished > 0 {
+                if finished >= 0 {
                     bucket.put(META_FINISHED_COMPACT, revision_key(Revision::new(finished, 0), false)).map_err(bolt_err)?;
                 }
             }
@@ -462,18 +465,19 @@ fn load_checked(path: &Path, db: &DB) -> Result<Summary> {
             summary.leases += 1;
         }
     }
+    // A mark is absent until the first compaction; -1 then, as raftstore
+    // keeps "never compacted".
     let revision_of = |key: &[u8]| -> Result<i64> {
         match tx.bucket(BUCKET_META).and_then(|m| m.get(key).map(<[u8]>::to_vec)) {
-            Some(v) => {
-                let (rev, _) = parse_revision_key(&v)?;
-                Ok(rev.main)
-            }
-            None => Ok(0),
+            Some(v) => Ok(parse_revision_key(&v)?.0.main),
+            None => Ok(-1),
         }
     };
     let finished = revision_of(META_FINISHED_COMPACT)?;
     let compact = revision_of(META_SCHEDULED_COMPACT)?.max(finished);
-    if compact > 0 {
+    if compact >= 0 {
+        // A compaction etcd had scheduled but not finished deleting is
+        // resumed by raftstore when it opens the store.
         batch.put_cf(meta_cf, keys::CompactRevision::KEY, keys::i64_bytes(compact));
         batch.put_cf(meta_cf, keys::FinishedCompactRevision::KEY, keys::i64_bytes(finished));
     }
@@ -588,13 +592,14 @@ mod tests {
         let (once, steps) = (tmp.path().join("once.db"), tmp.path().join("steps.db"));
         let at_once = ok(write_db(src.db(), &once));
         let in_steps = ok(write_db_in_steps(src.db(), &steps, 16 << 10));
-        assert_eq!((in_steps.revision, in_steps.revisions), (at_once.revision, 3000));
+        assert_eq!((in_steps.revision, in_steps.revisions, in_steps.compact_revision), (at_once.revision, 3000, -1));
         assert!(at_once.size >= 3000 * 200, "{at_once:?}");
         assert!(in_steps.size <= at_once.size + 16 * PAGE_SIZE as u64, "{} bytes in steps, {} at once", in_steps.size, at_once.size);
         assert!(at_once.size <= 3000 * 300, "{at_once:?} for 3000 values of 200 bytes");
         let dst_db = ok(crate::storage::open(&tmp.path().join("dst")));
         ok(load_db(&steps, &dst_db));
         let dst = ok(MvccStore::open(dst_db, 1));
+        assert_eq!(dst.compact_revision(), -1, "never compacted stays so");
         assert_eq!(everything(&dst, 0), everything(&src, 0));
         assert_eq!(everything(&dst, 1500), everything(&src, 1500));
     }
