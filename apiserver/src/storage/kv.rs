@@ -127,16 +127,7 @@ pub trait Kv: Send + Sync + 'static {
 }
 
 /// The end of etcd's prefix range for `prefix` (`clientv3.GetPrefixRangeEnd`).
-pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return end;
-        }
-    }
-    vec![0]
-}
+pub use raftstore::mvcc::prefix_end;
 
 /// Maps an etcd gRPC error to a storage error by its code and etcd's exact
 /// message, which both backends share (the embedded member answers with

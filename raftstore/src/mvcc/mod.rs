@@ -26,6 +26,6 @@ pub mod watchable_store;
 
 pub use compaction_worker::CompactionPacing;
 pub use kvstore::{MvccStore, RevisionEvents, SharedStore};
-pub use range::{in_range, is_point_read};
+pub use range::{in_range, is_point_read, prefix_end};
 pub use txn::{txn_is_read_only, txn_reads_are_point};
 pub use watchable_store::WatchHub;

@@ -16,6 +16,20 @@ use crate::error::{Error, Result};
 use crate::storage::cf;
 use crate::storage::keys;
 
+/// The end of the range of every key that starts with `prefix` (etcd's
+/// `GetPrefixRangeEnd`): `prefix` with its last byte below 0xff raised by
+/// one and what follows dropped; `\0` (every key) if all bytes are 0xff.
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
 /// `true` if `key` falls in the range `[start, end)` as etcd interprets it:
 /// an empty `end` means the single key `start`, `end == "\0"` means every key
 /// `>= start`.

@@ -21,7 +21,7 @@ use tonic::{Request, Status};
 use super::kv::KvService;
 use super::lease::LeaseService;
 use super::Ctx;
-use crate::mvcc::RevisionEvents;
+use crate::mvcc::{prefix_end, RevisionEvents};
 
 /// TTL of the lease granted for a request that names none, in seconds
 /// (etcd's default session TTL).
@@ -32,31 +32,53 @@ pub const DEFAULT_SESSION_TTL: i64 = 60;
 /// Their errors come back with code Unknown and the same message: etcd's
 /// Lock and Election services call KV through a client, and hand the
 /// client's error on as a plain error, which gRPC sends as Unknown.
+///
+/// Each call carries the metadata and extensions of the client's own
+/// request (its auth token, its certificate's name), so the KV and Lease
+/// services check the client's permissions, as etcd's services do by
+/// passing the caller's token on.
 pub struct Local {
     ctx: Ctx,
     kv: KvService,
     lease: LeaseService,
+    caller: Caller,
+}
+
+/// What identifies the client of a call: its request's metadata and
+/// extensions.
+#[derive(Clone)]
+pub struct Caller(tonic::metadata::MetadataMap, tonic::Extensions);
+
+impl Caller {
+    /// The identity `req` carries.
+    pub fn of<T>(req: &Request<T>) -> Self {
+        Caller(req.metadata().clone(), req.extensions().clone())
+    }
+
+    fn request<T>(&self, message: T) -> Request<T> {
+        Request::from_parts(self.0.clone(), self.1.clone(), message)
+    }
 }
 
 impl Local {
-    /// Services over the shared context.
-    pub fn new(ctx: Ctx) -> Self {
-        Local { kv: KvService::new(ctx.clone()), lease: LeaseService::new(ctx.clone()), ctx }
+    /// Services over the shared context, called as `caller`.
+    pub fn new(ctx: Ctx, caller: Caller) -> Self {
+        Local { kv: KvService::new(ctx.clone()), lease: LeaseService::new(ctx.clone()), ctx, caller }
     }
 
     /// A linearizable range.
     pub async fn range(&self, r: RangeRequest) -> Result<RangeResponse, Status> {
-        Ok(self.kv.range(Request::new(r)).await.map_err(as_client_error)?.into_inner())
+        Ok(self.kv.range(self.caller.request(r)).await.map_err(as_client_error)?.into_inner())
     }
 
     /// A txn, validated as the KV service validates one.
     pub async fn txn(&self, r: TxnRequest) -> Result<TxnResponse, Status> {
-        Ok(self.kv.txn(Request::new(r)).await.map_err(as_client_error)?.into_inner())
+        Ok(self.kv.txn(self.caller.request(r)).await.map_err(as_client_error)?.into_inner())
     }
 
     /// Deletes one key.
     pub async fn delete(&self, key: Vec<u8>) -> Result<DeleteRangeResponse, Status> {
-        Ok(self.kv.delete_range(Request::new(DeleteRangeRequest { key, ..Default::default() })).await.map_err(as_client_error)?.into_inner())
+        Ok(self.kv.delete_range(self.caller.request(DeleteRangeRequest { key, ..Default::default() })).await.map_err(as_client_error)?.into_inner())
     }
 
     /// The lease a request names, or a fresh one of
@@ -67,7 +89,7 @@ impl Local {
             return Ok(lease);
         }
         let r = LeaseGrantRequest { ttl: DEFAULT_SESSION_TTL, id: 0 };
-        Ok(self.lease.lease_grant(Request::new(r)).await.map_err(as_client_error)?.into_inner().id)
+        Ok(self.lease.lease_grant(self.caller.request(r)).await.map_err(as_client_error)?.into_inner().id)
     }
 
     /// The key of the oldest waiter under `prefix`, if any (etcd's
@@ -103,20 +125,6 @@ fn as_client_error(s: Status) -> Status {
 /// A range over `prefix`, oldest create revision first, one key.
 pub fn first_create(prefix: &[u8]) -> RangeRequest {
     RangeRequest { key: prefix.to_vec(), range_end: prefix_end(prefix), limit: 1, sort_order: sort_order::ASCEND, sort_target: sort_target::CREATE, ..Default::default() }
-}
-
-/// The end of the range of every key that starts with `prefix` (etcd's
-/// `GetPrefixRangeEnd`): `prefix` with its last byte below 0xff raised by
-/// one and what follows dropped; `\0` (every key) if all bytes are 0xff.
-pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return end;
-        }
-    }
-    vec![0]
 }
 
 /// Waits for a DELETE of `key` among the revisions `rx` yields. When the
@@ -171,13 +179,14 @@ pub fn range_of(resp: &TxnResponse, i: usize) -> Option<&RangeResponse> {
 /// (the client cancelled it), as etcd's mutex and election clean up after
 /// a cancelled wait. [`Cleanup::disarm`] keeps the key.
 pub struct Cleanup {
-    key: Option<(Ctx, Vec<u8>, i64)>,
+    key: Option<(Ctx, Caller, Vec<u8>, i64)>,
 }
 
 impl Cleanup {
-    /// Deletes `key` on drop if its create revision is still `revision`.
-    pub fn new(ctx: Ctx, key: Vec<u8>, revision: i64) -> Self {
-        Cleanup { key: Some((ctx, key, revision)) }
+    /// Deletes `key` on drop, as the caller of `local`, if its create
+    /// revision is still `revision`.
+    pub fn new(local: &Local, key: Vec<u8>, revision: i64) -> Self {
+        Cleanup { key: Some((local.ctx.clone(), local.caller.clone(), key, revision)) }
     }
 
     /// The call finished: keep the key.
@@ -188,11 +197,11 @@ impl Cleanup {
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        let Some((ctx, key, revision)) = self.key.take() else { return };
+        let Some((ctx, caller, key, revision)) = self.key.take() else { return };
         tokio::spawn(async move {
             let del = op(RequestOpRequest::RequestDeleteRange(DeleteRangeRequest { key: key.clone(), ..Default::default() }));
             let txn = TxnRequest { compare: vec![create_revision_is(&key, revision)], success: vec![del], failure: Vec::new() };
-            if let Err(e) = Local::new(ctx).txn(txn).await {
+            if let Err(e) = Local::new(ctx, caller).txn(txn).await {
                 tracing::debug!("removing the key of a cancelled waiter: {e}");
             }
         });

@@ -18,7 +18,7 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
-use super::concurrency::{create_revision_is, name_prefix, op, owner_key, range_of, Cleanup, Local};
+use super::concurrency::{create_revision_is, name_prefix, op, owner_key, range_of, Caller, Cleanup, Local};
 use super::Ctx;
 
 /// etcd's answer to a Proclaim or Resign without a leader key.
@@ -56,8 +56,8 @@ type ObserveStream = Pin<Box<dyn tokio_stream::Stream<Item = Result<LeaderRespon
 #[tonic::async_trait]
 impl Election for ElectionService {
     async fn campaign(&self, req: Request<CampaignRequest>) -> Result<Response<CampaignResponse>, Status> {
+        let local = Local::new(self.ctx.clone(), Caller::of(&req));
         let r = req.into_inner();
-        let local = Local::new(self.ctx.clone());
         let lease = local.session_lease(r.lease).await?;
         let prefix = name_prefix(&r.name);
         let key = owner_key(&prefix, lease);
@@ -76,7 +76,7 @@ impl Election for ElectionService {
             update = (existing.value != r.value).then(|| r.value.clone());
         }
         // A failed or cancelled campaign leaves the queue (etcd resigns).
-        let cleanup = Cleanup::new(self.ctx.clone(), key.clone(), rev);
+        let cleanup = Cleanup::new(&local, key.clone(), rev);
         if let Some(value) = update {
             proclaim(&local, &leader(rev), value).await?;
         }
@@ -86,15 +86,17 @@ impl Election for ElectionService {
     }
 
     async fn proclaim(&self, req: Request<ProclaimRequest>) -> Result<Response<ProclaimResponse>, Status> {
+        let local = Local::new(self.ctx.clone(), Caller::of(&req));
         let r = req.into_inner();
         let leader = r.leader.ok_or_else(|| Status::unknown(MISSING_LEADER_KEY))?;
-        let header = proclaim(&Local::new(self.ctx.clone()), &leader, r.value).await?;
+        let header = proclaim(&local, &leader, r.value).await?;
         Ok(Response::new(ProclaimResponse { header }))
     }
 
     async fn leader(&self, req: Request<LeaderRequest>) -> Result<Response<LeaderResponse>, Status> {
+        let local = Local::new(self.ctx.clone(), Caller::of(&req));
         let r = req.into_inner();
-        let (resp, kv) = Local::new(self.ctx.clone()).first(&name_prefix(&r.name)).await?;
+        let (resp, kv) = local.first(&name_prefix(&r.name)).await?;
         let kv = kv.ok_or_else(|| Status::unknown(NO_LEADER))?;
         Ok(Response::new(LeaderResponse { header: resp.header, kv: Some(kv) }))
     }
@@ -102,12 +104,13 @@ impl Election for ElectionService {
     type ObserveStream = ObserveStream;
 
     async fn observe(&self, req: Request<LeaderRequest>) -> Result<Response<Self::ObserveStream>, Status> {
+        let caller = Caller::of(&req);
         let prefix = name_prefix(&req.into_inner().name);
         let (tx, rx) = mpsc::channel(16);
         let ctx = self.ctx.clone();
         tokio::spawn(async move {
             tokio::select! {
-                r = observe(ctx, prefix, &tx) => {
+                r = observe(ctx, caller, prefix, &tx) => {
                     if let Err(e) = r {
                         let _ = tx.send(Err(e)).await;
                     }
@@ -120,11 +123,12 @@ impl Election for ElectionService {
     }
 
     async fn resign(&self, req: Request<ResignRequest>) -> Result<Response<ResignResponse>, Status> {
+        let local = Local::new(self.ctx.clone(), Caller::of(&req));
         let r = req.into_inner();
         let leader = r.leader.ok_or_else(|| Status::unknown(MISSING_LEADER_KEY))?;
         let del = op(RequestOpRequest::RequestDeleteRange(DeleteRangeRequest { key: leader.key.clone(), ..Default::default() }));
         let txn = TxnRequest { compare: vec![create_revision_is(&leader.key, leader.rev)], success: vec![del], failure: Vec::new() };
-        let resp = Local::new(self.ctx.clone()).txn(txn).await?;
+        let resp = local.txn(txn).await?;
         Ok(Response::new(ResignResponse { header: resp.header }))
     }
 }
@@ -133,8 +137,8 @@ impl Election for ElectionService {
 /// until the client goes away (etcd's `Election.Observe`): the current
 /// leader, or the first candidate once there is one; then each new value of
 /// its key, and when that key is deleted, the next leader.
-async fn observe(ctx: Ctx, prefix: Vec<u8>, tx: &mpsc::Sender<Result<LeaderResponse, Status>>) -> Result<(), Status> {
-    let local = Local::new(ctx.clone());
+async fn observe(ctx: Ctx, caller: Caller, prefix: Vec<u8>, tx: &mpsc::Sender<Result<LeaderResponse, Status>>) -> Result<(), Status> {
+    let local = Local::new(ctx.clone(), caller);
     loop {
         let (mut rx, _) = ctx.hub.subscribe();
         let (resp, kv) = local.first(&prefix).await?;

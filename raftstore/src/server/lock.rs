@@ -12,7 +12,7 @@ use proto::v3lockpb::lock_server::Lock;
 use proto::v3lockpb::{LockRequest, LockResponse, UnlockRequest, UnlockResponse};
 use tonic::{Request, Response, Status};
 
-use super::concurrency::{create_revision_is, first_create, name_prefix, op, owner_key, range_of, Cleanup, Local};
+use super::concurrency::{create_revision_is, first_create, name_prefix, op, owner_key, range_of, Caller, Cleanup, Local};
 use super::Ctx;
 
 /// The Lock service.
@@ -30,8 +30,8 @@ impl LockService {
 #[tonic::async_trait]
 impl Lock for LockService {
     async fn lock(&self, req: Request<LockRequest>) -> Result<Response<LockResponse>, Status> {
+        let local = Local::new(self.ctx.clone(), Caller::of(&req));
         let r = req.into_inner();
-        let local = Local::new(self.ctx.clone());
         let lease = local.session_lease(r.lease).await?;
         let prefix = name_prefix(&r.name);
         let key = owner_key(&prefix, lease);
@@ -51,7 +51,7 @@ impl Lock for LockService {
         }
 
         // Wait for every older waiter; a cancelled call leaves the queue.
-        let cleanup = Cleanup::new(self.ctx.clone(), key.clone(), my_rev);
+        let cleanup = Cleanup::new(&local, key.clone(), my_rev);
         local.wait_deletes(&prefix, my_rev - 1).await?;
         let held = local.range(RangeRequest { key: key.clone(), ..Default::default() }).await?;
         if held.kvs.is_empty() {
@@ -64,8 +64,8 @@ impl Lock for LockService {
     }
 
     async fn unlock(&self, req: Request<UnlockRequest>) -> Result<Response<UnlockResponse>, Status> {
-        let r = req.into_inner();
-        let resp = Local::new(self.ctx.clone()).delete(r.key).await?;
+        let local = Local::new(self.ctx.clone(), Caller::of(&req));
+        let resp = local.delete(req.into_inner().key).await?;
         Ok(Response::new(UnlockResponse { header: resp.header }))
     }
 }

@@ -157,3 +157,38 @@ fn etcdctl_lock_runs_a_command_under_the_lock() {
         });
     });
 }
+
+/// With auth on, Lock and Election act with the caller's permissions: a
+/// user who may write `ok/` locks `ok`, and is refused `no` with etcd's
+/// error (passed on from KV, so code Unknown).
+#[test]
+fn lock_and_election_act_with_the_callers_permissions() {
+    use etcd_client::{ConnectOptions, Permission};
+    for_each_kind(|kind| {
+        let s = Server::start(kind);
+        block_on(async {
+            let c = s.client().await;
+            let mut a = c.auth_client();
+            a.user_add("root", "rootpw", None).await.expect("user add root");
+            a.role_add("root").await.expect("role add root");
+            a.user_grant_role("root", "root").await.expect("grant root");
+            a.user_add("u", "upw", None).await.expect("user add u");
+            a.role_add("ok-writer").await.expect("role add");
+            a.role_grant_permission("ok-writer", Permission::read_write("ok/").with_prefix()).await.expect("grant permission");
+            a.user_grant_role("u", "ok-writer").await.expect("grant role");
+            a.auth_enable().await.expect("auth enable");
+
+            let opts = ConnectOptions::new().with_user("u", "upw").with_connect_timeout(Duration::from_secs(5)).with_timeout(Duration::from_secs(15));
+            let mut u = within(WAIT, "connect as u", Client::connect([s.endpoint()], Some(opts))).await.expect("connect as u");
+            let l = lease(&mut u, 60).await;
+            let held = u.lock("ok", Some(LockOptions::new().with_lease(l))).await.expect("lock under ok/");
+            u.unlock(held.key()).await.expect("unlock");
+            let denied = (Code::Unknown, "etcdserver: permission denied".to_owned());
+            let err = u.lock("no", Some(LockOptions::new().with_lease(l))).await.expect_err("lock under no/");
+            assert_eq!(status_of(&err), denied);
+            let err = u.campaign("no", "v", l).await.expect_err("campaign under no/");
+            assert_eq!(status_of(&err), denied);
+            u.campaign("ok", "v", l).await.expect("campaign under ok/");
+        });
+    });
+}
