@@ -1,4 +1,5 @@
-//! Alarms (etcd `server/etcdserver/api/v3alarm` and the capped applier).
+//! Alarms (etcd `server/etcdserver/api/v3alarm` and the capped applier):
+//! their types and record; [`super::capped`] applies them.
 //!
 //! An alarm is a (member ID, alarm type) pair, raised and cleared through
 //! the Raft log and kept in `meta` (see [`keys::Alarms`]), so every member
@@ -11,13 +12,10 @@
 
 use std::collections::BTreeSet;
 
-use proto::etcdserverpb::{AlarmMember, AlarmRequest, AlarmResponse, RequestOp, RequestOpRequest};
+use proto::etcdserverpb::{AlarmMember, RequestOp, RequestOpRequest};
 
-use super::kvstore::header;
-use super::txn::Txn;
 use crate::command::Command;
 use crate::error::{Error, Result};
-use crate::storage::keys::{self, MetaKey as _};
 
 /// etcd's `AlarmType` values.
 pub mod alarm_type {
@@ -62,7 +60,8 @@ pub fn decode_alarms(bytes: &[u8]) -> Result<Alarms> {
         .collect())
 }
 
-fn encode_alarms(alarms: &Alarms) -> Vec<u8> {
+/// The `meta` record of `alarms` (see [`decode_alarms`]).
+pub fn encode_alarms(alarms: &Alarms) -> Vec<u8> {
     let mut out = Vec::with_capacity(alarms.len() * 12);
     for (id, t) in alarms {
         out.extend_from_slice(&id.to_be_bytes());
@@ -99,48 +98,7 @@ pub fn cost(cmd: &Command) -> usize {
     }
 }
 
-fn member(a: &(u64, i32)) -> AlarmMember {
+/// An alarm as etcd's `AlarmMember`.
+pub fn member(a: &(u64, i32)) -> AlarmMember {
     AlarmMember { member_id: a.0, alarm: a.1 }
-}
-
-impl Txn<'_> {
-    /// etcd's `Alarm` in apply: GET lists the alarms of a type (all for
-    /// NONE); ACTIVATE answers with the alarm (raised now or before; NONE
-    /// is never raised); DEACTIVATE with the alarm it cleared, if any.
-    pub(super) fn alarm(&mut self, r: &AlarmRequest) -> Result<AlarmResponse> {
-        let mut resp = AlarmResponse { header: header(self.begin), alarms: Vec::new() };
-        let a = (r.member_id, r.alarm);
-        let changed = match r.action {
-            alarm_action::GET => {
-                resp.alarms = self.st.alarms.iter().filter(|(_, t)| r.alarm == alarm_type::NONE || *t == r.alarm).map(member).collect();
-                false
-            }
-            // An alarm already raised is reported again, as etcd does.
-            alarm_action::ACTIVATE if r.alarm != alarm_type::NONE => {
-                resp.alarms.push(member(&a));
-                self.st.alarms.insert(a)
-            }
-            alarm_action::DEACTIVATE => {
-                let removed = self.st.alarms.remove(&a);
-                if removed {
-                    resp.alarms.push(member(&a));
-                }
-                removed
-            }
-            _ => false,
-        };
-        if changed {
-            let meta = crate::storage::cf(self.db, keys::CF_META)?;
-            self.batch.put_cf(meta, keys::Alarms::KEY, encode_alarms(&self.st.alarms));
-        }
-        Ok(resp)
-    }
-
-    /// [`Error::NoSpace`] while a NOSPACE alarm is raised.
-    pub(super) fn check_space(&self) -> Result<()> {
-        if self.st.alarms.iter().any(|(_, t)| *t == alarm_type::NOSPACE) {
-            return Err(Error::NoSpace);
-        }
-        Ok(())
-    }
 }

@@ -9,11 +9,13 @@
 //!   apply; [`compaction_worker`]: then from disk, in batches, on a thread
 //!   of its own.
 //! - [`hash`]: the history hash members compare.
-//! - [`alarm`]: raised alarms, and the writes a NOSPACE alarm refuses.
+//! - [`alarm`]: raised alarms; [`capped`]: applying them, and the writes a
+//!   NOSPACE alarm refuses.
 //! - [`watchable_store`]: the event hub that watchers read from; it hangs off
 //!   the end of each applied write.
 
 pub mod alarm;
+pub mod capped;
 pub mod compaction;
 pub mod compaction_worker;
 pub mod hash;
