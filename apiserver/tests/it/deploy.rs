@@ -1225,3 +1225,28 @@ fn deploy_rolling_restart_under_write_load() {
     assert_eq!(leaders, 1, "leaders among the nodes");
     drop(rt);
 }
+
+/// The systemd unit passes `systemd-analyze verify` without a warning (an
+/// unknown key is only a warning there, so stderr must be empty), with its
+/// `ExecStart` pointed at the built binary; and every flag it passes is one
+/// the apiserver knows. (No systemd runs in CI, so the unit is not started.)
+#[test]
+fn deploy_systemd_unit_verifies_and_names_known_flags() {
+    let unit_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/systemd/kubers-apiserver.service");
+    let unit = std::fs::read_to_string(&unit_path).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("kubers-apiserver.service");
+    std::fs::write(&copy, unit.replace("/usr/local/bin/apiserver", env!("CARGO_BIN_EXE_apiserver"))).unwrap();
+    let out = std::process::Command::new("systemd-analyze").arg("verify").arg(&copy).output().expect("run systemd-analyze (systemd is installed by .ci/setup)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stderr.trim().is_empty(), "systemd-analyze verify: {:?}\n{stderr}", out.status);
+
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_apiserver")).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    let known: BTreeSet<String> = regex::Regex::new(r"--[a-z0-9-]+").unwrap().find_iter(&help).map(|m| m.as_str().to_string()).collect();
+    let exec = unit.split("ExecStart=").nth(1).unwrap().split("\nKillSignal").next().unwrap();
+    let passed: BTreeSet<String> = regex::Regex::new(r"--[a-z0-9-]+").unwrap().find_iter(exec).map(|m| m.as_str().to_string()).collect();
+    assert!(passed.len() > 10, "{passed:?}");
+    let unknown: Vec<&String> = passed.difference(&known).collect();
+    assert!(unknown.is_empty(), "the unit passes flags the apiserver does not list in --help: {unknown:?}");
+}
