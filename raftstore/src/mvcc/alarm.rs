@@ -75,19 +75,25 @@ const KV_OVERHEAD: usize = 256;
 /// What etcd counts per granted lease, in bytes.
 const LEASE_OVERHEAD: usize = 64;
 
+fn cost_put(p: &proto::etcdserverpb::PutRequest) -> usize {
+    KV_OVERHEAD + p.key.len() + p.value.len()
+}
+
 fn cost_op(op: &RequestOp) -> usize {
     match &op.request {
-        Some(RequestOpRequest::RequestPut(p)) => KV_OVERHEAD + p.key.len() + p.value.len(),
+        Some(RequestOpRequest::RequestPut(p)) => cost_put(p),
         _ => 0,
     }
 }
 
 /// etcd's estimate of the bytes a command adds (0 for what adds nothing):
 /// a put's key and value plus overhead; for a txn, the larger of its two
-/// branches' puts; a fixed amount for a lease grant.
+/// branches' puts; a fixed amount for a lease grant. A command carrying
+/// its client's identity costs what the command inside it costs.
 pub fn cost(cmd: &Command) -> usize {
     match cmd {
-        Command::Put(p) => KV_OVERHEAD + p.key.len() + p.value.len(),
+        Command::Put(p) => cost_put(p),
+        Command::Authed(_, inner) => cost(inner),
         Command::Txn(t) => {
             let success: usize = t.success.iter().map(cost_op).sum();
             let failure: usize = t.failure.iter().map(cost_op).sum();

@@ -64,6 +64,8 @@ mod tests {
         let op = |p| RequestOp { request: Some(RequestOpRequest::RequestPut(p)) };
         let txn = TxnRequest { compare: vec![], success: vec![op(put("a", "1")), op(put("b", "2"))], failure: vec![op(put("c", "12345"))] };
         assert_eq!(cost(&Command::Txn(txn)), 2 * (256 + 2));
+        let authed = Command::Authed(Default::default(), Box::new(Command::Put(put("ab", "cde"))));
+        assert_eq!(cost(&authed), 256 + 5, "a client's identity must not hide a put from the quota");
         assert_eq!(from_flag(0), Some(DEFAULT_QUOTA_BYTES));
         assert_eq!(from_flag(-1), None);
         assert_eq!(from_flag(4096), Some(4096));
