@@ -609,6 +609,41 @@ fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// Steers new connections through haproxy's round robin to one node. A
+/// loop that opens the same number of connections each round (a watcher,
+/// then a kubectl call or two) lands on the same node every round; from
+/// where the last two rounds landed this learns how far the robin moves
+/// in a round, and shifts it on by what is missing to reach `target`.
+struct Steer {
+    target: usize,
+    last: Option<usize>,
+    shifted: usize,
+    step: usize,
+}
+
+impl Steer {
+    fn new(target: usize) -> Steer {
+        Steer { target, last: None, shifted: 0, step: 0 }
+    }
+
+    /// Call before opening the next connection to be steered.
+    fn before_next(&mut self, d: &Deployed) {
+        let Some(last) = self.last else { return };
+        self.shifted = (3 + 3 + self.target - last - self.step % 3) % 3;
+        for _ in 0..self.shifted {
+            d.shift_round_robin();
+        }
+    }
+
+    /// Call with the node the steered connection landed on.
+    fn landed(&mut self, node: usize) {
+        if let Some(last) = self.last {
+            self.step = (3 + 3 + node - last - self.shifted) % 3;
+        }
+        self.last = Some(node);
+    }
+}
+
 /// The failover-suite objects node `i` lists (a consistent list, straight
 /// from that node).
 fn names_on(d: &Deployed, i: usize) -> BTreeSet<String> {
@@ -645,7 +680,9 @@ fn deploy_three_node_failover() {
     let mut tally = vec![0; 3];
     let mut probe = 0;
     let mut kubectl_watches: Vec<(KubectlWatch, usize)> = Vec::new();
+    let mut steer = Steer::new(leader);
     while !kubectl_watches.iter().any(|(_, n)| *n == leader) {
+        steer.before_next(&d);
         assert!(kubectl_watches.len() < 9, "haproxy never placed a kubectl watch on the leader: {:?}", kubectl_watches.iter().map(|(_, n)| n).collect::<Vec<_>>());
         let minor = if kubectl_watches.len().is_multiple_of(2) { 33 } else { 27 };
         let before = d.configmap_events_dispatched();
@@ -654,12 +691,15 @@ fn deploy_three_node_failover() {
         probe += 1;
         let name = format!("probe-{probe}");
         let node = place(&d, &name, &mut tally, &before);
+        steer.landed(node);
         acked.insert(name);
         kubectl_watches.push((w, node));
     }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let mut kube_watches: Vec<(Arc<Mutex<Seen>>, usize)> = Vec::new();
+    let mut steer = Steer::new(leader);
     while !kube_watches.iter().any(|(_, n)| *n == leader) {
+        steer.before_next(&d);
         assert!(kube_watches.len() < 9, "haproxy never placed a kube watcher on the leader: {:?}", kube_watches.iter().map(|(_, n)| n).collect::<Vec<_>>());
         let before = d.configmap_events_dispatched();
         let seen = Arc::new(Mutex::new(Seen::default()));
@@ -668,6 +708,7 @@ fn deploy_three_node_failover() {
         probe += 1;
         let name = format!("probe-{probe}");
         let node = place(&d, &name, &mut tally, &before);
+        steer.landed(node);
         acked.insert(name);
         kube_watches.push((seen, node));
     }

@@ -64,6 +64,18 @@ impl Deployed {
         d
     }
 
+    /// Moves haproxy's round robin on by one node: one bare TCP
+    /// connection through it (in mode tcp haproxy picks a node on
+    /// accept), closed after a moment.
+    pub fn shift_round_robin(&self) {
+        let lb = self.env.iter().find(|(k, _)| k == "LB_PORT").map(|(_, v)| v.clone()).expect("LB_PORT");
+        let mut c = std::net::TcpStream::connect(format!("127.0.0.1:{lb}")).expect("connect to haproxy");
+        // A node that gets no TLS hello closes the connection after its
+        // handshake timeout; haproxy has chosen the node long before.
+        c.set_read_timeout(Some(Duration::from_millis(300))).expect("timeout");
+        let _ = c.read(&mut [0u8; 1]);
+    }
+
     /// Runs `cluster.sh ARGS` on this cluster.
     pub fn script(&self, args: &[&str]) -> Out {
         run_script(self.dir.path(), &self.env, args)
