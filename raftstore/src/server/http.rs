@@ -17,6 +17,7 @@ use tonic::body::Body;
 use tower::{Layer, Service};
 
 use super::maintenance::ETCD_VERSION;
+use super::require_leader::{self, LeaderLoss};
 use super::{Context, Ctx};
 
 /// gRPC methods a learner serves (etcd `isRPCSupportedForLearner`); Range
@@ -35,12 +36,15 @@ const SERVED: [&str; 6] = ["etcdserverpb.KV", "etcdserverpb.Watch", "etcdserverp
 #[derive(Clone)]
 pub struct ClientHttpLayer {
     ctx: Ctx,
+    loss: LeaderLoss,
 }
 
 impl ClientHttpLayer {
-    /// A layer answering from `ctx`.
+    /// A layer answering from `ctx`. Starts the leader monitor of
+    /// [`super::require_leader`] on the current tokio runtime.
     pub fn new(ctx: Ctx) -> Self {
-        ClientHttpLayer { ctx }
+        let loss = LeaderLoss::monitor(&ctx);
+        ClientHttpLayer { ctx, loss }
     }
 }
 
@@ -48,7 +52,7 @@ impl<S> Layer<S> for ClientHttpLayer {
     type Service = ClientHttp<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        ClientHttp { inner, ctx: self.ctx.clone() }
+        ClientHttp { inner, ctx: self.ctx.clone(), loss: self.loss.clone() }
     }
 }
 
@@ -57,6 +61,7 @@ impl<S> Layer<S> for ClientHttpLayer {
 pub struct ClientHttp<S> {
     inner: S,
     ctx: Ctx,
+    loss: LeaderLoss,
 }
 
 fn json(status: u16, body: String) -> http::Response<Body> {
@@ -113,13 +118,21 @@ where
         // sets on its watches) gets `etcdserver: no leader` (Unavailable)
         // at once from a member that knows none, instead of waiting out
         // the request timeout.
-        if path.starts_with("/etcdserverpb.") && req.headers().get(REQUIRE_LEADER_KEY).is_some_and(|v| v.as_bytes() == b"true") && self.ctx.node.leader().is_none() {
+        let require_leader = req.headers().get(REQUIRE_LEADER_KEY).is_some_and(|v| v.as_bytes() == b"true");
+        if path.starts_with("/etcdserverpb.") && require_leader && self.ctx.node.leader().is_none() {
             let resp = tonic::Status::from(crate::error::Error::NoLeader).into_http::<Body>();
             return Box::pin(async move { Ok(resp) });
         }
+        // An open require-leader stream ends if the leader is lost for a
+        // while (see `require_leader`).
+        let cut = (require_leader && require_leader::is_stream(&path)).then(|| self.loss.clone());
         let fut = self.inner.call(req);
         Box::pin(async move {
             let resp = fut.await?;
+            let resp = match cut {
+                Some(loss) => resp.map(|body| loss.cut(body)),
+                None => resp,
+            };
             Ok(unknown_method_status(grpc_limit_status(resp), &path))
         })
     }

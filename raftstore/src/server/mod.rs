@@ -13,6 +13,7 @@ pub mod lease;
 pub mod lock;
 pub mod maintenance;
 pub mod quota;
+pub mod require_leader;
 pub mod watch;
 
 use std::path::PathBuf;

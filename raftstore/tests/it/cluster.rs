@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use crate::common::cluster::{leader_proc, put_until_ok, start_new};
-use crate::common::{block_on, connect};
+use crate::common::{block_on, connect, within};
 
 #[test]
 fn three_members_bootstrap_serve_and_survive_leader_loss() {
@@ -119,5 +119,76 @@ fn a_leader_without_quorum_reports_no_leader() {
             assert!(start.elapsed() < Duration::from_secs(10), "no leader reported after the followers came back");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    });
+}
+
+/// etcd's `monitorLeader`: a require-leader watch (metadata `hasleader:
+/// true`, as kube-apiserver's) on a member that has lost its leader ends
+/// after a few election timeouts with `Unavailable` and `etcdserver: no
+/// leader`, so its client can move to another member; a watch without the
+/// metadata stays open; a new require-leader watch is refused at once; and
+/// once the leader is back such watches are served again.
+#[test]
+fn require_leader_watches_end_when_the_member_loses_its_leader() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let members = start_new(dir.path(), 3, &[]);
+    block_on(async {
+        put_until_ok(&members[0].ep(), "warm", "up", Duration::from_secs(20)).await;
+        let (_, l) = leader_proc(&members, 0).await;
+        let f = (0..3).find(|i| *i != l).expect("a follower");
+        let ep = members[f].ep();
+        let require_leader = || async {
+            let opts = etcd_client::ConnectOptions::new().with_require_leader(true);
+            etcd_client::Client::connect([ep.as_str()], Some(opts)).await.expect("connect with require-leader")
+        };
+        let mut rl = require_leader().await;
+        let mut plain = connect(&ep).await;
+        let mut required = rl.watch("k", None).await.expect("require-leader watch");
+        let mut open = plain.watch("k", None).await.expect("plain watch");
+        for s in [&mut required, &mut open] {
+            let created = within(Duration::from_secs(10), "created", s.message()).await.expect("created").expect("stream open");
+            assert!(created.created());
+        }
+        plain.put("k", "1", None).await.expect("put");
+        for s in [&mut required, &mut open] {
+            let got = within(Duration::from_secs(10), "the put's event", s.message()).await.expect("event").expect("stream open");
+            assert_eq!(got.events().len(), 1);
+        }
+
+        let others: Vec<usize> = (0..3).filter(|i| *i != f).collect();
+        for i in &others {
+            members[*i].signal("STOP");
+        }
+        let stopped = Instant::now();
+        let ended = within(Duration::from_secs(20), "the require-leader watch ends", required.message()).await;
+        let elapsed = stopped.elapsed();
+        let refused = rl.watch("k", None).await.map(|_| ());
+        let plain_still_open = tokio::time::timeout(Duration::from_secs(1), open.message()).await.is_err();
+        for i in &others {
+            members[*i].signal("CONT");
+        }
+        let err = ended.expect_err("the stream ends with an error, not cleanly");
+        assert_eq!(crate::common::status_of(&err), (tonic::Code::Unavailable, "etcdserver: no leader".to_string()));
+        // Three election timeouts of 500 ms without a leader, not at once.
+        assert!(elapsed >= Duration::from_millis(1000), "ended after {elapsed:?}, before a few election timeouts");
+        let err = refused.expect_err("a new require-leader watch without a leader");
+        assert_eq!(crate::common::status_of(&err), (tonic::Code::Unavailable, "etcdserver: no leader".to_string()));
+        assert!(plain_still_open, "a watch without require-leader ended too");
+
+        // With the leader back, require-leader watches are served again.
+        put_until_ok(&ep, "k", "2", Duration::from_secs(20)).await;
+        let start = Instant::now();
+        let mut rl = require_leader().await;
+        let mut again = loop {
+            match rl.watch("k", Some(etcd_client::WatchOptions::new().with_start_revision(1))).await {
+                Ok(w) => break w,
+                Err(e) => assert!(start.elapsed() < Duration::from_secs(10), "no require-leader watch after recovery: {e}"),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let created = within(Duration::from_secs(10), "created", again.message()).await.expect("created").expect("stream open");
+        assert!(created.created());
+        let got = within(Duration::from_secs(10), "history", again.message()).await.expect("events").expect("stream open");
+        assert!(!got.events().is_empty());
     });
 }
