@@ -50,3 +50,42 @@ async fn require_leader_on_a_member_without_one_is_no_leader() {
         no_leader_at_once(t).await;
     }
 }
+
+/// etcd's `monitorLeader`: a require-leader watch open on a member that
+/// then loses its leader ends with `Unavailable` and `etcdserver: no
+/// leader` after a few election timeouts (so the client can move on),
+/// while a watch without the metadata on the same member stays open.
+async fn watch_ends_on_leader_loss(target: Target) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (c, _, cut) = crate::common::cluster_and_follower(&target, dir.path()).await;
+    let opts = ConnectOptions::new().with_require_leader(true);
+    let mut rl = Client::connect([c.endpoint(cut)], Some(opts)).await.expect("connect with require-leader");
+    let mut plain = connect(&c.endpoint(cut), Duration::from_secs(5)).await.expect("connect");
+    let mut required = rl.watch("k", None).await.expect("require-leader watch");
+    let mut open = plain.watch("k", None).await.expect("plain watch");
+    for s in [&mut required, &mut open] {
+        let created = tokio::time::timeout(Duration::from_secs(10), s.message()).await.expect("created in time").expect("created").expect("open");
+        assert!(created.created(), "{}", target.name());
+    }
+
+    let mut f = Faults::default();
+    f.isolate(&[cut], 3);
+    c.proxy.set(f);
+    let ended = tokio::time::timeout(Duration::from_secs(30), required.message()).await;
+    let plain_open = tokio::time::timeout(Duration::from_secs(1), open.message()).await.is_err();
+    c.proxy.heal();
+    let ended = ended.unwrap_or_else(|_| panic!("{}: the require-leader watch is still open 30 s after its member lost the leader", target.name()));
+    let err = ended.expect_err("the stream ends with an error");
+    let etcd_client::Error::GRpcStatus(st) = err else {
+        panic!("{}: not a gRPC status: {err:?}", target.name());
+    };
+    assert_eq!((st.code(), st.message()), (tonic::Code::Unavailable, "etcdserver: no leader"), "{}", target.name());
+    assert!(plain_open, "{}: the watch without require-leader ended too", target.name());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn require_leader_watch_ends_when_its_member_loses_the_leader() {
+    for t in targets() {
+        watch_ends_on_leader_loss(t).await;
+    }
+}
