@@ -57,9 +57,10 @@ struct Cli {
     /// raftstore, no for etcd 3.4.23, which has etcd-io/etcd#15220).
     #[arg(long = "request-progress")]
     request_progress: Option<bool>,
-    /// Workload seed.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    /// Workload seed; several, comma-separated, run the whole schedule
+    /// once per seed, one after another.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    seed: Vec<u64>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -120,13 +121,21 @@ fn real_main() -> Result<bool> {
     if let Some(h) = cli.hold {
         cfg.hold = Duration::from_secs(h);
     }
-    cfg.seed = cli.seed;
     cfg.save_all = cli.save_all;
     cfg.request_progress = cli.request_progress;
     let faults = if cli.faults.is_empty() { Fault::ALL.to_vec() } else { cli.faults };
     let rt = tokio::runtime::Runtime::new()?;
-    let reports = rt.block_on(run_all(&target, &faults, &cfg, cli.rounds.unwrap_or(rounds), &cli.out))?;
-    let bad: usize = reports.iter().map(|r| r.violations.len()).sum();
-    println!("chaos {} {:?}: {} phases, {bad} violations", target.name(), cli.mode, reports.len());
+    let started = std::time::Instant::now();
+    let (mut phases, mut bad) = (0, 0);
+    for &seed in &cli.seed {
+        cfg.seed = seed;
+        let reports = rt.block_on(run_all(&target, &faults, &cfg, cli.rounds.unwrap_or(rounds), &cli.out))?;
+        let seed_bad: usize = reports.iter().map(|r| r.violations.len()).sum();
+        println!("chaos {} {:?} seed {seed}: {} phases, {seed_bad} violations", target.name(), cli.mode, reports.len());
+        phases += reports.len();
+        bad += seed_bad;
+    }
+    let minutes = started.elapsed().as_secs() / 60;
+    println!("chaos {} {:?}: {} seeds, {phases} phases, {bad} violations, {minutes} min", target.name(), cli.mode, cli.seed.len());
     Ok(bad == 0)
 }
