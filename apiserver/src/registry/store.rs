@@ -365,8 +365,8 @@ impl Store {
     /// Prepares an update of `old` to `new`: type, namespace and name
     /// checks, the resourceVersion precondition, immutable system fields,
     /// defaults, managedFields, strategy, generation bump, admission and
-    /// validation. Returns what to write; an object being deleted whose last
-    /// finalizer went away is deleted.
+    /// validation. Returns what to write; an object being deleted that no
+    /// finalizer holds (any more) is deleted.
     async fn admit_update(&self, ctx: &Context<'_>, mut new: Value, old: &Value, opts: &WriteOptions, part: Part) -> Result<Update, Status> {
         let r = &self.resource;
         validate_field_manager(opts)?;
@@ -425,11 +425,14 @@ impl Store {
         let new = self.admit(ctx, Operation::Update, part, new, Some(old), &options, opts.dry_run).await?;
         self.validate(&new, Some(old))?;
         self.admit_validate(ctx, Operation::Update, part, Some(&new), Some(old), &options, opts.dry_run).await?;
-        if without_rv(&new) == without_rv(old) {
-            return Ok(Update::Unchanged);
-        }
+        // Before the no-change check, as kube's store decides to delete
+        // during an update: a deleting object that nothing holds goes,
+        // even when this update changes nothing (it was left behind).
         if meta::is_deleting(&new) && !r.strategy.held_by_finalizers(&new) {
             return Ok(Update::Delete);
+        }
+        if without_rv(&new) == without_rv(old) {
+            return Ok(Update::Unchanged);
         }
         Ok(Update::Put(new))
     }

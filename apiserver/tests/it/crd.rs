@@ -528,3 +528,47 @@ spec:
     assert_eq!(names, ["shallow"]);
     s.kubectl(33, &["delete", "crd", "blobs.deep.example.com", "--timeout=60s"]).ok();
 }
+
+/// An object stored as deleting with no finalizer left (a state a CRD was
+/// once seen left in after its cleanup) does not stay: its next update
+/// deletes it, as kube's store decides during an update, and a CRD in that
+/// state is deleted by the CRD controller with no update from outside.
+/// The states are written straight into the etcd behind the server.
+#[test]
+fn deleting_objects_that_nothing_holds_are_deleted() {
+    use apiserver::storage::kv::{Kv as _, WriteOp};
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let etcd = rt.block_on(crate::common::RealEtcd::start());
+    let s = Server::start_with(&["--etcd-servers".into(), etcd.url.clone()]);
+    let mark_deleting = |key: &str| {
+        rt.block_on(async {
+            let got = etcd.kv.range(key.as_bytes(), b"", 0, 0).await.expect("range");
+            let kv = got.kvs.first().unwrap_or_else(|| panic!("{key} is stored"));
+            let mut obj: Value = serde_json::from_slice(&kv.value).expect("JSON");
+            obj["metadata"]["deletionTimestamp"] = Value::String("2026-01-01T00:00:00Z".into());
+            obj["metadata"].as_object_mut().expect("metadata").remove("finalizers");
+            let written = etcd.kv.compare_and_write(key.as_bytes(), kv.mod_revision, WriteOp::Put(serde_json::to_vec(&obj).unwrap())).await.expect("write");
+            assert!(written.succeeded, "{key} changed meanwhile");
+        })
+    };
+
+    s.kubectl(33, &["create", "configmap", "stuck"]).ok();
+    s.kubectl(33, &["annotate", "configmap", "stuck", "kept=yes"]).ok();
+    mark_deleting("/registry/configmaps/default/stuck");
+    eventually("the server to see the deleting configmap", || {
+        let got = s.kubectl(33, &["get", "configmap", "stuck", "-o", "jsonpath={.metadata.deletionTimestamp}"]);
+        (got.stdout == "2026-01-01T00:00:00Z").then_some(())
+    });
+    // A patch that changes nothing still deletes it.
+    s.kubectl(33, &["patch", "configmap", "stuck", "--type=merge", "-p", r#"{"metadata":{"annotations":{"kept":"yes"}}}"#]).ok();
+    let gone = s.kubectl(33, &["get", "configmap", "stuck"]);
+    assert!(gone.stderr.contains("configmaps \"stuck\" not found"), "the update left it: {gone:?}");
+
+    establish(&s, &s, 33, "stuck");
+    let name = "crontabs.stablestuck.example.com";
+    mark_deleting(&format!("/registry/apiextensions.k8s.io/customresourcedefinitions/{name}"));
+    eventually("the CRD controller to delete the left-behind CRD", || {
+        let got = s.kubectl(33, &["get", "crd", name]);
+        (got.code == 1 && got.stderr.contains("not found")).then_some(())
+    });
+}
