@@ -98,10 +98,10 @@ pub async fn create(
         election_timeout_max: t.election_max,
         snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(snapshot_count),
         max_in_snapshot_log_to_keep: catchup_entries,
-        // Pre-Vote (etcd 3.5's default) stays off: with openraft
-        // 0.10.0-alpha.37's Pre-Vote a chaos pause-follower phase once left
-        // the cluster unhealthy for 30 s (not reproduced in five more
-        // rounds). The PreVote RPC is served, so turning it on is this line.
+        // Pre-Vote, etcd 3.5's default: a member that cannot win an
+        // election (a resumed or partitioned follower) does not bump the
+        // term and unseat a leader that has its quorum.
+        enable_pre_vote: Some(true),
         ..Default::default()
     };
     let cfg = Arc::new(cfg.validate().map_err(|e| Error::InvalidArgument(e.to_string()))?);
