@@ -6,6 +6,9 @@
 //!   come from the `etcd-client` crate's `build-server` feature; this crate
 //!   re-exports them under etcd's own names so the rest of the workspace never
 //!   sees the `Pb` prefixes.
+//! - [`nested_txn`]: a decoder for etcd's `TxnRequest` and `TxnResponse`
+//!   that accepts txns nested deeper than prost's recursion limit allows,
+//!   up to a depth the caller chooses.
 //! - [`v3lockpb`] and [`v3electionpb`]: etcd's Lock and Election services,
 //!   generated here from our own .proto files with etcd's names and field
 //!   numbers (etcd-client generates only their client side).
@@ -109,6 +112,8 @@ pub mod etcdserverpb {
         pub const NODELETE: i32 = 1;
     }
 }
+
+pub mod nested_txn;
 
 /// etcd's `mvccpb` package: key-value pairs and watch events.
 pub mod mvccpb {
