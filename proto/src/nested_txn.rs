@@ -124,43 +124,70 @@ macro_rules! merge_leaf {
     };
 }
 
+// The recursive functions below keep their stack frames small (prost's
+// decoders, inlined into them, made each txn level's frames several times
+// larger): an op is decoded in place in its vector, and a leaf message by
+// a function of its own.
+
 fn merge_request(txn: &mut TxnRequest, mut buf: &[u8], depth: Depth) -> Result<(), DecodeError> {
     depth.check()?;
     while !buf.is_empty() {
         let (tag, wire_type) = decode_key(&mut buf)?;
+        let ops = match tag {
+            1 => {
+                merge_compare(&mut txn.compare, body(&mut buf, wire_type)?)?;
+                continue;
+            }
+            2 => &mut txn.success,
+            3 => &mut txn.failure,
+            _ => {
+                skip(&mut buf, tag, wire_type)?;
+                continue;
+            }
+        };
+        let field = body(&mut buf, wire_type)?;
+        ops.push(RequestOp::default());
+        if let Some(op) = ops.last_mut() {
+            merge_request_op(&mut op.request, field, depth)?;
+        }
+    }
+    Ok(())
+}
+
+#[inline(never)]
+fn merge_compare(compare: &mut Vec<Compare>, body: &[u8]) -> Result<(), DecodeError> {
+    compare.push(Compare::decode(body)?);
+    Ok(())
+}
+
+fn merge_request_op(slot: &mut Option<RequestOpRequest>, mut buf: &[u8], depth: Depth) -> Result<(), DecodeError> {
+    while !buf.is_empty() {
+        let (tag, wire_type) = decode_key(&mut buf)?;
         match tag {
-            1 => txn.compare.push(Compare::decode(body(&mut buf, wire_type)?)?),
-            2 => txn.success.push(decode_request_op(body(&mut buf, wire_type)?, depth)?),
-            3 => txn.failure.push(decode_request_op(body(&mut buf, wire_type)?, depth)?),
+            1..=3 => merge_request_leaf(slot, tag, body(&mut buf, wire_type)?)?,
+            4 => {
+                let field = body(&mut buf, wire_type)?;
+                if !matches!(slot, Some(RequestOpRequest::RequestTxn(_))) {
+                    *slot = Some(RequestOpRequest::RequestTxn(TxnRequest::default()));
+                }
+                if let Some(RequestOpRequest::RequestTxn(t)) = slot {
+                    merge_request(t, field, depth.nested())?;
+                }
+            }
             _ => skip(&mut buf, tag, wire_type)?,
         }
     }
     Ok(())
 }
 
-fn decode_request_op(mut buf: &[u8], depth: Depth) -> Result<RequestOp, DecodeError> {
-    let mut op = RequestOp::default();
-    let slot = &mut op.request;
-    while !buf.is_empty() {
-        let (tag, wire_type) = decode_key(&mut buf)?;
-        match tag {
-            1 => merge_leaf!(slot, RequestOpRequest::RequestRange, RangeRequest, body(&mut buf, wire_type)?),
-            2 => merge_leaf!(slot, RequestOpRequest::RequestPut, PutRequest, body(&mut buf, wire_type)?),
-            3 => merge_leaf!(slot, RequestOpRequest::RequestDeleteRange, DeleteRangeRequest, body(&mut buf, wire_type)?),
-            4 => {
-                let field = body(&mut buf, wire_type)?;
-                if let Some(RequestOpRequest::RequestTxn(t)) = slot {
-                    merge_request(t, field, depth.nested())?;
-                } else {
-                    let mut t = TxnRequest::default();
-                    merge_request(&mut t, field, depth.nested())?;
-                    *slot = Some(RequestOpRequest::RequestTxn(t));
-                }
-            }
-            _ => skip(&mut buf, tag, wire_type)?,
-        }
+#[inline(never)]
+fn merge_request_leaf(slot: &mut Option<RequestOpRequest>, tag: u32, body: &[u8]) -> Result<(), DecodeError> {
+    match tag {
+        1 => merge_leaf!(slot, RequestOpRequest::RequestRange, RangeRequest, body),
+        2 => merge_leaf!(slot, RequestOpRequest::RequestPut, PutRequest, body),
+        _ => merge_leaf!(slot, RequestOpRequest::RequestDeleteRange, DeleteRangeRequest, body),
     }
-    Ok(op)
+    Ok(())
 }
 
 fn merge_response(txn: &mut TxnResponse, mut buf: &[u8], depth: Depth) -> Result<(), DecodeError> {
@@ -168,38 +195,59 @@ fn merge_response(txn: &mut TxnResponse, mut buf: &[u8], depth: Depth) -> Result
     while !buf.is_empty() {
         let (tag, wire_type) = decode_key(&mut buf)?;
         match tag {
-            1 => txn.header.get_or_insert_with(Default::default).merge(body(&mut buf, wire_type)?)?,
-            2 => prost::encoding::bool::merge(wire_type, &mut txn.succeeded, &mut buf, DecodeContext::default())?,
-            3 => txn.responses.push(decode_response_op(body(&mut buf, wire_type)?, depth)?),
+            1 | 2 => merge_response_scalars(txn, tag, wire_type, &mut buf)?,
+            3 => {
+                let field = body(&mut buf, wire_type)?;
+                txn.responses.push(ResponseOp::default());
+                if let Some(op) = txn.responses.last_mut() {
+                    merge_response_op(&mut op.response, field, depth)?;
+                }
+            }
             _ => skip(&mut buf, tag, wire_type)?,
         }
     }
     Ok(())
 }
 
-fn decode_response_op(mut buf: &[u8], depth: Depth) -> Result<ResponseOp, DecodeError> {
-    let mut op = ResponseOp::default();
-    let slot = &mut op.response;
+/// `header` (1) and `succeeded` (2) of a TxnResponse.
+#[inline(never)]
+fn merge_response_scalars(txn: &mut TxnResponse, tag: u32, wire_type: WireType, buf: &mut &[u8]) -> Result<(), DecodeError> {
+    if tag == 1 {
+        txn.header.get_or_insert_with(Default::default).merge(body(buf, wire_type)?)?;
+    } else {
+        prost::encoding::bool::merge(wire_type, &mut txn.succeeded, buf, DecodeContext::default())?;
+    }
+    Ok(())
+}
+
+fn merge_response_op(slot: &mut Option<ResponseOpResponse>, mut buf: &[u8], depth: Depth) -> Result<(), DecodeError> {
     while !buf.is_empty() {
         let (tag, wire_type) = decode_key(&mut buf)?;
         match tag {
-            1 => merge_leaf!(slot, ResponseOpResponse::ResponseRange, RangeResponse, body(&mut buf, wire_type)?),
-            2 => merge_leaf!(slot, ResponseOpResponse::ResponsePut, PutResponse, body(&mut buf, wire_type)?),
-            3 => merge_leaf!(slot, ResponseOpResponse::ResponseDeleteRange, DeleteRangeResponse, body(&mut buf, wire_type)?),
+            1..=3 => merge_response_leaf(slot, tag, body(&mut buf, wire_type)?)?,
             4 => {
                 let field = body(&mut buf, wire_type)?;
+                if !matches!(slot, Some(ResponseOpResponse::ResponseTxn(_))) {
+                    *slot = Some(ResponseOpResponse::ResponseTxn(TxnResponse::default()));
+                }
                 if let Some(ResponseOpResponse::ResponseTxn(t)) = slot {
                     merge_response(t, field, depth.nested())?;
-                } else {
-                    let mut t = TxnResponse::default();
-                    merge_response(&mut t, field, depth.nested())?;
-                    *slot = Some(ResponseOpResponse::ResponseTxn(t));
                 }
             }
             _ => skip(&mut buf, tag, wire_type)?,
         }
     }
-    Ok(op)
+    Ok(())
+}
+
+#[inline(never)]
+fn merge_response_leaf(slot: &mut Option<ResponseOpResponse>, tag: u32, body: &[u8]) -> Result<(), DecodeError> {
+    match tag {
+        1 => merge_leaf!(slot, ResponseOpResponse::ResponseRange, RangeResponse, body),
+        2 => merge_leaf!(slot, ResponseOpResponse::ResponsePut, PutResponse, body),
+        _ => merge_leaf!(slot, ResponseOpResponse::ResponseDeleteRange, DeleteRangeResponse, body),
+    }
+    Ok(())
 }
 
 #[cfg(test)]
