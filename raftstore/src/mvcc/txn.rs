@@ -617,4 +617,41 @@ mod tests {
         let nested = RequestOp { request: Some(RequestOpRequest::RequestTxn(txn(vec![], vec![op(range("z", false))]))) };
         assert!(!txn_reads_are_point(&txn(vec![], vec![nested])));
     }
+
+    /// The log and the state machine recurse once per txn level (decode,
+    /// compares, checks, apply, encoding the response, formatting, clone,
+    /// drop): a txn as deep as `MAX_TXN_DEPTH` must fit, with room to
+    /// spare, on the 2 MiB stack of the Raft thread and of tokio's threads.
+    #[test]
+    fn a_txn_as_deep_as_allowed_fits_a_quarter_of_a_threads_stack() {
+        use crate::command::tests::{nest, nest_response};
+        use crate::command::MAX_TXN_DEPTH;
+        let (_d, s) = store();
+        let s = &s;
+        let run = move || -> Result<()> {
+            let write = Command::Txn(nest(MAX_TXN_DEPTH, RequestOpRequest::RequestPut(PutRequest { key: b"k".to_vec(), value: b"v".to_vec(), ..Default::default() })));
+            let (resp, _) = s.apply(&Command::decode(&write.encode())?, |_| Ok(()))?;
+            let CommandResponse::Txn(mut resp) = CommandResponse::decode(&resp.encode())? else { return Err(Error::internal(format!("{resp:?}"))) };
+            resp.header = None;
+            let put = PutResponse { header: header(2), prev_kv: None };
+            let mut want = nest_response(MAX_TXN_DEPTH, ResponseOpResponse::ResponsePut(put));
+            // etcd gives a nested txn's response a header at revision 0.
+            let mut level = &mut want;
+            while let Some(ResponseOpResponse::ResponseTxn(inner)) = level.responses.get_mut(0).and_then(|op| op.response.as_mut()) {
+                inner.header = header(0);
+                level = inner;
+            }
+            assert_eq!(resp, want);
+            let read = nest(MAX_TXN_DEPTH, RequestOpRequest::RequestRange(RangeRequest { key: b"k".to_vec(), ..Default::default() }));
+            assert!(txn_is_read_only(&read) && txn_reads_are_point(&read));
+            let resp = s.read_txn(&read)?;
+            assert_eq!(resp.encode_to_vec().len(), resp.encoded_len());
+            assert!(format!("{write:?}").len() > MAX_TXN_DEPTH);
+            drop(write.clone());
+            Ok(())
+        };
+        let done = std::thread::scope(|scope| std::thread::Builder::new().stack_size(512 * 1024).spawn_scoped(scope, run).map(|t| t.join()));
+        assert!(matches!(done, Ok(Ok(Ok(())))), "{done:?}");
+        assert_eq!(get(s, "k", 0).map(|r| r.kvs[0].value.clone()).ok(), Some(b"v".to_vec()));
+    }
 }
