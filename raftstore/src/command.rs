@@ -144,7 +144,9 @@ impl Command {
     /// Inverse of [`Command::encode`].
     ///
     /// # Errors
-    /// [`Error::Internal`] on an unknown tag or malformed protobuf.
+    /// [`Error::Internal`] on an unknown tag, malformed protobuf, a txn
+    /// nested deeper than [`MAX_TXN_DEPTH`] or an [`Command::Authed`]
+    /// inside another.
     pub fn decode(b: &[u8]) -> Result<Self, Error> {
         let (tag, rest) = split(b)?;
         Ok(match tag {
@@ -159,6 +161,12 @@ impl Command {
             TAG_AUTH => Command::Auth(AuthCommand::decode(rest)?),
             TAG_AUTHED => {
                 let (h, inner) = decode_authed(rest)?;
+                // An identity wraps one client command, never another
+                // wrapper; refusing one keeps decoding from recursing once
+                // per two bytes of a forged command.
+                if inner.first() == Some(&TAG_AUTHED) {
+                    return Err(Error::internal("corrupt command: an authed command inside another"));
+                }
                 Command::Authed(h, Box::new(Command::decode(inner)?))
             }
             other => return Err(Error::internal(format!("unknown command tag {other}"))),
@@ -267,6 +275,11 @@ pub(crate) mod tests {
         assert!(Command::decode(&[]).is_err());
         assert!(Command::decode(&[99, 1, 2]).is_err());
         assert!(Command::decode(&[TAG_PUT, 0xff, 0xff, 0xff]).is_err());
+        // An identity around an identity: from two levels to a forged
+        // megabyte of them (two bytes each: the tag, an empty header).
+        let twice = Command::Authed(AuthHeader::default(), Box::new(Command::Authed(AuthHeader::default(), Box::new(Command::Compact(CompactionRequest::default())))));
+        assert!(Command::decode(&twice.encode()).is_err());
+        assert!(Command::decode(&[TAG_AUTHED, 0].repeat(500_000)).is_err());
         let e = CommandResponse::Error(Error::LeaseNotFound);
         assert_eq!(CommandResponse::decode(&e.encode()).ok(), Some(e));
         let a = CommandResponse::Auth(AuthReply { token: "abc.7".into() });
