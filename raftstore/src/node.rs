@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use proto::etcdserverpb::server::{AuthServer, ClusterServer, KvServer, LeaseServer, MaintenanceServer, WatchServer};
+use proto::etcdserverpb::server::{AuthServer, ClusterServer, LeaseServer, MaintenanceServer, WatchServer};
 use proto::raftpb::raft_transport_server::RaftTransportServer;
 use proto::v3electionpb::election_server::ElectionServer;
 use proto::v3lockpb::lock_server::LockServer;
@@ -602,7 +602,7 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
     // (etcd: max-request-bytes + 512 KiB of overhead).
     let grpc_limit = cfg.max_request_bytes + 512 * 1024;
     let client_service = crate::server::http::ClientHttpLayer::new(ctx.clone()).layer(
-        tonic::service::Routes::new(KvServer::new(server::kv::KvService::new(ctx.clone())).max_decoding_message_size(grpc_limit).max_encoding_message_size(usize::MAX))
+        tonic::service::Routes::new(server::kv_txn::KvServer::new(server::kv::KvService::new(ctx.clone()), grpc_limit))
             .add_service(WatchServer::new(server::watch::WatchService::new(ctx.clone())).max_decoding_message_size(grpc_limit).max_encoding_message_size(usize::MAX))
             .add_service(LeaseServer::new(server::lease::LeaseService::new(ctx.clone())).max_decoding_message_size(grpc_limit))
             .add_service(MaintenanceServer::new(server::maintenance::MaintenanceService::new(ctx.clone())).max_decoding_message_size(grpc_limit).max_encoding_message_size(usize::MAX))

@@ -9,6 +9,7 @@ pub mod concurrency;
 pub mod election;
 pub mod http;
 pub mod kv;
+pub mod kv_txn;
 pub mod lease;
 pub mod lock;
 pub mod maintenance;

@@ -156,6 +156,49 @@ fn forward_stream_answers_malformed_requests_with_errors() {
     });
 }
 
+/// Commands nested deep on a ForwardStream get error answers with their
+/// ids rather than overflowing the member's stack: a forged megabyte of
+/// identity wrappers (two bytes each), and a txn nested deeper than
+/// `MAX_TXN_DEPTH`. A txn as deep as etcd's op budget allows is applied,
+/// and its answer nests as deep.
+#[test]
+fn forward_stream_refuses_commands_nested_too_deep() {
+    use proto::etcdserverpb::{RequestOp, RequestOpRequest, ResponseOpResponse, TxnRequest};
+    use raftstore::command::MAX_TXN_DEPTH;
+    let nest = |levels: usize| {
+        let put = proto::etcdserverpb::PutRequest { key: b"deep".to_vec(), value: b"v".to_vec(), ..Default::default() };
+        let mut t = TxnRequest { success: vec![RequestOp { request: Some(RequestOpRequest::RequestPut(put)) }], ..Default::default() };
+        for _ in 1..levels {
+            t = TxnRequest { success: vec![RequestOp { request: Some(RequestOpRequest::RequestTxn(t)) }], ..Default::default() };
+        }
+        Command::Txn(t).encode()
+    };
+    // The tag and an empty header: one identity wrapper.
+    let wrapper = Command::Authed(Default::default(), Box::new(Command::Compact(Default::default()))).encode()[..2].to_vec();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let members = start_new(dir.path(), 1, &[]);
+    block_on(async {
+        put_until_ok(&members[0].ep(), "warm", "v", Duration::from_secs(20)).await;
+        let frames = [(wrapper.repeat(500_000), 1), (nest(MAX_TXN_DEPTH + 1), 2), (nest(128), 3)].map(|(command, id)| ForwardRequest { command, id }.encode_to_vec());
+        let mut answers = raw_forward_stream(members[0].peer_url(), frames.to_vec()).await;
+        let mut got = std::collections::BTreeMap::new();
+        while got.len() < 3 {
+            let a = within(Duration::from_secs(10), "forward answers", answers.next()).await.expect("an answer").expect("an answer, not an error");
+            got.insert(a.id, a);
+        }
+        assert!(got[&1].message.contains("an authed command inside another"), "{:?}", got[&1].message);
+        assert!(got[&2].message.contains("txn nested deeper than"), "{:?}", got[&2].message);
+        let Ok(CommandResponse::Txn(mut r)) = CommandResponse::decode(&got[&3].response) else { panic!("{:?}", got[&3]) };
+        let mut depth = 1;
+        while let Some(ResponseOpResponse::ResponseTxn(inner)) = r.responses.pop().and_then(|op| op.response) {
+            (r, depth) = (inner, depth + 1);
+        }
+        assert_eq!(depth, 128);
+        let mut c = connect(&members[0].ep()).await;
+        c.put("after", "v", None).await.expect("the member keeps serving");
+    });
+}
+
 /// Writes sent to a follower travel to the leader over one shared forward
 /// stream, and answers come back in completion order: each concurrent write
 /// must still get its own answer (its own revision and its own previous

@@ -29,6 +29,7 @@ mod forward;
 mod leader_transfer;
 mod lock_election;
 mod membership;
+mod nested_txn;
 mod quota;
 mod stream_errors;
 mod tls;
