@@ -17,11 +17,17 @@
 //! | `meta` | `consistent_index`, `term` | 8 B big-endian u64 |
 //! | `meta` | `finishedCompactRev`, `scheduledCompactRev` | a 17 B revision (main, `_`, sub 0); absent before the first compaction |
 //! | `lease` | lease ID, 8 B big-endian | `leasepb.Lease` {1: ID, 2: TTL seconds, 3: remaining TTL} |
-//! | `members`, `members_removed`, `cluster`, `alarm`, `auth`, `authUsers`, `authRoles` | membership, alarms and auth | left empty here |
+//! | `auth` | `authEnabled` | 1 B: 1 enabled, 0 disabled |
+//! | `auth` | `authRevision` | 8 B big-endian u64 |
+//! | `authUsers`, `authRoles` | user or role name | `authpb.User`, `authpb.Role` (protobuf; passwords as bcrypt hashes) |
+//! | `alarm` | `etcdserverpb.AlarmMember` {1: member ID, 2: alarm type} (protobuf) | empty |
+//! | `members`, `members_removed`, `cluster` | membership | left empty here |
 //!
 //! raftstore's `kv` column family has the same revision order and the same
 //! protobuf values (only the tombstone mark differs: raftstore marks puts
-//! too), and its `lease` family holds ID → TTL, so the mapping is one to one.
+//! too), its `lease` family holds ID → TTL, and its `meta` family keeps
+//! users and roles as the same protobufs (and bcrypt hashes) and the auth
+//! revision in the same encoding, so the mapping is one to one.
 //! etcd recomputes the store's current revision from the newest key (or the
 //! finished compaction, if that is later), and so does raftstore.
 //!
@@ -36,8 +42,9 @@
 //! # What raftstore does not carry
 //!
 //! Membership is not written: `snapshot restore` takes the new cluster's
-//! members from its flags in etcd and raftstore alike. Alarms and auth
-//! buckets are written empty and ignored on reading.
+//! members from its flags in etcd and raftstore alike. Users, roles, the
+//! auth switch and revision, and raised alarms go both ways, as etcd's
+//! `snapshot restore` keeps them.
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
@@ -48,7 +55,10 @@ use proto::mvccpb::KeyValue;
 use rocksdb::{IteratorMode, DB};
 use sha2::{Digest, Sha256};
 
+use proto::etcdserverpb::AlarmMember;
+
 use crate::error::{Error, Result};
+use crate::mvcc::alarm;
 use crate::mvcc::revision::Revision;
 use crate::storage::cf;
 use crate::storage::keys::{self, MetaKey};
@@ -59,9 +69,21 @@ pub const BUCKET_KEY: &[u8] = b"key";
 pub const BUCKET_META: &[u8] = b"meta";
 /// The lease bucket.
 pub const BUCKET_LEASE: &[u8] = b"lease";
+/// The auth switch and revision.
+pub const BUCKET_AUTH: &[u8] = b"auth";
+/// Users by name.
+pub const BUCKET_AUTH_USERS: &[u8] = b"authUsers";
+/// Roles by name.
+pub const BUCKET_AUTH_ROLES: &[u8] = b"authRoles";
+/// Raised alarms.
+pub const BUCKET_ALARM: &[u8] = b"alarm";
+/// `auth` key: whether auth is on.
+pub const AUTH_ENABLED: &[u8] = b"authEnabled";
+/// `auth` key: the auth revision.
+pub const AUTH_REVISION: &[u8] = b"authRevision";
 /// Every top-level bucket an etcd 3.4/3.5 db has; all are created, so the
 /// file looks like one etcd wrote.
-pub const BUCKETS: [&[u8]; 10] = [b"alarm", b"auth", b"authRoles", b"authUsers", b"cluster", BUCKET_KEY, BUCKET_LEASE, b"members", b"members_removed", BUCKET_META];
+pub const BUCKETS: [&[u8]; 10] = [BUCKET_ALARM, BUCKET_AUTH, BUCKET_AUTH_ROLES, BUCKET_AUTH_USERS, b"cluster", BUCKET_KEY, BUCKET_LEASE, b"members", b"members_removed", BUCKET_META];
 
 /// `meta` key of the Raft index of the last applied entry (u64 big-endian).
 pub const META_CONSISTENT_INDEX: &[u8] = b"consistent_index";
@@ -246,6 +268,7 @@ fn write_db_in_steps(db: &DB, path: &Path, tx_bytes: usize) -> Result<Summary> {
                 summary.leases += 1;
             }
         }
+        write_auth_and_alarms(&snap, meta_cf, &mut tx)?;
         {
             let mut bucket = tx.bucket_mut(BUCKET_META).ok_or_else(|| Error::internal("bbolt: meta bucket missing"))?;
             let (index, term) = applied.map(|l| (l.index(), l.committed_leader_id().term)).unwrap_or((0, 0));
@@ -277,6 +300,86 @@ fn write_db_in_steps(db: &DB, path: &Path, tx_bytes: usize) -> Result<Summary> {
         tracing::warn!(current, db_revision = summary.revision, "etcd db: the store's revision is past its newest key; etcd will resume from the newest key's revision");
     }
     Ok(summary)
+}
+
+/// Writes users, roles, the auth switch and revision, and the raised
+/// alarms from raftstore's `meta` family into etcd's buckets.
+fn write_auth_and_alarms<'tx>(snap: &rocksdb::Snapshot<'_>, meta_cf: &rocksdb::ColumnFamily, tx: &mut impl TxRwRefApi<'tx>) -> Result<()> {
+    let missing = |name: &[u8]| Error::internal(format!("bbolt: {} bucket missing", String::from_utf8_lossy(name)));
+    {
+        let mut bucket = tx.bucket_mut(BUCKET_AUTH).ok_or_else(|| missing(BUCKET_AUTH))?;
+        if let Some(v) = snap.get_cf(meta_cf, keys::AuthEnabled::KEY)? {
+            bucket.put(AUTH_ENABLED, v).map_err(bolt_err)?;
+        }
+        // A new etcd store starts at auth revision 1, as raftstore's does.
+        let revision = snap.get_cf(meta_cf, keys::AuthRevision::KEY)?.unwrap_or_else(|| 1u64.to_be_bytes().to_vec());
+        bucket.put(AUTH_REVISION, revision).map_err(bolt_err)?;
+    }
+    for (name, prefix) in [(BUCKET_AUTH_USERS, keys::AUTH_USER_PREFIX), (BUCKET_AUTH_ROLES, keys::AUTH_ROLE_PREFIX)] {
+        let mut bucket = tx.bucket_mut(name).ok_or_else(|| missing(name))?;
+        for item in snap.iterator_cf(meta_cf, IteratorMode::From(prefix, rocksdb::Direction::Forward)) {
+            let (k, v) = item?;
+            let Some(entry) = k.strip_prefix(prefix) else { break };
+            bucket.put(entry, v).map_err(bolt_err)?;
+        }
+    }
+    if let Some(raw) = snap.get_cf(meta_cf, keys::Alarms::KEY)? {
+        let mut bucket = tx.bucket_mut(BUCKET_ALARM).ok_or_else(|| missing(BUCKET_ALARM))?;
+        for a in alarm::decode_alarms(&raw)? {
+            bucket.put(alarm::member(&a).encode_to_vec(), []).map_err(bolt_err)?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads etcd's auth and alarm buckets into `meta` records of `batch`
+/// (see [`write_auth_and_alarms`]); absent buckets leave auth off and no
+/// alarm raised.
+fn read_auth_and_alarms<'tx>(tx: &impl TxApi<'tx>, meta_cf: &rocksdb::ColumnFamily, batch: &mut rocksdb::WriteBatch) -> Result<()> {
+    let corrupt = |what: String| Error::InvalidArgument(format!("corrupt etcd db: {what}"));
+    if let Some(auth) = tx.bucket(BUCKET_AUTH) {
+        if let Some(v) = auth.get(AUTH_ENABLED) {
+            if v.len() != 1 {
+                return Err(corrupt("authEnabled is not one byte".into()));
+            }
+            batch.put_cf(meta_cf, keys::AuthEnabled::KEY, v);
+        }
+        if let Some(v) = auth.get(AUTH_REVISION) {
+            if v.len() != 8 {
+                return Err(corrupt("authRevision is not 8 bytes".into()));
+            }
+            batch.put_cf(meta_cf, keys::AuthRevision::KEY, v);
+        }
+    }
+    if let Some(users) = tx.bucket(BUCKET_AUTH_USERS) {
+        for (k, v) in users.iter_entries() {
+            let u = crate::auth::User::decode(v).map_err(|e| corrupt(format!("user {}: {e}", String::from_utf8_lossy(k))))?;
+            if u.name != k {
+                return Err(corrupt(format!("user {} stored under another name", String::from_utf8_lossy(&u.name))));
+            }
+            batch.put_cf(meta_cf, keys::auth_user_key(k), v);
+        }
+    }
+    if let Some(roles) = tx.bucket(BUCKET_AUTH_ROLES) {
+        for (k, v) in roles.iter_entries() {
+            let r = crate::auth::Role::decode(v).map_err(|e| corrupt(format!("role {}: {e}", String::from_utf8_lossy(k))))?;
+            if r.name != k {
+                return Err(corrupt(format!("role {} stored under another name", String::from_utf8_lossy(&r.name))));
+            }
+            batch.put_cf(meta_cf, keys::auth_role_key(k), v);
+        }
+    }
+    if let Some(bucket) = tx.bucket(BUCKET_ALARM) {
+        let mut alarms = alarm::Alarms::new();
+        for (k, _) in bucket.iter_entries() {
+            let m = AlarmMember::decode(k).map_err(|e| corrupt(format!("alarm: {e}")))?;
+            alarms.insert((m.member_id, m.alarm));
+        }
+        if !alarms.is_empty() {
+            batch.put_cf(meta_cf, keys::Alarms::KEY, alarm::encode_alarms(&alarms));
+        }
+    }
+    Ok(())
 }
 
 /// Copies the db part of an etcd snapshot file `file` to `out` (created or
@@ -481,6 +584,7 @@ fn load_checked(path: &Path, db: &DB) -> Result<Summary> {
         batch.put_cf(meta_cf, keys::CompactRevision::KEY, keys::i64_bytes(compact));
         batch.put_cf(meta_cf, keys::FinishedCompactRevision::KEY, keys::i64_bytes(finished));
     }
+    read_auth_and_alarms(&tx, meta_cf, &mut batch)?;
     summary.compact_revision = compact;
     // etcd's rule: the newest revision in the history, or the compaction
     // if that removed the newest ones.
