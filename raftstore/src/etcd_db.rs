@@ -424,8 +424,31 @@ pub fn extract_db(file: &Path, out: &Path, skip_hash_check: bool) -> Result<()> 
 /// Whether the file at `path` starts like a bbolt file (its first meta page
 /// carries bbolt's magic).
 pub fn is_bolt_file(path: &Path) -> bool {
-    let mut head = [0u8; 20];
-    std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head)).is_ok() && u32::from_le_bytes([head[16], head[17], head[18], head[19]]) == BOLT_MAGIC
+    std::fs::File::open(path).ok().and_then(|mut f| find_page_size(&mut f)).is_some()
+}
+
+/// Reads the meta page at byte `at`; `Some` if it is a valid one (bbolt's
+/// magic, version 2, and a matching checksum).
+fn read_meta(f: &mut std::fs::File, at: u64) -> Option<[u8; meta_page::END]> {
+    let mut m = [0u8; meta_page::END];
+    f.seek(SeekFrom::Start(at)).ok()?;
+    f.read_exact(&mut m).ok()?;
+    let valid = le_u32(&m, meta_page::MAGIC) == BOLT_MAGIC && le_u32(&m, meta_page::VERSION) == 2 && le_u64(&m, meta_page::CHECKSUM) == fnv1a64(&m[meta_page::MAGIC..meta_page::CHECKSUM]);
+    valid.then_some(m)
+}
+
+/// The page size of a bbolt file: from its first meta page, or, when that
+/// one is damaged, from the second, looked for where each page size would
+/// put it (bbolt falls back to the second meta page as well).
+fn find_page_size(f: &mut std::fs::File) -> Option<u64> {
+    let ok = |m: &[u8; meta_page::END]| {
+        let size = u64::from(le_u32(m, meta_page::PAGE_SIZE));
+        ((512..=1 << 16).contains(&size) && size.is_power_of_two()).then_some(size)
+    };
+    if let Some(size) = read_meta(f, 0).as_ref().and_then(ok) {
+        return Some(size);
+    }
+    [4096u64, 512, 1024, 2048, 8192, 16384, 32768, 65536].into_iter().find(|&size| read_meta(f, size).as_ref().and_then(ok) == Some(size))
 }
 
 /// FNV-1a, 64 bits: bbolt's meta page checksum.
@@ -442,8 +465,10 @@ mod meta_page {
     pub const MAGIC: usize = 16;
     pub const VERSION: usize = 20;
     pub const PAGE_SIZE: usize = 24;
+    pub const ROOT: usize = 32;
     pub const FREELIST: usize = 48;
     pub const PGID: usize = 56;
+    pub const TXID: usize = 64;
     pub const CHECKSUM: usize = 72;
     pub const END: usize = 80;
 }
@@ -475,29 +500,35 @@ fn prepare_for_reading(path: &Path) -> Result<()> {
     let corrupt = |why: &str| Error::InvalidArgument(format!("not a valid etcd db: {why}"));
     let mut f = std::fs::OpenOptions::new().read(true).write(true).open(path).map_err(Error::internal)?;
     let len = f.metadata().map_err(Error::internal)?.len();
-    let mut first = [0u8; meta_page::END];
-    f.read_exact(&mut first).map_err(|_| corrupt("too short"))?;
-    let page_size = le_u32(&first, meta_page::PAGE_SIZE) as u64;
-    if !(512..=1 << 16).contains(&page_size) || !page_size.is_power_of_two() || len < 2 * page_size {
-        return Err(corrupt("bad page size"));
+    let page_size = find_page_size(&mut f).ok_or_else(|| corrupt("no valid meta page"))?;
+    if len < 2 * page_size {
+        return Err(corrupt("too short"));
     }
     let mut metas = Vec::new();
     for id in 0..2u64 {
-        let mut m = [0u8; meta_page::END];
-        f.seek(SeekFrom::Start(id * page_size)).map_err(Error::internal)?;
-        f.read_exact(&mut m).map_err(Error::internal)?;
-        let valid = le_u32(&m, meta_page::MAGIC) == BOLT_MAGIC && le_u32(&m, meta_page::VERSION) == 2 && le_u64(&m, meta_page::CHECKSUM) == fnv1a64(&m[meta_page::MAGIC..meta_page::CHECKSUM]);
-        if valid {
+        if let Some(m) = read_meta(&mut f, id * page_size) {
             if le_u64(&m, meta_page::PGID).saturating_mul(page_size) > len {
                 return Err(corrupt("truncated (the meta page's high-water mark is past the end of the file)"));
             }
             metas.push((id, m));
         }
     }
-    if metas.is_empty() {
-        return Err(corrupt("no valid meta page"));
+    // bbolt reads the valid meta page with the newest txid.
+    let newest = metas.iter().max_by_key(|(_, m)| le_u64(m, meta_page::TXID)).map(|(_, m)| *m).ok_or_else(|| corrupt("no valid meta page"))?;
+    check_tree(&mut f, page_size, le_u64(&newest, meta_page::PGID), le_u64(&newest, meta_page::ROOT))?;
+    if let [(1, m)] = metas[..] {
+        // Only the second meta page is valid: bbolt uses it; bbolt-rs
+        // reads the first, so the private copy gets it there too (the page
+        // header's id aside, a meta page does not say where it is).
+        let mut page0 = [0u8; meta_page::END];
+        page0.copy_from_slice(&m);
+        page0[..8].copy_from_slice(&0u64.to_le_bytes());
+        f.seek(SeekFrom::Start(0)).map_err(Error::internal)?;
+        f.write_all(&page0).map_err(Error::internal)?;
+        metas.push((0, page0));
     }
     if metas.iter().all(|(_, m)| le_u64(m, meta_page::FREELIST) != NO_FREELIST) {
+        f.sync_all().map_err(Error::internal)?;
         return Ok(());
     }
     let free = len.div_ceil(page_size);
@@ -515,6 +546,93 @@ fn prepare_for_reading(path: &Path) -> Result<()> {
         f.write_all(&m).map_err(Error::internal)?;
     }
     f.sync_all().map_err(Error::internal)?;
+    Ok(())
+}
+
+/// Walks the bbolt tree from the root bucket's page `root` and checks
+/// every page and element against the bounds bbolt-rs reads without
+/// checking: page ids under the high-water mark `pages` (and not a meta
+/// page), a page's header naming its own id, elements and the keys and
+/// values they point at inside their page (overflow pages included),
+/// nested buckets (on their own pages or inline in a value) likewise, and
+/// no page reached twice. A corrupt file then fails here with an error
+/// instead of making bbolt-rs read outside its map.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming the first bad page.
+fn check_tree(f: &mut std::fs::File, page_size: u64, pages: u64, root: u64) -> Result<()> {
+    const BRANCH: u16 = 0x01;
+    const LEAF: u16 = 0x02;
+    const BUCKET_LEAF: u32 = 0x01;
+    const HEADER: usize = 16;
+    const ELEMENT: usize = 16;
+    let corrupt = |why: String| Error::InvalidArgument(format!("corrupt etcd db: {why}"));
+    let mut seen = std::collections::HashSet::new();
+    // Pages (or inline pages) still to check: the bytes of each come from
+    // `Page(id)` or are carried along.
+    enum Todo {
+        Page(u64),
+        Inline(Vec<u8>),
+    }
+    let mut todo = vec![Todo::Page(root)];
+    while let Some(next) = todo.pop() {
+        let (id, buf) = match next {
+            Todo::Page(id) => {
+                if id < 2 || id >= pages || !seen.insert(id) {
+                    return Err(corrupt(format!("page {id} is out of range or reached twice")));
+                }
+                let mut head = [0u8; HEADER];
+                f.seek(SeekFrom::Start(id * page_size)).map_err(Error::internal)?;
+                f.read_exact(&mut head).map_err(|_| corrupt(format!("page {id} is past the end")))?;
+                let overflow = u64::from(le_u32(&head, 12));
+                if le_u64(&head, 0) != id || id + overflow >= pages {
+                    return Err(corrupt(format!("page {id} has a bad header")));
+                }
+                let mut buf = vec![0u8; ((overflow + 1) * page_size) as usize];
+                f.seek(SeekFrom::Start(id * page_size)).map_err(Error::internal)?;
+                f.read_exact(&mut buf).map_err(|_| corrupt(format!("page {id} is past the end")))?;
+                (id.to_string(), buf)
+            }
+            Todo::Inline(buf) => ("inline".to_string(), buf),
+        };
+        if buf.len() < HEADER {
+            return Err(corrupt(format!("page {id} is too short")));
+        }
+        let flags = u16::from_le_bytes([buf[8], buf[9]]);
+        let count = usize::from(u16::from_le_bytes([buf[10], buf[11]]));
+        if HEADER + count * ELEMENT > buf.len() || (flags != BRANCH && flags != LEAF) || (flags == BRANCH && count == 0) {
+            return Err(corrupt(format!("page {id} is neither a branch nor a leaf, or its elements overrun it")));
+        }
+        for i in 0..count {
+            let at = HEADER + i * ELEMENT;
+            // Keys and values lie at the element's offset plus `pos`.
+            let span = |pos: u32, len: u64| -> Result<std::ops::Range<usize>> {
+                let start = at as u64 + u64::from(pos);
+                let end = start + len;
+                if end > buf.len() as u64 {
+                    return Err(corrupt(format!("page {id}: element {i} points past the page")));
+                }
+                Ok(start as usize..end as usize)
+            };
+            if flags == BRANCH {
+                span(le_u32(&buf, at), u64::from(le_u32(&buf, at + 4)))?;
+                todo.push(Todo::Page(le_u64(&buf, at + 8)));
+            } else {
+                let (elem_flags, pos, ksize, vsize) = (le_u32(&buf, at), le_u32(&buf, at + 4), u64::from(le_u32(&buf, at + 8)), u64::from(le_u32(&buf, at + 12)));
+                let value = span(pos, ksize + vsize)?;
+                if elem_flags & BUCKET_LEAF != 0 {
+                    let value = &buf[value.start + ksize as usize..value.end];
+                    if value.len() < 16 {
+                        return Err(corrupt(format!("page {id}: bucket {i} is too short")));
+                    }
+                    match le_u64(value, 0) {
+                        0 => todo.push(Todo::Inline(value[16..].to_vec())),
+                        page => todo.push(Todo::Page(page)),
+                    }
+                }
+            }
+        }
+    }
     Ok(())
 }
 
@@ -760,5 +878,47 @@ mod tests {
         let dst_db = ok(crate::storage::open(&tmp.path().join("dst")));
         assert!(matches!(load_db(&out, &dst_db), Err(Error::InvalidArgument(_))));
         assert!(is_bolt_file(&db_file));
+    }
+
+    /// Eight bytes of 0xff written over each 8-byte-aligned spot of every
+    /// page past the metas (an offset, a size or a page id, wherever they
+    /// fall) never crash the reader: each file either loads or is refused
+    /// with an error. Without the tree check such a file made bbolt-rs read
+    /// outside its map (a segfault, which no `catch_unwind` can stop).
+    #[test]
+    fn damaged_pages_are_refused_not_read_outside_the_file() {
+        let tmp = ok(tempfile::tempdir());
+        let src = sample(&tmp.path().join("src"));
+        let file = tmp.path().join("snap.db");
+        ok(write_db(src.db(), &file));
+        let clean = ok(std::fs::read(&file));
+        let mut refused = 0;
+        for (n, at) in (2 * PAGE_SIZE..clean.len() - 8).step_by(8).filter(|at| at % PAGE_SIZE < 256).enumerate() {
+            let mut bytes = clean.clone();
+            bytes[at..at + 8].fill(0xff);
+            let copy = tmp.path().join("damaged.db");
+            ok(std::fs::write(&copy, &bytes));
+            let dst = ok(crate::storage::open(&tmp.path().join(format!("dst{n}"))));
+            refused += usize::from(load_db(&copy, &dst).is_err());
+        }
+        assert!(refused > 0, "some damage must be noticed");
+    }
+
+    /// A file whose first meta page is damaged loads from the second, as
+    /// bbolt does.
+    #[test]
+    fn the_second_meta_page_stands_in_for_a_damaged_first() {
+        let tmp = ok(tempfile::tempdir());
+        let src = sample(&tmp.path().join("src"));
+        let file = tmp.path().join("snap.db");
+        ok(write_db(src.db(), &file));
+        let mut bytes = ok(std::fs::read(&file));
+        bytes[..PAGE_SIZE].fill(0);
+        ok(std::fs::write(&file, &bytes));
+        assert!(is_bolt_file(&file));
+        let dst_db = ok(crate::storage::open(&tmp.path().join("dst")));
+        ok(load_db(&file, &dst_db));
+        let dst = ok(MvccStore::open(dst_db, 1));
+        assert_eq!(everything(&dst, 0), everything(&src, 0));
     }
 }

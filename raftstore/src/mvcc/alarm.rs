@@ -108,3 +108,25 @@ pub fn cost(cmd: &Command) -> usize {
 pub fn member(a: &(u64, i32)) -> AlarmMember {
     AlarmMember { member_id: a.0, alarm: a.1 }
 }
+
+/// An alarm as etcd words it in `Maintenance.Status` errors: Go's compact
+/// text form of `AlarmMember`, trailing space included
+/// (`memberID:10276657743932975437 alarm:NOSPACE `).
+pub fn describe(a: &(u64, i32)) -> String {
+    let name = match a.1 {
+        alarm_type::NONE => "NONE".to_string(),
+        alarm_type::NOSPACE => "NOSPACE".to_string(),
+        alarm_type::CORRUPT => "CORRUPT".to_string(),
+        other => other.to_string(),
+    };
+    format!("memberID:{} alarm:{name} ", a.0)
+}
+
+#[cfg(test)]
+mod describe_tests {
+    #[test]
+    fn alarms_are_worded_as_etcds_status_errors() {
+        assert_eq!(super::describe(&(10276657743932975437, super::alarm_type::NOSPACE)), "memberID:10276657743932975437 alarm:NOSPACE ");
+        assert_eq!(super::describe(&(1, super::alarm_type::CORRUPT)), "memberID:1 alarm:CORRUPT ");
+    }
+}

@@ -70,6 +70,9 @@ fn stream_db(file: &std::path::Path, tx: &mpsc::Sender<Result<SnapshotResponse, 
 #[tonic::async_trait]
 impl Maintenance for MaintenanceService {
     async fn alarm(&self, req: Request<AlarmRequest>) -> Res<AlarmResponse> {
+        // A token must be valid, though none is needed (etcd 3.4 checks
+        // the caller's token when it proposes the request, and nothing more).
+        super::auth::caller(&self.ctx, &req).await.map_err(|e| e.unconverted_auth_status())?;
         // Every action goes through the log, as in etcd (see mvcc::alarm).
         match self.ctx.node.propose(Command::Alarm(req.into_inner())).await? {
             CommandResponse::Alarm(mut resp) => {
@@ -92,12 +95,14 @@ impl Maintenance for MaintenanceService {
             raft_index: index,
             raft_term: term,
             raft_applied_index: applied,
-            // etcd lists "etcdserver: no leader" when the member has none.
-            errors: if leader.is_none() { vec![Error::NoLeader.to_string()] } else { Vec::new() },
+            // etcd lists "etcdserver: no leader" when the member has none,
+            // then every raised alarm.
+            errors: leader.is_none().then(|| Error::NoLeader.to_string()).into_iter().chain(self.ctx.store.alarms().iter().map(crate::mvcc::alarm::describe)).collect(),
             db_size_in_use: db_size,
             is_learner,
             storage_version: "3.5.0".into(),
-            db_size_quota: 2 * 1024 * 1024 * 1024,
+            // `--quota-backend-bytes` in effect; 0 when there is no quota.
+            db_size_quota: self.ctx.quota_backend_bytes.map_or(0, |q| i64::try_from(q).unwrap_or(i64::MAX)),
             downgrade_info: None,
         }))
     }

@@ -378,16 +378,24 @@ impl Watch for WatchService {
         let interval = self.ctx.progress_notify_interval;
         tokio::spawn(async move {
             let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+            // A client that half-closes (ends its requests) still gets the
+            // events of its watches, as from etcd; the stream ends when the
+            // client goes away.
+            let mut inbound_open = true;
             loop {
                 let step = tokio::select! {
-                    msg = inbound.next() => match msg {
+                    msg = inbound.next(), if inbound_open => match msg {
                         Some(Ok(req)) => task.on_request(req).await,
                         Some(Err(status)) => {
                             let _ = task.out.send(Err(super::inbound_error(status))).await;
                             Err(Closed)
                         }
-                        None => Err(Closed),
+                        None => {
+                            inbound_open = false;
+                            Ok(())
+                        }
                     },
+                    _ = task.out.closed() => Err(Closed),
                     r = task.rx.recv() => match r {
                         Ok(r) => task.on_revision(r).await,
                         Err(broadcast::error::RecvError::Lagged(_)) => task.catch_up().await,

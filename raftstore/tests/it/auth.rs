@@ -183,6 +183,12 @@ fn etcd_client_auth_calls() {
             // no end).
             let err = get_with(&ep, "/r/x", Some("bogusbogusbogusb.1")).await.expect_err("bogus token");
             assert_eq!((err.code(), err.message()), (tonic::Code::Unauthenticated, "etcdserver: invalid auth token"));
+            // Alarms need no token, but a bad one is refused (etcd checks
+            // it when it proposes the request, with the unconverted error).
+            let alarm_get = || etcd_client::proto::PbAlarmRequest { action: 0, member_id: 0, alarm: 0 };
+            let err = raw::<_, etcd_client::proto::PbAlarmResponse>(&ep, "/etcdserverpb.Maintenance/Alarm", alarm_get(), Some("bogusbogusbogusb.1")).await.expect_err("alarm with a bogus token");
+            assert_eq!((err.code(), err.message()), (tonic::Code::Unknown, "auth: invalid auth token"));
+            raw::<_, etcd_client::proto::PbAlarmResponse>(&ep, "/etcdserverpb.Maintenance/Alarm", alarm_get(), None).await.expect("alarm without a token");
             // Deleting a user invalidates its tokens.
             let token = authenticate(&ep, "bob", "bpw").await.expect("authenticate");
             get_with(&ep, "/r/x", Some(&token)).await.expect("token works");

@@ -60,6 +60,10 @@ fn the_quota_raises_nospace_and_disarm_after_compaction_and_defrag_clears_it() {
             // is refused, a read and a delete are not.
             let list = etcdctl(s.endpoint(), &["alarm", "list"]);
             assert!(list.ok().contains("alarm:NOSPACE"), "{list}");
+            // Status lists it among its errors, and reports the quota.
+            let status = c.status().await.expect("status");
+            let me = status.header().expect("header").member_id();
+            assert_eq!(status.errors(), [format!("memberID:{me} alarm:NOSPACE ")], "{status:?}");
             nospace(c.put("small", "2", None).await, "a small put while NOSPACE is raised");
             nospace(c.lease_grant(60, None).await, "a lease grant while NOSPACE is raised");
             let put_in_txn = Txn::new().when([Compare::version("small", CompareOp::Greater, 0)]).and_then([TxnOp::put("small", "2", None)]);
@@ -81,6 +85,7 @@ fn the_quota_raises_nospace_and_disarm_after_compaction_and_defrag_clears_it() {
             let disarm = etcdctl(s.endpoint(), &["alarm", "disarm"]);
             assert!(disarm.ok().contains("alarm:NOSPACE"), "{disarm}");
             assert!(etcdctl(s.endpoint(), &["alarm", "list"]).ok().trim().is_empty(), "alarms left after disarm");
+            assert!(c.status().await.expect("status").errors().is_empty(), "status errors after disarm");
             c.put("small", "4", None).await.expect("a put after disarm");
         });
     });

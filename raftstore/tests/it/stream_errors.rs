@@ -149,6 +149,29 @@ fn a_garbage_frame_ends_watch_and_keepalive_streams_with_internal() {
     });
 }
 
+/// A client that ends its side of a watch stream (grpcurl with `-d`, or
+/// any client that sends its creates and half-closes) still gets the
+/// events: etcd keeps the stream open until the client goes away.
+#[test]
+fn a_half_closed_watch_stream_still_delivers_events() {
+    for_each_kind(|kind| {
+        let s = Server::start(kind);
+        block_on(async {
+            let mut w = RawStream::watch(s.endpoint(), b"hc", b"", 0, 0).await;
+            assert!(w.answer().await.created);
+            let RawStream { tx, rx } = w;
+            drop(tx);
+            let mut w = RawStream { tx: mpsc::channel(1).0, rx };
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let mut c = s.client().await;
+            c.put("hc", "1", None).await.expect("put");
+            let ev = w.answer().await;
+            assert_eq!(ev.events.len(), 1, "{ev:?}");
+            assert_eq!(ev.events[0].kv.as_ref().expect("kv").key, b"hc", "{ev:?}");
+        });
+    });
+}
+
 #[test]
 fn a_duplicate_watch_id_is_refused_and_the_first_watch_goes_on() {
     for_each_kind(|kind| {
