@@ -205,7 +205,12 @@ impl JwtTokens {
         let sign = match (&private, alg.family()) {
             (None, _) => None,
             (Some(p), AlgorithmFamily::Rsa) => Some(EncodingKey::from_rsa_pem(p).map_err(key_err)?),
-            (Some(p), AlgorithmFamily::Ec) => Some(EncodingKey::from_ec_pem(p).map_err(key_err)?),
+            (Some(p), AlgorithmFamily::Ec) => Some(EncodingKey::from_ec_pem(p).map_err(|e| {
+                // jsonwebtoken reads PKCS#8 only; `openssl ecparam -genkey`
+                // writes SEC1, which etcd (Go) also reads.
+                let hint = if String::from_utf8_lossy(p).contains("BEGIN EC PRIVATE KEY") { " (an EC private key must be PKCS#8 here: convert it with `openssl pkcs8 -topk8 -nocrypt`)" } else { "" };
+                bad(format!("invalid JWT key: {e}{hint}"))
+            })?),
             (Some(p), AlgorithmFamily::Hmac) => Some(EncodingKey::from_secret(p).map_err(key_err)?),
             (Some(_), AlgorithmFamily::Ed) => return Err(bad(format!("unsupported signing method {method}"))),
         };
