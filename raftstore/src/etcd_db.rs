@@ -351,22 +351,19 @@ fn read_auth_and_alarms<'tx>(tx: &impl TxApi<'tx>, meta_cf: &rocksdb::ColumnFami
             batch.put_cf(meta_cf, keys::AuthRevision::KEY, v);
         }
     }
-    if let Some(users) = tx.bucket(BUCKET_AUTH_USERS) {
-        for (k, v) in users.iter_entries() {
-            let u = crate::auth::User::decode(v).map_err(|e| corrupt(format!("user {}: {e}", String::from_utf8_lossy(k))))?;
-            if u.name != k {
-                return Err(corrupt(format!("user {} stored under another name", String::from_utf8_lossy(&u.name))));
+    // Users and roles: each a protobuf whose name is its key.
+    type NameOf = fn(&[u8]) -> std::result::Result<Vec<u8>, prost::DecodeError>;
+    let user_name: NameOf = |v| crate::auth::User::decode(v).map(|u| u.name);
+    let role_name: NameOf = |v| crate::auth::Role::decode(v).map(|r| r.name);
+    let entries: [(&[u8], &str, NameOf, fn(&[u8]) -> Vec<u8>); 2] = [(BUCKET_AUTH_USERS, "user", user_name, keys::auth_user_key), (BUCKET_AUTH_ROLES, "role", role_name, keys::auth_role_key)];
+    for (bucket, what, name_of, key_of) in entries {
+        let Some(bucket) = tx.bucket(bucket) else { continue };
+        for (k, v) in bucket.iter_entries() {
+            let name = name_of(v).map_err(|e| corrupt(format!("{what} {}: {e}", String::from_utf8_lossy(k))))?;
+            if name != k {
+                return Err(corrupt(format!("{what} {} stored under another name", String::from_utf8_lossy(&name))));
             }
-            batch.put_cf(meta_cf, keys::auth_user_key(k), v);
-        }
-    }
-    if let Some(roles) = tx.bucket(BUCKET_AUTH_ROLES) {
-        for (k, v) in roles.iter_entries() {
-            let r = crate::auth::Role::decode(v).map_err(|e| corrupt(format!("role {}: {e}", String::from_utf8_lossy(k))))?;
-            if r.name != k {
-                return Err(corrupt(format!("role {} stored under another name", String::from_utf8_lossy(&r.name))));
-            }
-            batch.put_cf(meta_cf, keys::auth_role_key(k), v);
+            batch.put_cf(meta_cf, key_of(k), v);
         }
     }
     if let Some(bucket) = tx.bucket(BUCKET_ALARM) {
