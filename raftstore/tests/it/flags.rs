@@ -25,7 +25,7 @@ fn bad_flags_are_refused_before_touching_the_data_dir() {
         ("metrics on a unix socket", vec!["--listen-metrics-urls", "unix://localhost:1"], "--listen-metrics-urls: URL scheme must be http or https"),
         ("unknown logger", vec!["--logger", "bogus"], "unknown logger option \"bogus\""),
         ("default with more outputs", vec!["--log-outputs", "default,stdout"], "multi logoutput for \"default\" is not supported yet"),
-        ("unwritable log file", vec!["--log-outputs", "/nonexistent/x.log"], "--log-outputs: cannot open /nonexistent/x.log"),
+        ("unwritable log file", vec!["--log-outputs", "/nonexistent/x.log"], "open sink \"/nonexistent/x.log\": open /nonexistent/x.log: "),
         ("certificates valid for no time", vec!["--auto-tls", "--self-signed-cert-validity", "0"], "--self-signed-cert-validity is invalid"),
         ("missing config file", vec!["--config-file", "/nonexistent.yaml"], "open /nonexistent.yaml"),
         ("not a URL", vec!["--advertise-client-urls", "notaurl"], "--advertise-client-urls: invalid URL"),
@@ -444,32 +444,47 @@ fn metrics_urls_serve_metrics_and_health() {
     });
 }
 
-/// `--log-outputs` sends the log to a file (not to stderr), `--logger
-/// capnslog` is taken with etcd 3.4's deprecation warning first on stderr,
-/// and a bad logger or output list is refused with etcd's message.
+/// `--log-outputs` sends the log to each target it names (a file, stderr,
+/// stdout) and to no other, with `--logger=zap`; `--logger=capnslog` is
+/// taken with etcd 3.4's deprecation warning first on stderr; a bad logger
+/// or output list is refused as etcd refuses a bad flag value, with exit
+/// code 1.
 #[test]
 fn log_flags_choose_where_the_log_goes() {
+    // The targets a case names, and the other two.
+    let cases: [(&str, &[&str]); 4] = [("server.log", &["server.log"]), ("stderr", &["stderr"]), ("stdout", &["stdout"]), ("stderr,server.log", &["stderr", "server.log"])];
     crate::common::for_each_kind(|kind| {
         // What each logs once it serves clients.
         let ready = match kind {
             Kind::Etcd => "serving client traffic",
             Kind::Raftstore => "ready to serve client requests",
         };
-        let mut s = Manual::spawn(kind, &["--logger=zap".into(), "--log-outputs=server.log".into()]);
-        s.wait_text("server.log", ready);
-        s.wait_for(&s.client.clone(), &["put", "k", "v"]);
-        assert!(!s.read("stderr").contains(ready), "{kind} logged to stderr too:\n{}", s.read("stderr"));
-        drop(s);
+        for (outputs, targets) in cases {
+            let mut s = Manual::spawn(kind, &["--logger=zap".into(), format!("--log-outputs={outputs}")]);
+            for t in targets {
+                s.wait_text(t, ready);
+            }
+            s.wait_for(&s.client.clone(), &["put", "k", "v"]);
+            for other in ["server.log", "stderr", "stdout"].into_iter().filter(|f| !targets.contains(f)) {
+                assert!(!s.read(other).contains(ready), "{kind} --log-outputs={outputs} logged to {other} too:\n{}", s.read(other));
+            }
+        }
 
         let mut s = Manual::spawn(kind, &["--logger=capnslog".into(), "--log-outputs=stderr".into()]);
         s.wait_for(&s.client.clone(), &["put", "k", "v"]);
         assert_eq!(s.read("stderr").lines().next(), Some("[WARNING] Deprecated '--logger=capnslog' flag is set; use '--logger=zap' flag instead"));
         drop(s);
 
-        for (flag, want) in [("--logger=bogus", "unknown logger option \"bogus\""), ("--log-outputs=default,stderr", "multi logoutput for \"default\" is not supported yet")] {
+        let refused = [
+            ("--logger=bogus", "unknown logger option \"bogus\""),
+            ("--log-outputs=default,stderr", "multi logoutput for \"default\" is not supported yet"),
+            ("--log-outputs=no-such-dir/x.log", "open sink \"no-such-dir/x.log\": open no-such-dir/x.log: "),
+        ];
+        for (flag, problem) in refused {
             let mut s = Manual::spawn(kind, &["--logger=zap".into(), flag.into()]);
-            assert_ne!(s.exit_code(), 0, "{flag}");
-            assert!(s.read("stderr").contains(want), "{flag}: want {want:?} in {}", s.read("stderr"));
+            assert_eq!(s.exit_code(), 1, "{flag}: {}", s.read("stderr"));
+            let want = format!("error verifying flags, {problem}");
+            assert!(s.read("stderr").contains(&want), "{flag}: want {want:?} in {}", s.read("stderr"));
         }
     });
 }

@@ -101,7 +101,7 @@ pub fn init(logger: &str, outputs: &str, level: &str) -> Result<(), String> {
             Output::Stderr => BoxMakeWriter::new(std::io::stderr),
             Output::Stdout => BoxMakeWriter::new(std::io::stdout),
             Output::File(path) => {
-                let f = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|e| format!("--log-outputs: cannot open {}: {e}", path.display()))?;
+                let f = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|e| format!("open sink {:?}: open {}: {e}", path.display().to_string(), path.display()))?;
                 BoxMakeWriter::new(Arc::new(f))
             }
         };

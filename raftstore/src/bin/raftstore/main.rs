@@ -438,16 +438,12 @@ fn main() -> std::process::ExitCode {
     let (serve, file) = match cli.serve.config_file.clone() {
         Some(path) => match from_file(&path) {
             Ok((serve, ignored)) => (serve, Some((path, ignored))),
-            Err(e) => {
-                eprintln!("Error: {e}");
-                return std::process::ExitCode::from(2);
-            }
+            Err(e) => return usage::verify_failed(&e),
         },
         None => (cli.serve, None),
     };
     if let Err(e) = logging::init(&serve.logger, &serve.log_outputs, &serve.log_level) {
-        eprintln!("Error: {e}");
-        return std::process::ExitCode::from(2);
+        return usage::verify_failed(&e);
     }
     if let Some((path, ignored)) = file {
         tracing::info!(path = %path.display(), "loaded server configuration, other configuration command line flags and environment variables will be ignored if provided");

@@ -10,8 +10,9 @@
 //!
 //! The usage text is etcd's short one with `raftstore` for `etcd`. A word
 //! that is not a flag is refused as etcd refuses it, with exit code 1:
-//! `error verifying flags, 'x' is not a valid flag. See 'raftstore --help'.`
-//! Other errors keep clap's wording, with exit code 2.
+//! `error verifying flags, 'x' is not a valid flag. See 'raftstore --help'.`;
+//! so are a bad `--config-file`, `--logger` or `--log-outputs`
+//! ([`verify_failed`]). Other errors keep clap's wording, with exit code 2.
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -89,10 +90,23 @@ pub fn go_message(e: &clap::Error) -> Option<(String, u8)> {
         }
         ErrorKind::InvalidSubcommand => {
             let word = context(e, ContextKind::InvalidSubcommand)?;
-            Some((format!("error verifying flags, '{word}' is not a valid flag. See 'raftstore --help'."), 1))
+            Some((verifying_flags(&format!("'{word}' is not a valid flag")), 1))
         }
         _ => None,
     }
+}
+
+/// etcd's line for flags that parsed but do not make a configuration (a
+/// word that is not a flag, a bad `--config-file`, logger or log output).
+fn verifying_flags(problem: &str) -> String {
+    format!("error verifying flags, {problem}. See 'raftstore --help'.")
+}
+
+/// Reports flags that parsed but do not make a configuration as etcd does:
+/// [`verifying_flags`]'s line on stderr, exit code 1.
+pub fn verify_failed(problem: &str) -> ExitCode {
+    eprintln!("{}", verifying_flags(problem));
+    ExitCode::from(1)
 }
 
 /// Reports a failed parse: help and version go to stdout with success;
