@@ -247,10 +247,12 @@ impl Manual {
     /// Does not wait for it to serve.
     fn spawn(kind: Kind, extra: &[String]) -> Manual {
         let dir = tempfile::Builder::new().prefix(&format!("flags-{kind}-")).tempdir().expect("tempdir");
-        Manual::spawn_in(kind, dir, extra)
+        Manual::spawn_in(kind, dir, extra, &[])
     }
 
-    fn spawn_in(kind: Kind, dir: tempfile::TempDir, extra: &[String]) -> Manual {
+    /// [`Manual::spawn`] in `dir`, with the environment variables `env`
+    /// set too.
+    fn spawn_in(kind: Kind, dir: tempfile::TempDir, extra: &[String], env: &[(&str, String)]) -> Manual {
         let (client, peer) = (format!("http://127.0.0.1:{}", free_port()), format!("http://127.0.0.1:{}", free_port()));
         let program = match kind {
             Kind::Etcd => crate::common::server::program("etcd", "etcd-server"),
@@ -273,6 +275,7 @@ impl Manual {
         let err = std::fs::File::create(dir.path().join("stderr")).expect("stderr file");
         let child = Command::new(&program)
             .args(&args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .current_dir(dir.path())
             .stdin(std::process::Stdio::null())
             .stdout(out)
@@ -513,29 +516,78 @@ fn unix_socket_client_urls_serve_etcdctl() {
     });
 }
 
-/// With `--config-file` the file alone configures the server: name, data
-/// dir, URLs and TLS (`client-transport-security: {auto-tls: true}`) come
-/// from it; the command line's flags and `ETCD_*` variables are ignored,
-/// and so is a key that names no setting.
+/// With `--config-file` the file alone configures the server, with the
+/// keys of etcd's sample `etcd.conf.yml`: name, data and WAL dirs, URLs,
+/// metrics URLs, the txn op limit, logger and log outputs, and TLS
+/// (`client-transport-security: {auto-tls: true}`). The command line's
+/// other flags and the `ETCD_*` variables, which say otherwise here, are
+/// ignored, as the log says; so is a key that names no setting. A file
+/// that is not YAML is refused as etcd refuses it.
 #[test]
 fn config_file_is_obeyed_and_flags_ignored() {
     crate::common::for_each_kind(|kind| {
         let dir = tempfile::Builder::new().prefix(&format!("flags-{kind}-")).tempdir().expect("tempdir");
-        let (client, peer) = (format!("https://127.0.0.1:{}", free_port()), format!("http://127.0.0.1:{}", free_port()));
-        let data = dir.path().join("from-file");
+        let port = || format!("127.0.0.1:{}", free_port());
+        let (https, http, peer, metrics) = (format!("https://{}", port()), format!("http://{}", port()), format!("http://{}", port()), port());
+        let (data, wal) = (dir.path().join("from-file"), dir.path().join("wal-from-file"));
         let yaml = format!(
-            "name: from-file\ndata-dir: {}\nlisten-client-urls: {client}\nadvertise-client-urls: {client}\nlisten-peer-urls: {peer}\ninitial-advertise-peer-urls: {peer}\ninitial-cluster: from-file={peer}\nno-such-key: 3\nclient-transport-security:\n  auto-tls: true\n",
-            data.display()
+            "# keys as in etcd's etcd.conf.yml.sample
+name: from-file
+data-dir: {data}
+wal-dir: {wal}
+listen-client-urls: {https},{http}
+advertise-client-urls: {https}
+listen-peer-urls: {peer}
+initial-advertise-peer-urls: {peer}
+initial-cluster: from-file={peer}
+initial-cluster-state: 'new'
+listen-metrics-urls: http://{metrics}
+max-txn-ops: 2
+logger: zap
+log-outputs: [file.log]
+no-such-key: 3
+client-transport-security:
+  auto-tls: true
+",
+            data = data.display(),
+            wal = wal.display(),
         );
         std::fs::write(dir.path().join("etcd.yaml"), yaml).expect("write config");
-        // The usual flags name another member, data dir and client URL.
-        let mut s = Manual::spawn_in(kind, dir, &["--config-file=etcd.yaml".into()]);
-        let list = s.wait_for(&client, &["--insecure-transport=false", "--insecure-skip-tls-verify", "member", "list"]);
-        assert!(list.contains(", from-file, ") && list.contains(&client), "{list}");
+        // The usual flags name another member, data dir and client URL;
+        // these and the variables contradict the file's other settings.
+        let flags = ["--config-file=etcd.yaml".to_string(), "--max-txn-ops=100".into(), "--log-outputs=stderr".into(), format!("--listen-metrics-urls=http://{}", port())];
+        let env = [("ETCD_NAME", "from-env".to_string()), ("ETCD_MAX_TXN_OPS", "100".into()), ("ETCD_WAL_DIR", dir.path().join("wal-from-env").display().to_string())];
+        let mut s = Manual::spawn_in(kind, dir, &flags, &env);
+        let list = s.wait_for(&https, &["--insecure-transport=false", "--insecure-skip-tls-verify", "member", "list"]);
+        assert!(list.contains(", from-file, ") && list.contains(&https), "{list}");
         assert!(data.join("fixtures/client/cert.pem").is_file(), "auto TLS from the file");
-        assert!(!s.path("data").exists(), "--data-dir on the command line was ignored");
+        assert!(std::fs::read_dir(&wal).map(|d| d.count()).unwrap_or(0) > 0, "no WAL in the file's wal-dir");
+        for ignored in ["data", "wal-from-env"] {
+            assert!(!s.path(ignored).exists(), "{ignored}: a flag or variable was obeyed");
+        }
         let (code, _, _) = s.etcdctl(&s.client.clone(), &["get", "k"]);
         assert_ne!(code, 0, "--listen-client-urls on the command line was ignored");
+        let scraped = http_get(&metrics, "/metrics");
+        assert!(scraped.contains("\netcd_server_has_leader 1"), "metrics URL from the file: {scraped}");
+        block_on(async {
+            let mut c = crate::common::connect(&http).await;
+            let puts = |n: usize| etcd_client::Txn::new().and_then((0..n).map(|i| etcd_client::TxnOp::put(format!("k{i}"), "v", None)).collect::<Vec<_>>());
+            c.txn(puts(2)).await.expect("two ops are allowed");
+            let err = c.txn(puts(3)).await.expect_err("the file's max-txn-ops is 2");
+            assert_eq!(crate::common::status_of(&err).1, "etcdserver: too many operations in txn request");
+        });
+        let ignoring = "other configuration command line flags and environment variables will be ignored if provided";
+        s.wait_text("file.log", ignoring);
+        assert!(!s.read("stderr").contains(ignoring), "the log went to stderr too:\n{}", s.read("stderr"));
+        drop(s);
+
+        let dir = tempfile::Builder::new().prefix(&format!("flags-{kind}-")).tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("etcd.yaml"), "name: [from-file\n").expect("write config");
+        let mut s = Manual::spawn_in(kind, dir, &["--config-file=etcd.yaml".into()], &[]);
+        assert_eq!(s.exit_code(), 1, "{}", s.read("stderr"));
+        let want = "error verifying flags, error converting YAML to JSON: ";
+        assert!(s.read("stderr").contains(want), "want {want:?} in {}", s.read("stderr"));
+        assert!(!s.path("data").exists(), "a refused start leaves no data dir");
     });
 }
 
