@@ -336,6 +336,15 @@ impl Manual {
         }
     }
 
+    /// Sends SIGTERM and waits for the process to exit; its exit code (-1
+    /// for the signal).
+    fn terminate(&mut self) -> i32 {
+        let pid = self.child.as_ref().expect("running").id();
+        let sent = Command::new("kill").args(["-TERM", &pid.to_string()]).status().expect("run kill");
+        assert!(sent.success(), "kill -TERM {pid}");
+        self.exit_code()
+    }
+
     /// Waits for the process to exit by itself; its exit code.
     fn exit_code(&mut self) -> i32 {
         let mut child = self.child.take().expect("running");
@@ -493,8 +502,8 @@ fn log_flags_choose_where_the_log_goes() {
 }
 
 /// A `unix://HOST:PORT` client URL is a socket file named `HOST:PORT` in
-/// the working directory that etcdctl reaches with the same URL; a path
-/// in the URL is refused.
+/// the working directory that etcdctl reaches with the same URL, removed
+/// when the server stops on SIGTERM; a path in the URL is refused.
 #[test]
 fn unix_socket_client_urls_serve_etcdctl() {
     crate::common::for_each_kind(|kind| {
@@ -505,8 +514,12 @@ fn unix_socket_client_urls_serve_etcdctl() {
         s.wait_for(&unix, &["put", "over-unix", "v1"]);
         let got = s.wait_for(&http, &["get", "over-unix", "--print-value-only"]);
         assert_eq!(got.trim(), "v1");
-        let meta = std::fs::symlink_metadata(s.path(&format!("localhost:{port}"))).expect("the socket file is in the working directory");
+        let socket = s.path(&format!("localhost:{port}"));
+        let meta = std::fs::symlink_metadata(&socket).expect("the socket file is in the working directory");
         assert!(std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type()));
+        // etcd exits by the signal once it has cleaned up, raftstore with 0.
+        s.terminate();
+        assert!(!socket.exists(), "{kind} left its socket file behind");
         drop(s);
 
         let mut s = Manual::spawn(kind, &["--listen-client-urls=unix:///tmp/raftstore-flags.sock".into()]);
