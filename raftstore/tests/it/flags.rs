@@ -623,6 +623,35 @@ fn auto_tls_serves_a_self_signed_certificate() {
     });
 }
 
+/// What `openssl s_client` says of the TLS server at `addr`
+/// (`HOST:PORT`), offering HTTP/2 as a member does: the certificate and
+/// whether it verifies.
+fn s_client(addr: &str) -> String {
+    let out = Command::new("openssl").args(["s_client", "-connect", addr, "-alpn", "h2"]).stdin(std::process::Stdio::null()).output().expect("run openssl s_client");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// OpenSSL's verdict on a certificate that signed itself.
+const SELF_SIGNED: &str = "Verify return code: 18 (self-signed certificate)";
+
+/// `--peer-auto-tls` serves an https peer URL with a self-signed
+/// certificate kept in `<data-dir>/fixtures/peer`.
+#[test]
+fn peer_auto_tls_serves_a_self_signed_certificate() {
+    crate::common::for_each_kind(|kind| {
+        let addr = format!("127.0.0.1:{}", free_port());
+        let peer = format!("https://{addr}");
+        let flags = [format!("--listen-peer-urls={peer}"), format!("--initial-advertise-peer-urls={peer}"), format!("--initial-cluster=default={peer}"), "--peer-auto-tls".into()];
+        let mut s = Manual::spawn(kind, &flags);
+        s.wait_for(&s.client.clone(), &["put", "k", "v"]);
+        let shown = s_client(&addr);
+        assert!(shown.contains(SELF_SIGNED), "{kind}: {shown}");
+        for f in ["cert.pem", "key.pem"] {
+            assert!(s.path("data/fixtures/peer").join(f).is_file(), "{kind}: no {f}");
+        }
+    });
+}
+
 /// Three members with `--peer-auto-tls` (and `--auto-tls`) on https peer
 /// URLs make their own certificates, accept each other's without a CA,
 /// elect a leader and replicate.
@@ -641,6 +670,8 @@ fn peer_auto_tls_members_elect_a_leader() {
         let got = run(&p.client_url(), &["get", "peer-tls", "--print-value-only"]);
         assert_eq!(got.ok().trim(), "v1", "{}", p.name);
         assert!(p.dir.join(&p.name).join("fixtures/peer/cert.pem").is_file(), "{}: no peer certificate", p.name);
+        let shown = s_client(&format!("127.0.0.1:{}", p.peer_port));
+        assert!(shown.contains(SELF_SIGNED), "{}: {shown}", p.name);
     }
     // Each member publishes its client URL once it has started.
     let start = std::time::Instant::now();
