@@ -7,8 +7,10 @@
 //! - [`raft`]: openraft integration (log store, state machine, transport);
 //! - [`server`]: the etcd gRPC services;
 //! - [`auth`]: users, roles, permissions and tokens;
-//! - [`serving`]: accepting and serving connections on the client and peer
-//!   ports, with timeouts and a connection cap;
+//! - [`serving`]: accepting and serving connections on the client, peer
+//!   and metrics ports (TCP or unix sockets), with timeouts and a
+//!   connection cap; [`tls`]: the self-signed certificates of
+//!   `--auto-tls` and `--peer-auto-tls`;
 //! - [`lease`], [`compactor`]: lease expiry and auto compaction;
 //! - [`metrics`]: Prometheus metrics with etcd's names;
 //! - [`node`]: wiring a member together; [`snapshot`]: the client snapshot
@@ -29,5 +31,6 @@ pub mod server;
 pub mod serving;
 pub mod snapshot;
 pub mod storage;
+pub mod tls;
 
 pub use error::{Error, Result};

@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::lease::Lessor;
 use crate::mvcc::{MvccStore, WatchHub};
 use crate::raft::log_store::LogStore;
-use crate::raft::network::{NetworkFactory, PeerClients, TransportService};
+use crate::raft::network::{NetworkFactory, PeerClients, PeerTls, TransportService};
 use crate::raft::state_machine::StateMachine;
 use crate::raft::{Member, RaftNode};
 use crate::server::{self, Context};
@@ -31,7 +31,10 @@ pub struct Config {
     pub name: String,
     /// `--data-dir`.
     pub data_dir: PathBuf,
-    /// `--listen-client-urls` (first one is used; port 0 picks a free port).
+    /// `--listen-client-urls`: each is served; port 0 picks a free port.
+    /// `https://` serves TLS; `unix://HOST:PORT` (`unixs://` with TLS)
+    /// listens on a unix socket named `HOST:PORT` in the working directory,
+    /// as etcd does.
     pub listen_client_urls: Vec<String>,
     /// `--advertise-client-urls` (empty: the bound client address).
     pub advertise_client_urls: Vec<String>,
@@ -47,6 +50,27 @@ pub struct Config {
     pub initial_cluster_token: String,
     /// `--max-request-bytes`.
     pub max_request_bytes: usize,
+    /// `--max-txn-ops`: ops a txn may hold (etcd's default is 128).
+    pub max_txn_ops: usize,
+    /// `--listen-metrics-urls`: more listeners (`http://` or, with the
+    /// client TLS, `https://`) that serve only `/metrics` and `/health`.
+    pub listen_metrics_urls: Vec<String>,
+    /// `--wal-dir`: the directory for RocksDB's write-ahead log, which
+    /// every Raft log append is synced to; `None` keeps it in the database
+    /// directory (`<data-dir>/db`). See [`crate::storage::open_with_wal`].
+    pub wal_dir: Option<PathBuf>,
+    /// `--auto-tls`: without `client_tls`, serve `https://` client URLs
+    /// with a self-signed certificate kept in `<data-dir>/fixtures/client`
+    /// (see [`crate::tls`]).
+    pub client_auto_tls: bool,
+    /// `--peer-auto-tls`: without `peer_tls`, serve and dial `https://`
+    /// peer URLs with a self-signed certificate kept in
+    /// `<data-dir>/fixtures/peer`; the other members' certificates are not
+    /// verified (etcd does the same).
+    pub peer_auto_tls: bool,
+    /// `--self-signed-cert-validity`: years the certificates of
+    /// `client_auto_tls` and `peer_auto_tls` are valid.
+    pub self_signed_cert_validity: u32,
     /// `--quota-backend-bytes`: 0 for etcd's default of 2 GiB, negative for
     /// no quota.
     pub quota_backend_bytes: i64,
@@ -96,6 +120,12 @@ impl Default for Config {
             initial_cluster_state: "new".into(),
             initial_cluster_token: "etcd-cluster".into(),
             max_request_bytes: 1_572_864,
+            max_txn_ops: crate::server::kv::MAX_TXN_OPS,
+            listen_metrics_urls: Vec::new(),
+            wal_dir: None,
+            client_auto_tls: false,
+            peer_auto_tls: false,
+            self_signed_cert_validity: 1,
             quota_backend_bytes: 0,
             heartbeat: Duration::from_millis(100),
             election: Duration::from_millis(1000),
@@ -207,10 +237,20 @@ pub fn mark_removed(data_dir: &std::path::Path) -> Result<()> {
 
 /// A running member.
 pub struct NodeHandle {
-    /// The bound client address (of the first `--listen-client-urls`).
+    /// The first bound TCP client address (the unspecified address
+    /// `0.0.0.0:0` if every client URL is a unix socket).
     pub client_addr: SocketAddr,
-    /// Every bound client address, in flag order.
+    /// Every bound TCP client address, in flag order.
     pub client_addrs: Vec<SocketAddr>,
+    /// Every client URL served, in flag order, with the port bound for
+    /// port 0 (`unix://` URLs as given).
+    pub client_urls: Vec<String>,
+    /// The socket files of `unix://` client URLs; the process removes them
+    /// when it stops (Go's listener does so when closed).
+    pub unix_sockets: Vec<PathBuf>,
+    /// Every metrics URL served (`--listen-metrics-urls`), with the port
+    /// bound for port 0.
+    pub metrics_urls: Vec<String>,
     /// The bound peer address.
     pub peer_addr: SocketAddr,
     /// The Raft member.
@@ -246,7 +286,7 @@ struct Joined {
 /// # Errors
 /// [`Error::InvalidArgument`] when no peer answers or this member's peer URL
 /// is not in the cluster.
-async fn discover(cfg: &Config, my_peer_url: &str, tls: Option<tonic::transport::ClientTlsConfig>) -> Result<Joined> {
+async fn discover(cfg: &Config, my_peer_url: &str, tls: Option<PeerTls>) -> Result<Joined> {
     let mut last_err = None;
     for (name, url) in &cfg.initial_cluster {
         if *name == cfg.name || url == my_peer_url {
@@ -308,20 +348,44 @@ fn validate(cfg: &Config) -> Result<()> {
     let check = |flag: &str, url: &str| -> Result<()> {
         let u = url::Url::parse(url).map_err(|e| Error::InvalidArgument(format!("{flag}: invalid URL {url:?}: {e}")))?;
         let peer = flag.contains("peer") || flag == "--initial-cluster";
-        let (tls, needs) = if peer { (cfg.peer_tls.is_some(), "--peer-cert-file and --peer-key-file") } else { (cfg.client_tls.is_some(), "--cert-file and --key-file") };
+        let (tls, needs) = if peer {
+            (cfg.peer_tls.is_some() || cfg.peer_auto_tls, "--peer-cert-file and --peer-key-file (or --peer-auto-tls)")
+        } else {
+            (cfg.client_tls.is_some() || cfg.client_auto_tls, "--cert-file and --key-file (or --auto-tls)")
+        };
+        // etcd serves client URLs on unix sockets too; peer traffic and
+        // metrics only on TCP here.
+        let unix_ok = flag.contains("client");
         match u.scheme() {
             "http" => {}
-            "https" if tls => {}
+            "unix" if unix_ok => {}
+            "https" | "unixs" if tls && (unix_ok || u.scheme() == "https") => {}
             "https" => return Err(Error::InvalidArgument(format!("{flag}: {url}: an https URL needs {needs}"))),
-            other => return Err(Error::InvalidArgument(format!("{flag}: URL scheme must be http or https, got {other:?} in {url}"))),
+            "unixs" if unix_ok => return Err(Error::InvalidArgument(format!("{flag}: {url}: a unixs URL needs {needs}"))),
+            "unix" | "unixs" => return Err(Error::InvalidArgument(format!("{flag}: URL scheme must be http or https (raftstore serves only client URLs on unix sockets): {url}"))),
+            _ if unix_ok => return Err(Error::InvalidArgument(format!("{flag}: URL scheme must be http, https, unix, or unixs: {url}"))),
+            _ => return Err(Error::InvalidArgument(format!("{flag}: URL scheme must be http or https: {url}"))),
         }
-        if u.host_str().is_none() {
+        // A unix URL names its socket file by its `host:port` (etcd's
+        // `types.NewURLs` checks every URL so).
+        if u.scheme().starts_with("unix") {
+            if u.host_str().is_none_or(str::is_empty) || u.port().is_none() {
+                return Err(Error::InvalidArgument(format!("{flag}: URL address does not have the form \"host:port\": {url}")));
+            }
+            if !u.path().is_empty() {
+                return Err(Error::InvalidArgument(format!("{flag}: URL must not contain a path: {url}")));
+            }
+        }
+        if u.host_str().is_none_or(str::is_empty) {
             return Err(Error::InvalidArgument(format!("{flag}: URL without a host: {url}")));
         }
         Ok(())
     };
     for u in &cfg.listen_client_urls {
         check("--listen-client-urls", u)?;
+    }
+    for u in &cfg.listen_metrics_urls {
+        check("--listen-metrics-urls", u)?;
     }
     for u in &cfg.listen_peer_urls {
         check("--listen-peer-urls", u)?;
@@ -368,6 +432,9 @@ fn validate(cfg: &Config) -> Result<()> {
     if cfg.max_request_bytes == 0 {
         return Err(Error::InvalidArgument("--max-request-bytes must be positive".into()));
     }
+    if (cfg.client_auto_tls || cfg.peer_auto_tls) && cfg.self_signed_cert_validity == 0 {
+        return Err(Error::InvalidArgument("--self-signed-cert-validity is invalid, it should be greater than 0".into()));
+    }
     Ok(())
 }
 
@@ -388,6 +455,100 @@ fn persisted_ids(db: &rocksdb::DB, id: u64, cluster_id: u64) -> Result<(u64, u64
     }
 }
 
+/// A bound client listener.
+enum Bound {
+    Tcp(TcpListener),
+    Unix(tokio::net::UnixListener),
+}
+
+/// One `--listen-client-urls` entry, bound.
+struct ClientListener {
+    socket: Bound,
+    /// Serves TLS (`https://`, `unixs://`).
+    tls: bool,
+    /// The URL served, with the bound port for port 0.
+    url: String,
+    /// The bound TCP address.
+    addr: Option<SocketAddr>,
+    /// The socket file of a unix URL.
+    socket_file: Option<PathBuf>,
+}
+
+impl ClientListener {
+    /// Binds `url`. A `unix://HOST:PORT` URL is a socket file named
+    /// `HOST:PORT` in the working directory (etcd listens on `u.Host`); a
+    /// file left there by a process that did not stop cleanly makes the
+    /// bind fail, as with etcd.
+    async fn bind(url: &str) -> Result<ClientListener> {
+        let u = url::Url::parse(url).map_err(|e| Error::InvalidArgument(format!("bad URL {url:?}: {e}")))?;
+        let tls = matches!(u.scheme(), "https" | "unixs");
+        if u.scheme().starts_with("unix") {
+            let file = PathBuf::from(host_port(url)?);
+            let l = tokio::net::UnixListener::bind(&file).map_err(|e| Error::InvalidArgument(format!("listen unix {}: {e}", file.display())))?;
+            return Ok(ClientListener { socket: Bound::Unix(l), tls, url: url.to_string(), addr: None, socket_file: Some(file) });
+        }
+        let addr = host_port(url)?;
+        let l = TcpListener::bind(&addr).await.map_err(|e| Error::InvalidArgument(format!("listen tcp {addr}: {e}")))?;
+        let bound = l.local_addr().map_err(Error::internal)?;
+        Ok(ClientListener { socket: Bound::Tcp(l), tls, url: format!("{}://{bound}", u.scheme()), addr: Some(bound), socket_file: None })
+    }
+}
+
+/// File in the data dir that names the directory RocksDB's WAL was last
+/// kept in, when that is not `db` itself (`--wal-dir`).
+const WAL_DIR_MARKER: &str = "wal-dir";
+
+/// Creates `--wal-dir` and returns its absolute path, so that the path
+/// recorded in the data dir means the same from any working directory.
+fn prepare_wal_dir(dir: &std::path::Path) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::InvalidArgument(format!("cannot create WAL directory {}: {e}", dir.display())))?;
+    std::fs::canonicalize(dir).map_err(|e| Error::InvalidArgument(format!("cannot create WAL directory {}: {e}", dir.display())))
+}
+
+/// Opens the store in `db_dir` with its WAL in `wal_dir` (or in `db_dir`).
+///
+/// RocksDB replays only the WAL in the directory it is opened with. When
+/// an earlier start kept the WAL elsewhere (`--wal-dir` added, changed or
+/// dropped since), the store is first opened with the old directory, which
+/// replays the writes only its WAL holds, and flushed, so that nothing
+/// needs that WAL any more; then the new directory is recorded and the
+/// store opened with it.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] if the old WAL directory is gone (its writes
+/// would be lost); [`Error::Internal`] if RocksDB fails.
+fn open_db(dir: &std::path::Path, db_dir: &std::path::Path, wal_dir: Option<&std::path::Path>) -> Result<crate::storage::Db> {
+    use std::os::unix::ffi::OsStrExt;
+    let marker = dir.join(WAL_DIR_MARKER);
+    let recorded = match std::fs::read(&marker) {
+        Ok(b) => Some(PathBuf::from(std::ffi::OsStr::from_bytes(&b))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(Error::InvalidArgument(format!("cannot read {}: {e}", marker.display()))),
+    };
+    let wanted = wal_dir.filter(|w| *w != db_dir);
+    if recorded.as_deref() != wanted {
+        if db_dir.join("CURRENT").exists() {
+            if let Some(old) = &recorded {
+                if !old.is_dir() {
+                    return Err(Error::InvalidArgument(format!("the write-ahead log of this data dir was kept in {} (--wal-dir), which is gone", old.display())));
+                }
+            }
+            let old = crate::storage::open_with_wal(db_dir, recorded.as_deref())?;
+            crate::storage::flush_all(&old)?;
+            drop(old);
+        }
+        match wanted {
+            Some(w) => {
+                std::fs::write(&marker, w.as_os_str().as_bytes()).map_err(Error::internal)?;
+                std::fs::File::open(&marker).and_then(|f| f.sync_all()).map_err(Error::internal)?;
+            }
+            None => std::fs::remove_file(&marker).map_err(Error::internal)?,
+        }
+        std::fs::File::open(dir).and_then(|f| f.sync_all()).map_err(Error::internal)?;
+    }
+    crate::storage::open_with_wal(db_dir, wanted)
+}
+
 /// Starts a member and returns once it serves clients.
 ///
 /// # Errors
@@ -400,55 +561,100 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
     let tokens = crate::auth::TokenProvider::from_flag(&cfg.auth_token, cfg.auth_token_ttl)?;
     let mut client_ls = Vec::new();
     for url in &cfg.listen_client_urls {
-        let addr = host_port(url)?;
-        let l = TcpListener::bind(&addr).await.map_err(|e| Error::InvalidArgument(format!("listen tcp {addr}: {e}")))?;
-        client_ls.push(l);
+        client_ls.push(ClientListener::bind(url).await?);
     }
     let peer_listen = cfg.listen_peer_urls.first().ok_or_else(|| Error::InvalidArgument("--listen-peer-urls is empty".into()))?;
     let peer_bind = host_port(peer_listen)?;
     let peer_l = TcpListener::bind(&peer_bind).await.map_err(|e| Error::InvalidArgument(format!("listen tcp {peer_bind}: {e}")))?;
-    let client_addrs: Vec<SocketAddr> = client_ls.iter().map(|l| l.local_addr()).collect::<std::io::Result<_>>().map_err(Error::internal)?;
-    let client_addr = *client_addrs.first().ok_or_else(|| Error::InvalidArgument("--listen-client-urls is empty".into()))?;
+    let mut metrics_ls = Vec::new();
+    for url in &cfg.listen_metrics_urls {
+        let addr = host_port(url)?;
+        let l = TcpListener::bind(&addr).await.map_err(|e| Error::InvalidArgument(format!("listen tcp {addr}: {e}")))?;
+        let bound = l.local_addr().map_err(Error::internal)?;
+        metrics_ls.push((l, url.starts_with("https:"), with_bound_port(url, bound)));
+    }
+    if client_ls.is_empty() {
+        return Err(Error::InvalidArgument("--listen-client-urls is empty".into()));
+    }
+    let client_addrs: Vec<SocketAddr> = client_ls.iter().filter_map(|l| l.addr).collect();
+    let client_addr = client_addrs.first().copied().unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+    let client_urls: Vec<String> = client_ls.iter().map(|l| l.url.clone()).collect();
+    let unix_sockets: Vec<PathBuf> = client_ls.iter().filter_map(|l| l.socket_file.clone()).collect();
+    let metrics_urls: Vec<String> = metrics_ls.iter().map(|(_, _, u)| u.clone()).collect();
     let peer_addr = peer_l.local_addr().map_err(Error::internal)?;
-
-    // ALPN: gRPC is HTTP/2; the client port also answers HTTP/1.1 (health,
-    // metrics, version).
-    let acceptor = |mut tls: rustls::ServerConfig, alpn: &[&[u8]]| {
-        tls.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-        tokio_rustls::TlsAcceptor::from(Arc::new(tls))
-    };
-    let client_tls = cfg.client_tls.as_ref().map(|t| t.server_config("")).transpose()?.map(|c| acceptor(c, &[b"h2", b"http/1.1"]));
-    let peer_server_tls = cfg.peer_tls.as_ref().map(|t| t.server_config("peer-")).transpose()?.map(|c| acceptor(c, &[b"h2"]));
-    let peer_client_tls = match &cfg.peer_tls {
-        Some(t) if t.trusted_ca_file.is_some() => Some(t.client_config("peer-")?),
-        _ => None,
-    };
-    let peer_scheme = if cfg.peer_tls.is_some() { "https" } else { "http" };
-    let client_scheme = if cfg.client_tls.is_some() { "https" } else { "http" };
 
     let dir = &cfg.data_dir;
     if dir.join(REMOVED_MARKER).exists() {
         return Err(Error::InvalidArgument(format!("{}: {}", crate::raft::network::REMOVED_MESSAGE, dir.display())));
     }
+    // Creating the data dir and then `db` here turns a file (or a dangling
+    // symlink) in their place into a plain OS error naming the path at
+    // fault, instead of RocksDB's debug-formatted one.
+    let create_data_dir = || std::fs::create_dir_all(dir).map_err(|e| Error::InvalidArgument(format!("cannot create data directory {}: {e}", dir.display())));
+    // --auto-tls and --peer-auto-tls: certificates under the data dir,
+    // made before anything is served (as etcd).
+    let client_tls = match &cfg.client_tls {
+        Some(t) => Some(t.clone()),
+        None if cfg.client_auto_tls => {
+            create_data_dir()?;
+            let hosts: Vec<String> = cfg.listen_client_urls.iter().filter_map(|u| host_port(u).ok()).collect();
+            let c = crate::tls::self_cert(&dir.join("fixtures").join("client"), &hosts, cfg.self_signed_cert_validity, false)?;
+            Some(TlsFiles { cert_file: c.cert_file, key_file: c.key_file, trusted_ca_file: None, client_cert_auth: false })
+        }
+        None => None,
+    };
+    let peer_self_cert = match &cfg.peer_tls {
+        None if cfg.peer_auto_tls => {
+            create_data_dir()?;
+            let hosts: Vec<String> = cfg.listen_peer_urls.iter().filter_map(|u| host_port(u).ok()).collect();
+            Some(crate::tls::self_cert(&dir.join("fixtures").join("peer"), &hosts, cfg.self_signed_cert_validity, true)?)
+        }
+        _ => None,
+    };
+    if cfg.client_auto_tls && cfg.client_tls.is_some() {
+        tracing::warn!("ignoring client auto TLS since certs given");
+    }
+    if cfg.peer_auto_tls && cfg.peer_tls.is_some() {
+        tracing::warn!("ignoring peer auto TLS since certs given");
+    }
+    let peer_tls = match &peer_self_cert {
+        Some(c) => Some(TlsFiles { cert_file: c.cert_file.clone(), key_file: c.key_file.clone(), trusted_ca_file: None, client_cert_auth: false }),
+        None => cfg.peer_tls.clone(),
+    };
+
+    // ALPN: gRPC is HTTP/2; the client port also answers HTTP/1.1 (health,
+    // metrics, version). A listener serves TLS when its URL is https (or
+    // unixs): etcd serves an http URL in the clear even with certificates.
+    let acceptor = |mut tls: rustls::ServerConfig, alpn: &[&[u8]]| {
+        tls.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        tokio_rustls::TlsAcceptor::from(Arc::new(tls))
+    };
+    let client_tls_acceptor = client_tls.as_ref().map(|t| t.server_config("")).transpose()?.map(|c| acceptor(c, &[b"h2", b"http/1.1"]));
+    let peer_server_tls = peer_tls.as_ref().filter(|_| peer_listen.starts_with("https:")).map(|t| t.server_config("peer-")).transpose()?.map(|c| acceptor(c, &[b"h2"]));
+    let peer_client_tls = match (&peer_self_cert, &cfg.peer_tls) {
+        (Some(c), _) => Some(PeerTls::SelfSigned(Arc::new(crate::tls::insecure_client_config(&c.cert_file, &c.key_file)?))),
+        (None, Some(t)) if t.trusted_ca_file.is_some() => Some(PeerTls::Verified(t.client_config("peer-")?)),
+        _ => None,
+    };
+    let peer_scheme = if peer_listen.starts_with("https:") { "https" } else { "http" };
+
     let fresh = !dir.join("db").exists();
     let my_peer_url = cfg.initial_advertise_peer_urls.first().map(|u| with_bound_port(u, peer_addr)).unwrap_or_else(|| format!("{peer_scheme}://{peer_addr}"));
     // A new member of a running cluster learns its ID from the others
     // before it touches the data dir.
     let joined = if fresh && cfg.initial_cluster_state == "existing" { Some(discover(&cfg, &my_peer_url, peer_client_tls.clone()).await?) } else { None };
-    // Creating the data dir and then `db` here turns a file (or a dangling
-    // symlink) in their place into a plain OS error naming the path at
-    // fault, instead of RocksDB's debug-formatted one.
-    std::fs::create_dir_all(dir).map_err(|e| Error::InvalidArgument(format!("cannot create data directory {}: {e}", dir.display())))?;
+    create_data_dir()?;
     let db_dir = dir.join("db");
     std::fs::create_dir_all(&db_dir).map_err(|e| Error::InvalidArgument(format!("cannot create data directory {}: {e}", db_dir.display())))?;
-    let db = crate::storage::open(&db_dir).map_err(|e| {
+    let wal_dir = cfg.wal_dir.as_deref().map(prepare_wal_dir).transpose()?;
+    let db = open_db(dir, &db_dir, wal_dir.as_deref()).map_err(|e| {
         let e = match e {
             Error::Internal(m) => m,
             other => other.to_string(),
         };
         Error::InvalidArgument(format!("cannot open data directory {}: {e}", dir.display()))
     })?;
-    crate::storage::presize_wal(&db);
+    crate::storage::presize_wal(&db, wal_dir.as_deref());
     let store = Arc::new(MvccStore::open(db.clone(), min_lease_ttl(cfg.election))?);
     let hub = Arc::new(WatchHub::new(store.current_revision()));
     let snap_root = dir.join("snapshots");
@@ -458,7 +664,9 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
     let inline_sync = log.inline_sync_switch();
 
     let my_client_urls = if cfg.advertise_client_urls.is_empty() {
-        vec![format!("{client_scheme}://{client_addr}")]
+        client_urls.iter().take(1).cloned().collect()
+    } else if client_addrs.is_empty() {
+        cfg.advertise_client_urls.clone()
     } else {
         cfg.advertise_client_urls.iter().zip(client_addrs.iter().cycle()).map(|(u, a)| with_bound_port(u, *a)).collect()
     };
@@ -574,11 +782,12 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
         cluster_id,
         member_id: id,
         max_request_bytes: cfg.max_request_bytes,
+        max_txn_ops: cfg.max_txn_ops,
         quota_backend_bytes: server::quota::from_flag(cfg.quota_backend_bytes),
         progress_notify_interval: cfg.progress_notify_interval,
         data_dir: cfg.data_dir.clone(),
         auth,
-        client_cert_auth: cfg.client_tls.as_ref().is_some_and(|t| t.client_cert_auth),
+        client_cert_auth: client_tls.as_ref().is_some_and(|t| t.client_cert_auth),
     });
     tokio::spawn(server::lease::expiry_loop(ctx.clone()));
     // Publish this start's name and client URLs (etcd's publish step).
@@ -612,10 +821,20 @@ pub async fn start(cfg: Config) -> Result<NodeHandle> {
             .add_service(AuthServer::new(server::auth::AuthService::new(ctx.clone())).max_decoding_message_size(grpc_limit))
             .prepare(),
     );
-    let client_port = crate::serving::Port { name: "client", tls: client_tls, http1: true, max_streams: cfg.serving.max_concurrent_streams, limits: cfg.serving.clone() };
-    for client_l in client_ls {
-        tokio::spawn(crate::serving::serve(client_l, client_port.clone(), client_service.clone()));
+    let client_port = crate::serving::Port { name: "client", tls: None, http1: true, max_streams: cfg.serving.max_concurrent_streams, limits: cfg.serving.clone() };
+    for l in client_ls {
+        let port = crate::serving::Port { tls: if l.tls { client_tls_acceptor.clone() } else { None }, ..client_port.clone() };
+        match l.socket {
+            Bound::Tcp(tcp) => tokio::spawn(crate::serving::serve(tcp, port, client_service.clone())),
+            Bound::Unix(unix) => tokio::spawn(crate::serving::serve(unix, port, client_service.clone())),
+        };
+    }
+    let metrics_service = crate::server::http::MetricsService::new(ctx.clone());
+    for (l, tls, url) in metrics_ls {
+        let port = crate::serving::Port { name: "metrics", tls: if tls { client_tls_acceptor.clone() } else { None }, ..client_port.clone() };
+        tracing::info!("serving metrics on {url}");
+        tokio::spawn(crate::serving::serve(l, port, metrics_service.clone()));
     }
 
-    Ok(NodeHandle { client_addr, client_addrs, peer_addr, node, ctx, removed })
+    Ok(NodeHandle { client_addr, client_addrs, client_urls, unix_sockets, metrics_urls, peer_addr, node, ctx, removed })
 }

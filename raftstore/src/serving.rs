@@ -43,7 +43,7 @@ use http_body_util::BodyExt;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// How long a TLS handshake may take (kube-apiserver: Go applies its 32 s
@@ -119,7 +119,7 @@ fn common_name(der: &[u8]) -> Option<String> {
 /// How one listener serves its connections.
 #[derive(Clone)]
 pub struct Port {
-    /// `client` or `peer`, for log lines.
+    /// `client`, `peer` or `metrics`, for log lines.
     pub name: &'static str,
     /// TLS, for an https URL.
     pub tls: Option<tokio_rustls::TlsAcceptor>,
@@ -131,17 +131,47 @@ pub struct Port {
     pub limits: Limits,
 }
 
+/// A socket that connections are accepted on: TCP, or a unix socket
+/// (etcd's `unix://` client URLs).
+pub trait Listener: Send + 'static {
+    /// An accepted connection.
+    type Io: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+
+    /// The next connection and a name of its other end, for log lines.
+    fn accept_conn(&self) -> impl std::future::Future<Output = std::io::Result<(Self::Io, String)>> + Send;
+}
+
+impl Listener for TcpListener {
+    type Io = tokio::net::TcpStream;
+
+    async fn accept_conn(&self) -> std::io::Result<(Self::Io, String)> {
+        let (tcp, peer) = self.accept().await?;
+        let _ = tcp.set_nodelay(true);
+        Ok((tcp, peer.to_string()))
+    }
+}
+
+impl Listener for UnixListener {
+    type Io = tokio::net::UnixStream;
+
+    async fn accept_conn(&self) -> std::io::Result<(Self::Io, String)> {
+        let (conn, _) = self.accept().await?;
+        Ok((conn, "a unix socket client".to_string()))
+    }
+}
+
 /// Accepts connections on `listener` and serves each with `service` on its
 /// own task, as the module doc describes. Runs for as long as the process.
-pub async fn serve<S>(listener: TcpListener, port: Port, service: S)
+pub async fn serve<L, S>(listener: L, port: Port, service: S)
 where
+    L: Listener,
     S: tower::Service<http::Request<tonic::body::Body>, Response = http::Response<tonic::body::Body>, Error = Infallible> + Clone + Send + 'static,
     S::Future: Send + 'static,
 {
     let port = Arc::new(port);
     let gate = Gate::new(port.limits.max_connections);
     loop {
-        let (tcp, peer) = match listener.accept().await {
+        let (tcp, peer) = match listener.accept_conn().await {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!("{} port: accept: {e}", port.name);
@@ -156,7 +186,6 @@ where
         let (port, service) = (port.clone(), service.clone());
         tokio::spawn(async move {
             let _slot = slot;
-            let _ = tcp.set_nodelay(true);
             let Some(acceptor) = &port.tls else {
                 return serve_connection(tcp, &port, service, None).await;
             };

@@ -1,8 +1,10 @@
-//! Plain HTTP on the client port, beside gRPC, and gRPC status fix-ups.
+//! Plain HTTP on the client port, beside gRPC, and gRPC status fix-ups; the
+//! metrics port.
 //!
 //! etcd answers `GET /health`, `GET /version` and `GET /metrics`
 //! (Prometheus text, see [`crate::metrics`]) on its client URLs; health
-//! probes, tools and scrapers rely on them. This layer answers those, and rewrites two
+//! probes, tools and scrapers rely on them. The `--listen-metrics-urls`
+//! listeners answer `/metrics` and `/health` only ([`MetricsService`]). This layer answers those, and rewrites two
 //! tonic statuses into what grpc-go (and so etcd) sends, since clients show
 //! them verbatim: an oversized request, and a call to an unknown service or
 //! method (tonic leaves the message empty).
@@ -90,14 +92,11 @@ where
         if req.method() == http::Method::GET {
             match path.as_str() {
                 "/health" | "/livez" | "/readyz" => {
-                    let healthy = self.ctx.node.status().0.is_some();
-                    let resp = if healthy { json(200, r#"{"health":"true","reason":""}"#.to_string()) } else { json(503, r#"{"health":"false","reason":"RAFT NO LEADER"}"#.to_string()) };
+                    let resp = health(&self.ctx);
                     return Box::pin(async move { Ok(resp) });
                 }
                 "/metrics" => {
-                    let body = scrape(&self.ctx);
-                    let mut resp = http::Response::new(Body::new(Full::new(Bytes::from(body))));
-                    resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+                    let resp = metrics(&self.ctx);
                     return Box::pin(async move { Ok(resp) });
                 }
                 "/version" => {
@@ -135,6 +134,65 @@ where
             };
             Ok(unknown_method_status(grpc_limit_status(resp), &path))
         })
+    }
+}
+
+/// `GET /health`: 200 while this member knows a leader, else 503.
+fn health(ctx: &Context) -> http::Response<Body> {
+    if ctx.node.status().0.is_some() {
+        json(200, r#"{"health":"true","reason":""}"#.to_string())
+    } else {
+        json(503, r#"{"health":"false","reason":"RAFT NO LEADER"}"#.to_string())
+    }
+}
+
+/// `GET /metrics`: every metric in the Prometheus text format.
+fn metrics(ctx: &Context) -> http::Response<Body> {
+    let mut resp = http::Response::new(Body::new(Full::new(Bytes::from(scrape(ctx)))));
+    resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+    resp
+}
+
+fn text(status: http::StatusCode, body: &'static str) -> http::Response<Body> {
+    let mut resp = http::Response::new(Body::new(Full::new(Bytes::from_static(body.as_bytes()))));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/plain; charset=utf-8"));
+    resp
+}
+
+/// What the `--listen-metrics-urls` listeners serve: `/metrics` and
+/// `/health` as on the client port, and nothing else, as etcd's metrics
+/// mux (`etcdhttp.HandleMetricsHealth`): another path is Go's
+/// `404 page not found`, and `/health` other than by GET is 405.
+#[derive(Clone)]
+pub struct MetricsService {
+    ctx: Ctx,
+}
+
+impl MetricsService {
+    /// A service answering from `ctx`.
+    pub fn new(ctx: Ctx) -> Self {
+        MetricsService { ctx }
+    }
+}
+
+impl Service<http::Request<Body>> for MetricsService {
+    type Response = http::Response<Body>;
+    type Error = std::convert::Infallible;
+    type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
+        let resp = match req.uri().path() {
+            "/metrics" => metrics(&self.ctx),
+            "/health" if req.method() == http::Method::GET => health(&self.ctx),
+            "/health" => text(http::StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed"),
+            _ => text(http::StatusCode::NOT_FOUND, "404 page not found\n"),
+        };
+        std::future::ready(Ok(resp))
     }
 }
 

@@ -20,7 +20,8 @@ use crate::command::{Command, CommandResponse};
 use crate::error::{Error, Result};
 use crate::mvcc::{is_point_read, txn_is_read_only, txn_reads_are_point};
 
-/// etcd's default `--max-txn-ops`.
+/// etcd's default `--max-txn-ops` (the configured value is
+/// [`super::Context::max_txn_ops`]).
 pub const MAX_TXN_OPS: usize = 128;
 
 /// The KV service.
@@ -157,12 +158,21 @@ fn check_intervals(reqs: &[RequestOp]) -> Result<(HashSet<Vec<u8>>, Vec<Del>)> {
     Ok((puts, dels))
 }
 
-/// Full etcd validation of a txn before it is proposed.
+/// Full etcd validation of a txn before it is proposed, with etcd's
+/// default op budget ([`MAX_TXN_OPS`]).
 ///
 /// # Errors
 /// etcd's `too many operations`, `key is not provided`, `duplicate key`, ...
 pub fn validate_txn(r: &TxnRequest) -> Result<()> {
-    check_txn(r, MAX_TXN_OPS)?;
+    validate_txn_within(r, MAX_TXN_OPS)
+}
+
+/// [`validate_txn`] with a budget of `max_ops` ops (`--max-txn-ops`).
+///
+/// # Errors
+/// As [`validate_txn`].
+pub fn validate_txn_within(r: &TxnRequest, max_ops: usize) -> Result<()> {
+    check_txn(r, max_ops)?;
     check_intervals(&r.success)?;
     check_intervals(&r.failure)?;
     Ok(())
@@ -237,7 +247,7 @@ impl Kv for KvService {
     async fn txn(&self, req: Request<TxnRequest>) -> Res<TxnResponse> {
         let who = caller(&self.ctx, &req).await?;
         let r = req.into_inner();
-        validate_txn(&r)?;
+        validate_txn_within(&r, self.ctx.max_txn_ops)?;
         if txn_is_read_only(&r) {
             self.ctx.node.linearizable_read().await?;
             self.ctx.auth.check_txn(who.as_ref(), &r, &lease_keys(&self.ctx))?;

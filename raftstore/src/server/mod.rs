@@ -44,6 +44,9 @@ pub struct Context {
     pub member_id: u64,
     /// `--max-request-bytes`.
     pub max_request_bytes: usize,
+    /// `--max-txn-ops`: the most ops (compares, or ops of one branch) a txn
+    /// may hold, nested txns included (see [`kv::validate_txn_within`]).
+    pub max_txn_ops: usize,
     /// `--quota-backend-bytes`: the most the database may hold, in bytes;
     /// `None` for no quota (see [`quota`]).
     pub quota_backend_bytes: Option<u64>,

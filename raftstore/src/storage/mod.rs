@@ -44,7 +44,23 @@ pub fn sync_wal(db: &DB) -> std::result::Result<(), rocksdb::Error> {
 /// # Errors
 /// [`Error::Internal`] if RocksDB cannot open the directory.
 pub fn open(path: &Path) -> Result<Db> {
+    open_with_wal(path, None)
+}
+
+/// [`open`], with RocksDB's write-ahead log (which holds every Raft log
+/// append until it is flushed to the column families) in `wal_dir` instead
+/// of `path`: etcd's `--wal-dir`, which puts the log's synced writes on a
+/// device of their own. RocksDB replays only the WAL files in the
+/// directory it is given, so a store must be opened with the directory its
+/// WAL was written to (`node` records it).
+///
+/// # Errors
+/// [`Error::Internal`] if RocksDB cannot open the directories.
+pub fn open_with_wal(path: &Path, wal_dir: Option<&Path>) -> Result<Db> {
     let mut opts = Options::default();
+    if let Some(dir) = wal_dir {
+        opts.set_wal_dir(dir);
+    }
     opts.create_if_missing(true);
     opts.create_missing_column_families(true);
     opts.set_max_background_jobs(2);
@@ -67,6 +83,17 @@ pub fn open(path: &Path) -> Result<Db> {
     Ok(Arc::new(db))
 }
 
+/// Flushes every column family's memtable to SST files, after which no
+/// write needs the WAL any more (RocksDB then deletes the WAL files).
+///
+/// # Errors
+/// [`Error::Internal`] if the flush fails.
+pub fn flush_all(db: &DB) -> Result<()> {
+    let cfs: Vec<&ColumnFamily> = keys::ALL_CFS.iter().filter_map(|name| db.cf_handle(name)).collect();
+    db.flush_cfs_opt(&cfs, &rocksdb::FlushOptions::default())?;
+    Ok(())
+}
+
 /// Size that [`presize_wal`] gives the WAL file RocksDB is writing, in
 /// bytes. RocksDB switches to a new WAL file when the memtables flush (at
 /// most 64 MiB each by default), so the live file rarely outgrows it; a
@@ -76,9 +103,9 @@ pub const WAL_PRESIZE_BYTES: u64 = 64 << 20;
 /// How often [`presize_wal`] looks for a new WAL file.
 const WAL_PRESIZE_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// Starts a thread that sets the size of each new RocksDB WAL file to
-/// [`WAL_PRESIZE_BYTES`] soon after RocksDB creates it, until `db` is
-/// dropped.
+/// Starts a thread that sets the size of each new RocksDB WAL file (in
+/// `wal_dir`, or in the database's directory) to [`WAL_PRESIZE_BYTES`] soon
+/// after RocksDB creates it, until `db` is dropped.
 ///
 /// Why: every Raft log append ends in an `fdatasync` of the WAL. When the
 /// write grew the file, the sync must also write the inode's new size, a
@@ -98,9 +125,9 @@ const WAL_PRESIZE_POLL: std::time::Duration = std::time::Duration::from_millis(1
 /// Checkpoints copy the open WAL only up to what RocksDB wrote. A WAL that
 /// RocksDB closed just before this thread saw it stays at 64 MiB of holes
 /// (no blocks) until RocksDB deletes it.
-pub fn presize_wal(db: &Db) {
+pub fn presize_wal(db: &Db, wal_dir: Option<&Path>) {
     let weak = Arc::downgrade(db);
-    let dir = db.path().to_path_buf();
+    let dir = wal_dir.unwrap_or(db.path()).to_path_buf();
     let spawned = std::thread::Builder::new().name("wal-presize".into()).spawn(move || {
         let mut done = 0u64;
         while weak.strong_count() > 0 {
@@ -203,7 +230,7 @@ mod tests {
             }
         };
         write(&db, 0, 10);
-        presize_wal(&db);
+        presize_wal(&db, None);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while wal_len(&live) < WAL_PRESIZE_BYTES {
             assert!(std::time::Instant::now() < deadline, "WAL not presized: {} bytes", wal_len(&live));

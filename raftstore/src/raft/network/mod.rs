@@ -22,7 +22,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 pub use forward::{ForwardStream, FORWARD_WINDOW};
-pub use peers::PeerClients;
+pub use peers::{PeerClients, PeerTls};
 pub use replication::{Network, NetworkFactory};
 pub use service::TransportService;
 

@@ -34,7 +34,19 @@ pub struct PeerClients {
     /// Set once a peer said this member was removed from the cluster.
     removed: tokio::sync::watch::Sender<bool>,
     /// TLS for https peer URLs.
-    tls: Option<tonic::transport::ClientTlsConfig>,
+    tls: Option<PeerTls>,
+}
+
+/// How a member dials `https://` peer URLs.
+#[derive(Clone)]
+pub enum PeerTls {
+    /// Verify the other members' certificates against a CA
+    /// (`--peer-trusted-ca-file`) and show ours.
+    Verified(tonic::transport::ClientTlsConfig),
+    /// `--peer-auto-tls`: the other members show self-signed certificates
+    /// nobody can verify, so none is verified (etcd skips verification in
+    /// this mode too); ours is shown. See [`crate::tls`].
+    SelfSigned(std::sync::Arc<rustls::ClientConfig>),
 }
 
 /// How often a peer connection is pinged (HTTP/2 PING), and how long the
@@ -46,24 +58,32 @@ const PEER_PING_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1
 const PEER_PING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// A lazily connecting client to a peer URL.
-fn dial(url: &str, tls: Option<&tonic::transport::ClientTlsConfig>) -> Result<RaftTransportClient<Channel>> {
-    let mut ep = Endpoint::from_shared(url.to_string())
-        .map_err(Error::internal)?
-        .connect_timeout(std::time::Duration::from_secs(1))
-        .http2_keep_alive_interval(PEER_PING_INTERVAL)
-        .keep_alive_timeout(PEER_PING_TIMEOUT)
-        .keep_alive_while_idle(true)
-        .tcp_nodelay(true);
-    if url.starts_with("https://") {
-        let tls = tls.ok_or_else(|| Error::InvalidArgument(format!("{url}: https peer URLs need --peer-trusted-ca-file")))?;
-        ep = ep.tls_config(tls.clone()).map_err(Error::internal)?;
-    }
-    Ok(RaftTransportClient::new(ep.connect_lazy()).max_decoding_message_size(usize::MAX).max_encoding_message_size(usize::MAX))
+fn dial(url: &str, tls: Option<&PeerTls>) -> Result<RaftTransportClient<Channel>> {
+    let endpoint = |url: String| -> Result<Endpoint> {
+        Ok(Endpoint::from_shared(url)
+            .map_err(Error::internal)?
+            .connect_timeout(std::time::Duration::from_secs(1))
+            .http2_keep_alive_interval(PEER_PING_INTERVAL)
+            .keep_alive_timeout(PEER_PING_TIMEOUT)
+            .keep_alive_while_idle(true)
+            .tcp_nodelay(true))
+    };
+    let channel = match url.strip_prefix("https://") {
+        None => endpoint(url.to_string())?.connect_lazy(),
+        Some(rest) => match tls {
+            Some(PeerTls::Verified(tls)) => endpoint(url.to_string())?.tls_config(tls.clone()).map_err(Error::internal)?.connect_lazy(),
+            // tonic's TLS always verifies: the channel gets the URL as
+            // http and the connector adds the TLS.
+            Some(PeerTls::SelfSigned(cfg)) => endpoint(format!("http://{rest}"))?.connect_with_connector_lazy(crate::tls::SelfSignedConnector::new(cfg.clone())),
+            None => return Err(Error::InvalidArgument(format!("{url}: https peer URLs need --peer-trusted-ca-file"))),
+        },
+    };
+    Ok(RaftTransportClient::new(channel).max_decoding_message_size(usize::MAX).max_encoding_message_size(usize::MAX))
 }
 
 impl PeerClients {
     /// Clients for a cluster whose initial members have these peer URLs.
-    pub fn new(initial: HashMap<u64, String>, tls: Option<tonic::transport::ClientTlsConfig>) -> Self {
+    pub fn new(initial: HashMap<u64, String>, tls: Option<PeerTls>) -> Self {
         PeerClients {
             clients: Mutex::new(HashMap::new()),
             service_clients: Mutex::new(HashMap::new()),
@@ -130,7 +150,7 @@ impl PeerClients {
     /// # Errors
     /// Unavailable if the peer cannot be reached; Internal if it answers
     /// garbage.
-    pub async fn members_at(peer_url: &str, tls: Option<tonic::transport::ClientTlsConfig>) -> Result<(u64, std::collections::BTreeMap<u64, (Member, bool)>)> {
+    pub async fn members_at(peer_url: &str, tls: Option<PeerTls>) -> Result<(u64, std::collections::BTreeMap<u64, (Member, bool)>)> {
         let mut c = dial(peer_url, tls.as_ref())?;
         let mut req = Request::new(MembersRequest {});
         req.set_timeout(std::time::Duration::from_secs(2));

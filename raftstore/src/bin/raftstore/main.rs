@@ -5,12 +5,21 @@
 //!   --listen-client-urls http://127.0.0.1:2379 --listen-peer-urls http://127.0.0.1:2380
 //! raftstore snapshot save backup.db --endpoints https://etcd-0:2379 --cacert ca.crt --cert c.crt --key c.key
 //! raftstore snapshot restore backup.db --data-dir /var/lib/new
+//! raftstore --config-file /etc/raftstore.yaml
 //! ```
+//!
+//! Flags are written as etcd's are: `--name x`, `--name=x` or `-name x`,
+//! and a boolean flag as `--auto-tls` or `--auto-tls=false`; a bad flag is
+//! refused in Go's words (see [`usage`]).
+
+mod config_file;
+mod logging;
+mod usage;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgAction, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use raftstore::compactor::AutoCompaction;
 use raftstore::node::{self, Config, TlsFiles};
 
@@ -92,18 +101,39 @@ enum SnapshotCmd {
 /// The server's flags. As with etcd, each can also come from an
 /// environment variable named `ETCD_` plus the flag in upper case with `_`
 /// for `-` (`--data-dir` is `ETCD_DATA_DIR`); a flag on the command line
-/// wins over its variable.
+/// wins over its variable. With `--config-file`, the file alone decides
+/// (see [`config_file`]).
 #[derive(Args, Debug)]
 struct Serve {
+    /// Path to the server configuration file (etcd's YAML, keys named as
+    /// the flags). Note that if a configuration file is provided, other
+    /// command line flags and environment variables will be ignored.
+    #[arg(long = "config-file", env = "ETCD_CONFIG_FILE")]
+    config_file: Option<PathBuf>,
     /// Human-readable name for this member.
     #[arg(long, env = "ETCD_NAME", default_value = "default")]
     name: String,
     /// Path to the data directory (default: `<name>.raftstore`).
     #[arg(long = "data-dir", env = "ETCD_DATA_DIR")]
     data_dir: Option<PathBuf>,
-    /// URLs to listen on for client traffic (comma-separated; all are served).
+    /// Path to the dedicated WAL directory. raftstore's Raft log is written
+    /// to RocksDB, which syncs every append to its write-ahead log: that log
+    /// is kept here instead of in `<data-dir>/db` (the log entries
+    /// themselves end up in the database under --data-dir once RocksDB
+    /// flushes). The directory is created if missing; a data dir started
+    /// with another (or no) --wal-dir before is moved over safely.
+    #[arg(long = "wal-dir", env = "ETCD_WAL_DIR")]
+    wal_dir: Option<PathBuf>,
+    /// URLs to listen on for client traffic (comma-separated; all are
+    /// served): `http://`, `https://`, or `unix://HOST:PORT` (`unixs://`
+    /// with TLS) for a unix socket file named `HOST:PORT` in the working
+    /// directory.
     #[arg(long = "listen-client-urls", env = "ETCD_LISTEN_CLIENT_URLS", default_value = "http://127.0.0.1:2379")]
     listen_client_urls: String,
+    /// List of URLs to listen on for the metrics and health endpoints
+    /// (`/metrics` and `/health` only; `https://` uses the client TLS).
+    #[arg(long = "listen-metrics-urls", env = "ETCD_LISTEN_METRICS_URLS", default_value = "")]
+    listen_metrics_urls: String,
     /// Client URLs to advertise to the cluster.
     #[arg(long = "advertise-client-urls", env = "ETCD_ADVERTISE_CLIENT_URLS", default_value = "")]
     advertise_client_urls: String,
@@ -125,6 +155,10 @@ struct Serve {
     /// Maximum client request size in bytes.
     #[arg(long = "max-request-bytes", env = "ETCD_MAX_REQUEST_BYTES", default_value_t = 1_572_864)]
     max_request_bytes: usize,
+    /// Maximum number of operations permitted in a transaction (compares,
+    /// or the ops of one branch, nested transactions included).
+    #[arg(long = "max-txn-ops", env = "ETCD_MAX_TXN_OPS", default_value_t = raftstore::server::kv::MAX_TXN_OPS)]
+    max_txn_ops: usize,
     /// Raise the NOSPACE alarm and refuse writes when the database exceeds
     /// this many bytes: 0 for the default (2 GiB), negative for no quota.
     #[arg(long = "quota-backend-bytes", env = "ETCD_QUOTA_BACKEND_BYTES", default_value_t = 0, allow_negative_numbers = true)]
@@ -160,8 +194,14 @@ struct Serve {
     #[arg(long = "trusted-ca-file", env = "ETCD_TRUSTED_CA_FILE")]
     trusted_ca_file: Option<PathBuf>,
     /// Require client certificates signed by --trusted-ca-file.
-    #[arg(long = "client-cert-auth", env = "ETCD_CLIENT_CERT_AUTH")]
+    #[arg(long = "client-cert-auth", env = "ETCD_CLIENT_CERT_AUTH", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false", value_parser = clap::builder::BoolishValueParser::new())]
     client_cert_auth: bool,
+    /// Client TLS using generated certificates: without --cert-file and
+    /// --key-file, a self-signed certificate is made in
+    /// `<data-dir>/fixtures/client` (kept for later starts) and served on
+    /// https client URLs.
+    #[arg(long = "auto-tls", env = "ETCD_AUTO_TLS", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false", value_parser = clap::builder::BoolishValueParser::new())]
+    auto_tls: bool,
     /// Peer TLS certificate file (PEM); serves and dials https peer URLs.
     #[arg(long = "peer-cert-file", env = "ETCD_PEER_CERT_FILE")]
     peer_cert_file: Option<PathBuf>,
@@ -172,8 +212,18 @@ struct Serve {
     #[arg(long = "peer-trusted-ca-file", env = "ETCD_PEER_TRUSTED_CA_FILE")]
     peer_trusted_ca_file: Option<PathBuf>,
     /// Require peer client certificates signed by --peer-trusted-ca-file.
-    #[arg(long = "peer-client-cert-auth", env = "ETCD_PEER_CLIENT_CERT_AUTH")]
+    #[arg(long = "peer-client-cert-auth", env = "ETCD_PEER_CLIENT_CERT_AUTH", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false", value_parser = clap::builder::BoolishValueParser::new())]
     peer_client_cert_auth: bool,
+    /// Peer TLS using self-generated certificates if --peer-key-file and
+    /// --peer-cert-file are not provided (kept in `<data-dir>/fixtures/peer`).
+    /// Members then accept each other's certificates without verifying
+    /// them, as etcd does: the peer links are encrypted, not authenticated.
+    #[arg(long = "peer-auto-tls", env = "ETCD_PEER_AUTO_TLS", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false", value_parser = clap::builder::BoolishValueParser::new())]
+    peer_auto_tls: bool,
+    /// The validity period of the certificates --auto-tls and
+    /// --peer-auto-tls generate, in years.
+    #[arg(long = "self-signed-cert-validity", env = "ETCD_SELF_SIGNED_CERT_VALIDITY", default_value_t = 1)]
+    self_signed_cert_validity: u32,
     /// Open connections at most on each client and peer listener; a
     /// connection over the cap is closed at once, with a warning in the log.
     /// etcd has no such cap; this keeps a flood of connections from using up
@@ -203,7 +253,18 @@ struct Serve {
     /// bcrypt cost of password hashes (4 to 31).
     #[arg(long = "bcrypt-cost", env = "ETCD_BCRYPT_COST", default_value_t = 10)]
     bcrypt_cost: u32,
-    /// Log level filter (tracing EnvFilter syntax).
+    /// Specify 'zap' for structured logging or 'capnslog' (deprecated,
+    /// with a warning, as in etcd 3.4). Either way the lines are
+    /// raftstore's own text format.
+    #[arg(long, env = "ETCD_LOGGER", default_value = "zap")]
+    logger: String,
+    /// Specify 'stdout' or 'stderr', or a list of comma separated output
+    /// targets (file paths are appended to); 'default' is stderr. The lines
+    /// naming the bound URLs, and start-up errors, always go to stderr.
+    #[arg(long = "log-outputs", env = "ETCD_LOG_OUTPUTS", default_value = "default")]
+    log_outputs: String,
+    /// Configures log level. Only supports debug, info, warn, error, panic,
+    /// or fatal; or a tracing filter (`info,raftstore::raft=debug`).
     #[arg(long = "log-level", env = "ETCD_LOG_LEVEL", default_value = "info")]
     log_level: String,
 }
@@ -253,8 +314,12 @@ fn config(s: Serve) -> Result<Config, String> {
         max_concurrent_streams: s.max_concurrent_streams,
         max_connections: s.max_connections,
     };
-    let client_tls = tls_files("", s.cert_file, s.key_file, s.trusted_ca_file, s.client_cert_auth)?;
-    let peer_tls = tls_files("peer-", s.peer_cert_file, s.peer_key_file, s.peer_trusted_ca_file, s.peer_client_cert_auth)?;
+    // etcd's auto TLS replaces all of a side's TLS settings when no
+    // certificate is given, so a CA or client-cert-auth alone is ignored.
+    let (ca, auth) = if s.auto_tls && s.cert_file.is_none() && s.key_file.is_none() { (None, false) } else { (s.trusted_ca_file, s.client_cert_auth) };
+    let client_tls = tls_files("", s.cert_file, s.key_file, ca, auth)?;
+    let (ca, auth) = if s.peer_auto_tls && s.peer_cert_file.is_none() && s.peer_key_file.is_none() { (None, false) } else { (s.peer_trusted_ca_file, s.peer_client_cert_auth) };
+    let peer_tls = tls_files("peer-", s.peer_cert_file, s.peer_key_file, ca, auth)?;
     Ok(Config {
         data_dir: s.data_dir.unwrap_or_else(|| PathBuf::from(format!("{}.raftstore", s.name))),
         name: s.name,
@@ -266,6 +331,12 @@ fn config(s: Serve) -> Result<Config, String> {
         initial_cluster_state: s.initial_cluster_state,
         initial_cluster_token: s.initial_cluster_token,
         max_request_bytes: s.max_request_bytes,
+        max_txn_ops: s.max_txn_ops,
+        listen_metrics_urls: split_urls(&s.listen_metrics_urls),
+        wal_dir: s.wal_dir,
+        client_auto_tls: s.auto_tls,
+        peer_auto_tls: s.peer_auto_tls,
+        self_signed_cert_validity: s.self_signed_cert_validity,
         quota_backend_bytes: s.quota_backend_bytes,
         heartbeat: Duration::from_millis(s.heartbeat_interval),
         election: Duration::from_millis(s.election_timeout),
@@ -308,8 +379,31 @@ fn save(file: &std::path::Path, endpoints: Vec<String>, cacert: Option<PathBuf>,
     Ok(format!("Snapshot saved at {}: {} keys and {} leases at revision {}", file.display(), export.kvs.len(), export.leases.len(), export.revision))
 }
 
+/// The server's flags from the configuration file at `path`, on top of the
+/// defaults: the command line and the environment are not read (etcd).
+///
+/// # Errors
+/// The file cannot be read or parsed, or holds a bad value.
+fn from_file(path: &std::path::Path) -> Result<(Serve, Vec<String>), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("open {}: {e}", path.display()))?;
+    // The server's flags without their environment variables.
+    let cmd = Serve::augment_args(clap::Command::new("raftstore")).mut_args(|a| a.env(None::<&str>));
+    let flags: Vec<String> = cmd.get_arguments().filter_map(|a| a.get_long().map(str::to_string)).collect();
+    let args = config_file::to_args(&text, |name| flags.iter().any(|f| f == name))?;
+    let in_file = |e: clap::Error| match usage::go_message(&e) {
+        Some((text, _)) => format!("{}: {}", path.display(), text.lines().next().unwrap_or_default()),
+        None => format!("{}: {}", path.display(), e.render().to_string().trim()),
+    };
+    let matches = cmd.try_get_matches_from(std::iter::once("raftstore".to_string()).chain(args.flags)).map_err(in_file)?;
+    let serve = Serve::from_arg_matches(&matches).map_err(in_file)?;
+    Ok((serve, args.ignored))
+}
+
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::command().try_get_matches_from(usage::go_style_args(std::env::args_os())).and_then(|m| Cli::from_arg_matches(&m)) {
+        Ok(cli) => cli,
+        Err(e) => return usage::report(e),
+    };
     match cli.command {
         Some(Cmd::Snapshot { action: SnapshotCmd::Restore { file, data_dir, skip_hash_check, .. } }) => {
             return match raftstore::snapshot::restore_with(&file, &data_dir, raftstore::snapshot::RestoreOptions { skip_hash_check }) {
@@ -341,21 +435,23 @@ fn main() -> std::process::ExitCode {
         }
         None => {}
     }
-    // openraft logs its internals at info; keep them at warn unless asked.
-    // Its heartbeat worker warns on every failed heartbeat, ten a second
-    // per member that is down; the replication stream's warning (once a
-    // second under its backoff) already reports the member.
-    let spec = if cli.serve.log_level.contains("openraft") { cli.serve.log_level.clone() } else { format!("{},openraft=warn,openraft::core::heartbeat=error", cli.serve.log_level) };
-    let filter = match tracing_subscriber::EnvFilter::try_new(&spec) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("Error: invalid --log-level {:?}: {e}", cli.serve.log_level);
-            return std::process::ExitCode::from(2);
-        }
+    let (serve, file) = match cli.serve.config_file.clone() {
+        Some(path) => match from_file(&path) {
+            Ok((serve, ignored)) => (serve, Some((path, ignored))),
+            Err(e) => return usage::verify_failed(&e),
+        },
+        None => (cli.serve, None),
     };
-    use std::io::IsTerminal;
-    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(std::io::stderr().is_terminal()).with_writer(std::io::stderr).init();
-    let cfg = match config(cli.serve) {
+    if let Err(e) = logging::init(&serve.logger, &serve.log_outputs, &serve.log_level) {
+        return usage::verify_failed(&e);
+    }
+    if let Some((path, ignored)) = file {
+        tracing::info!(path = %path.display(), "loaded server configuration, other configuration command line flags and environment variables will be ignored if provided");
+        if !ignored.is_empty() {
+            tracing::warn!(path = %path.display(), "configuration file keys raftstore has no flag for are ignored: {}", ignored.join(", "));
+        }
+    }
+    let cfg = match config(serve) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("Error: {e}");
@@ -369,14 +465,18 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    let (client_scheme, peer_scheme) = (if cfg.client_tls.is_some() { "https" } else { "http" }, if cfg.peer_tls.is_some() { "https" } else { "http" });
+    let peer_scheme = if cfg.listen_peer_urls.first().is_some_and(|u| u.starts_with("https:")) { "https" } else { "http" };
     rt.block_on(async move {
         match node::start(cfg).await {
             Ok(mut h) => {
                 eprintln!("raftstore: serving peer traffic on {peer_scheme}://{}", h.peer_addr);
-                for addr in &h.client_addrs {
-                    eprintln!("raftstore: serving client requests on {client_scheme}://{addr}");
+                for url in &h.client_urls {
+                    eprintln!("raftstore: serving client requests on {url}");
                 }
+                for url in &h.metrics_urls {
+                    eprintln!("raftstore: serving metrics on {url}");
+                }
+                tracing::info!("ready to serve client requests");
                 let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
                     Ok(s) => s,
                     Err(e) => {
@@ -408,6 +508,10 @@ fn main() -> std::process::ExitCode {
                     h.stop().await;
                 } else {
                     let _ = h.node.raft.shutdown().await;
+                }
+                // Go removes a unix socket's file when its listener closes.
+                for file in &h.unix_sockets {
+                    let _ = std::fs::remove_file(file);
                 }
                 std::process::ExitCode::SUCCESS
             }
