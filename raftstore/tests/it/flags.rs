@@ -569,13 +569,16 @@ client-transport-security:
         // The usual flags name another member, data dir and client URL;
         // these and the variables contradict the file's other settings.
         let flags = ["--config-file=etcd.yaml".to_string(), "--max-txn-ops=100".into(), "--log-outputs=stderr".into(), format!("--listen-metrics-urls=http://{}", port())];
-        let env = [("ETCD_NAME", "from-env".to_string()), ("ETCD_MAX_TXN_OPS", "100".into()), ("ETCD_WAL_DIR", dir.path().join("wal-from-env").display().to_string())];
+        // ETCD_PEER_AUTO_TLS names a setting the file leaves out: read, it
+        // would make `fixtures/peer` in the data dir.
+        let env =
+            [("ETCD_NAME", "from-env".to_string()), ("ETCD_MAX_TXN_OPS", "100".into()), ("ETCD_WAL_DIR", dir.path().join("wal-from-env").display().to_string()), ("ETCD_PEER_AUTO_TLS", "true".into())];
         let mut s = Manual::spawn_in(kind, dir, &flags, &env);
         let list = s.wait_for(&https, &["--insecure-transport=false", "--insecure-skip-tls-verify", "member", "list"]);
         assert!(list.contains(", from-file, ") && list.contains(&https), "{list}");
         assert!(data.join("fixtures/client/cert.pem").is_file(), "auto TLS from the file");
         assert!(std::fs::read_dir(&wal).map(|d| d.count()).unwrap_or(0) > 0, "no WAL in the file's wal-dir");
-        for ignored in ["data", "wal-from-env"] {
+        for ignored in ["data", "wal-from-env", "from-file/fixtures/peer"] {
             assert!(!s.path(ignored).exists(), "{ignored}: a flag or variable was obeyed");
         }
         let (code, _, _) = s.etcdctl(&s.client.clone(), &["get", "k"]);
