@@ -8,6 +8,23 @@ use std::time::Duration;
 use crate::common::server::{free_port, raftstore_bin};
 use crate::common::{block_on, Kind, Options, Server};
 
+/// Runs `cmd`, which is expected to refuse to start, and returns its
+/// output. A server that starts after all is killed after 30 s and fails
+/// the test, rather than hanging it.
+fn output_of_refused(cmd: &mut Command) -> std::process::Output {
+    let mut child = cmd.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().expect("run the server");
+    let start = std::time::Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if start.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("wait");
+            panic!("{cmd:?} started instead of refusing; stderr:\n{}", String::from_utf8_lossy(&out.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().expect("wait")
+}
+
 /// Bad flags are refused with a message naming the flag, exit non-zero, and
 /// leave no data dir behind (etcd checks flags before creating anything).
 #[test]
@@ -56,7 +73,7 @@ fn bad_flags_are_refused_before_touching_the_data_dir() {
     for (name, args, want) in cases {
         let dir = tempfile::tempdir().expect("tempdir");
         let data = dir.path().join("data");
-        let out = Command::new(raftstore_bin()).arg("--data-dir").arg(&data).args(["--listen-peer-urls", "http://127.0.0.1:0"]).args(&args).output().expect("run raftstore");
+        let out = output_of_refused(Command::new(raftstore_bin()).arg("--data-dir").arg(&data).args(["--listen-peer-urls", "http://127.0.0.1:0"]).args(&args));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{name}: should fail: {stderr}");
         assert!(stderr.contains(want), "{name}: want {want:?} in {stderr:?}");
@@ -67,7 +84,7 @@ fn bad_flags_are_refused_before_touching_the_data_dir() {
 /// Runs `raftstore` on `data` with client URL `client_url` (peer port 0),
 /// asserts that it refuses to start, and returns its stderr.
 fn refused_start(data: &std::path::Path, client_url: &str) -> String {
-    let out = Command::new(raftstore_bin()).arg("--data-dir").arg(data).args(["--listen-client-urls", client_url, "--listen-peer-urls", "http://127.0.0.1:0"]).output().expect("run raftstore");
+    let out = output_of_refused(Command::new(raftstore_bin()).arg("--data-dir").arg(data).args(["--listen-client-urls", client_url, "--listen-peer-urls", "http://127.0.0.1:0"]));
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(!out.status.success(), "should fail: {stderr}");
     stderr
@@ -380,7 +397,7 @@ fn run_kind(kind: Kind, args: &[&str]) -> (i32, String, String) {
         Kind::Etcd => crate::common::server::program("etcd", "etcd-server"),
         Kind::Raftstore => raftstore_bin(),
     };
-    let out = Command::new(program).args(args).current_dir(dir.path()).output().expect("run");
+    let out = output_of_refused(Command::new(program).args(args).current_dir(dir.path()));
     (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
@@ -569,13 +586,16 @@ client-transport-security:
         // The usual flags name another member, data dir and client URL;
         // these and the variables contradict the file's other settings.
         let flags = ["--config-file=etcd.yaml".to_string(), "--max-txn-ops=100".into(), "--log-outputs=stderr".into(), format!("--listen-metrics-urls=http://{}", port())];
-        let env = [("ETCD_NAME", "from-env".to_string()), ("ETCD_MAX_TXN_OPS", "100".into()), ("ETCD_WAL_DIR", dir.path().join("wal-from-env").display().to_string())];
+        // ETCD_PEER_AUTO_TLS names a setting the file leaves out: read, it
+        // would make `fixtures/peer` in the data dir.
+        let env =
+            [("ETCD_NAME", "from-env".to_string()), ("ETCD_MAX_TXN_OPS", "100".into()), ("ETCD_WAL_DIR", dir.path().join("wal-from-env").display().to_string()), ("ETCD_PEER_AUTO_TLS", "true".into())];
         let mut s = Manual::spawn_in(kind, dir, &flags, &env);
         let list = s.wait_for(&https, &["--insecure-transport=false", "--insecure-skip-tls-verify", "member", "list"]);
         assert!(list.contains(", from-file, ") && list.contains(&https), "{list}");
         assert!(data.join("fixtures/client/cert.pem").is_file(), "auto TLS from the file");
         assert!(std::fs::read_dir(&wal).map(|d| d.count()).unwrap_or(0) > 0, "no WAL in the file's wal-dir");
-        for ignored in ["data", "wal-from-env"] {
+        for ignored in ["data", "wal-from-env", "from-file/fixtures/peer"] {
             assert!(!s.path(ignored).exists(), "{ignored}: a flag or variable was obeyed");
         }
         let (code, _, _) = s.etcdctl(&s.client.clone(), &["get", "k"]);
@@ -734,8 +754,7 @@ fn moving_the_wal_dir_keeps_every_write() {
     drop(Server::start_with(Kind::Raftstore, Options { data_dir: Some(data.clone()), args: vec![format!("--wal-dir={}", wal_b.display())], ..Default::default() }));
     let wal_b = wal_b.canonicalize().expect("wal-b exists");
     std::fs::remove_dir_all(&wal_b).expect("remove wal-b");
-    let out =
-        Command::new(raftstore_bin()).arg("--data-dir").arg(&data).args(["--listen-client-urls", "http://127.0.0.1:0", "--listen-peer-urls", "http://127.0.0.1:0"]).output().expect("run raftstore");
+    let out = output_of_refused(Command::new(raftstore_bin()).arg("--data-dir").arg(&data).args(["--listen-client-urls", "http://127.0.0.1:0", "--listen-peer-urls", "http://127.0.0.1:0"]));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(stderr.contains(&format!("was kept in {} (--wal-dir), which is gone", wal_b.display())), "{stderr}");
