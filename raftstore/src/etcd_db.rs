@@ -355,7 +355,8 @@ fn read_auth_and_alarms<'tx>(tx: &impl TxApi<'tx>, meta_cf: &rocksdb::ColumnFami
     type NameOf = fn(&[u8]) -> std::result::Result<Vec<u8>, prost::DecodeError>;
     let user_name: NameOf = |v| crate::auth::User::decode(v).map(|u| u.name);
     let role_name: NameOf = |v| crate::auth::Role::decode(v).map(|r| r.name);
-    let entries: [(&[u8], &str, NameOf, fn(&[u8]) -> Vec<u8>); 2] = [(BUCKET_AUTH_USERS, "user", user_name, keys::auth_user_key), (BUCKET_AUTH_ROLES, "role", role_name, keys::auth_role_key)];
+    type KeyOf = fn(&[u8]) -> Vec<u8>;
+    let entries: [(&[u8], &str, NameOf, KeyOf); 2] = [(BUCKET_AUTH_USERS, "user", user_name, keys::auth_user_key), (BUCKET_AUTH_ROLES, "role", role_name, keys::auth_role_key)];
     for (bucket, what, name_of, key_of) in entries {
         let Some(bucket) = tx.bucket(bucket) else { continue };
         for (k, v) in bucket.iter_entries() {
