@@ -536,7 +536,8 @@ fn snapshot_save_from_a_running_etcd_restores_with_its_revisions() {
     assert_eq!(json_kvs(&after), json_kvs(&before));
     assert_eq!(int(&after["header"]["revision"]), revision, "{after}");
     let leased = after["kvs"].as_array().and_then(|kvs| kvs.iter().find(|kv| kv["key"] == "bS9sZWFzZWQ=")).cloned().unwrap_or_default();
-    assert_eq!(format!("{:x}", int(&leased["lease"])), lease, "the lease binding carries over: {after}");
+    // etcdctl prints lease IDs zero-padded to 16 hex digits (`%016x`).
+    assert_eq!(format!("{:016x}", int(&leased["lease"])), lease, "the lease binding carries over: {after}");
     let ttl = etcdctl(r.endpoint(), &["lease", "timetolive", &lease]).ok().to_string();
     assert!(ttl.contains("granted with TTL(600s)"), "{ttl}");
     // History before the revision is compacted, not served empty.
