@@ -332,15 +332,21 @@ impl Status {
     }
 
     /// 403 for a request the authorizer did not allow (kube
-    /// `responsewriters.Forbidden`): `configmaps is forbidden: User "u"
-    /// cannot list resource "configmaps" in API group "" in the namespace
-    /// "default"` (or `at the cluster scope`), or `forbidden: User "u" cannot
-    /// get path "/x"`, then `: <reason>` when the authorizer gave one.
+    /// `responsewriters.Forbidden` over `apierrors.NewForbidden`), the one
+    /// place this wording lives:
+    /// - `configmaps is forbidden: User "u" cannot list resource
+    ///   "configmaps" in API group "" in the namespace "default"`;
+    /// - `... at the cluster scope` without a namespace;
+    /// - `cannot get resource "pods/log"` for a subresource;
+    /// - `pods "x" is forbidden: ...` for a named object;
+    /// - `forbidden: User "u" cannot get path "/x"` for a non-resource path;
+    ///
+    /// then `: <reason>` when the authorizer gave one.
     pub fn forbidden_request(req: &ForbiddenRequest<'_>, reason: &str) -> Self {
-        let mut msg = match req.path {
+        let mut why = match req.path {
             None => {
                 let res = if req.subresource.is_empty() { req.resource.to_string() } else { format!("{}/{}", req.resource, req.subresource) };
-                let mut m = format!("{} is forbidden: User {:?} cannot {} resource {:?} in API group {:?}", qualified(req.group, req.resource), req.user, req.verb, res, req.group);
+                let mut m = format!("User {:?} cannot {} resource {:?} in API group {:?}", req.user, req.verb, res, req.group);
                 if req.namespace.is_empty() {
                     m.push_str(" at the cluster scope");
                 } else {
@@ -348,12 +354,15 @@ impl Status {
                 }
                 m
             }
-            Some(path) => format!("forbidden: User {:?} cannot {} path {path:?}", req.user, req.verb),
+            Some(path) => format!("User {:?} cannot {} path {path:?}", req.user, req.verb),
         };
         if !reason.is_empty() {
-            msg.push_str(&format!(": {reason}"));
+            why.push_str(&format!(": {reason}"));
         }
-        Self::forbidden(req.group, req.resource, req.name, msg)
+        match req.path {
+            None => Self::forbidden_because(req.group, req.resource, req.name, &why),
+            Some(_) => Self::forbidden_because("", "", "", &why),
+        }
     }
 
     /// 405 `the server does not allow this method on the requested resource`.
@@ -501,6 +510,27 @@ mod tests {
         assert_eq!(v["reason"], "ServerTimeout");
         assert_eq!(v["message"], "The create operation against deployments.apps could not be completed at this time, please try again.");
         assert_eq!(v["details"], serde_json::json!({"name": "create", "group": "apps", "kind": "deployments", "retryAfterSeconds": 2}));
+    }
+
+    /// The authorization filter's 403s, word for word as kube-apiserver's.
+    #[test]
+    fn forbidden_requests_read_as_kube() {
+        let req = |verb, group, resource, subresource, namespace, name, path| ForbiddenRequest { user: "alice", verb, group, resource, subresource, namespace, name, path };
+        let cases = [
+            (req("list", "", "pods", "", "default", "", None), "", r#"pods is forbidden: User "alice" cannot list resource "pods" in API group "" in the namespace "default""#),
+            (req("list", "", "nodes", "", "", "", None), "", r#"nodes is forbidden: User "alice" cannot list resource "nodes" in API group "" at the cluster scope"#),
+            (req("get", "", "pods", "log", "default", "x", None), "", r#"pods "x" is forbidden: User "alice" cannot get resource "pods/log" in API group "" in the namespace "default""#),
+            (
+                req("create", "apps", "deployments", "", "default", "", None),
+                "RBAC: role.rbac.authorization.k8s.io \"r\" not found",
+                r#"deployments.apps is forbidden: User "alice" cannot create resource "deployments" in API group "apps" in the namespace "default": RBAC: role.rbac.authorization.k8s.io "r" not found"#,
+            ),
+            (req("get", "", "", "", "", "", Some("/metrics")), "", r#"forbidden: User "alice" cannot get path "/metrics""#),
+        ];
+        for (r, reason, want) in cases {
+            let v = Status::forbidden_request(&r, reason).to_value();
+            assert_eq!((v["code"].as_i64(), v["reason"].as_str(), v["message"].as_str()), (Some(403), Some("Forbidden"), Some(want)));
+        }
     }
 
     #[test]

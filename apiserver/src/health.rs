@@ -9,20 +9,24 @@
 //! | endpoint | checks |
 //! |---|---|
 //! | `/livez` | `ping` |
-//! | `/healthz` | `ping`, `etcd` |
-//! | `/readyz` | `ping`, `etcd`, `informer-sync`, `shutdown` |
+//! | `/healthz` | `ping`, `etcd`, (`poststarthook/rbac/bootstrap-roles`) |
+//! | `/readyz` | `ping`, `etcd`, `informer-sync`, (`poststarthook/rbac/bootstrap-roles`), `shutdown` |
 //!
 //! - `etcd` fails until the store has a leader and the system namespaces
 //!   exist ([`Health::mark_started`]); then it reads the store's revision
 //!   within [`ETCD_CHECK_TIMEOUT`] (kube's `--etcd-healthcheck-timeout`).
 //! - `informer-sync` fails until every watch cache has listed its resource
 //!   and follows the store.
+//! - `poststarthook/rbac/bootstrap-roles`, listed only when RBAC is on
+//!   ([`Health::set_rbac_bootstrap_pending`]), fails while its
+//!   bootstrap policy is not reconciled yet (kube's post-start hook of that
+//!   name), so a ready server enforces RBAC with its informers synced.
 //! - `shutdown` fails once the process has begun to shut down
 //!   ([`Health::begin_shutdown`]), so load balancers stop sending new
 //!   requests while the ones in flight finish (kube's `shutdown` check and
 //!   `--shutdown-delay-duration`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,11 +45,21 @@ pub const NOT_READY_MESSAGE: &str = "storage is (re)initializing";
 /// with [`NOT_READY_MESSAGE`].
 pub const NOT_READY_RETRY_AFTER_SECONDS: i32 = 1;
 
+/// The check of RBAC's bootstrap policy (kube's post-start hook name).
+pub const RBAC_BOOTSTRAP: &str = "poststarthook/rbac/bootstrap-roles";
+
+const RBAC_OFF: u8 = 0;
+const RBAC_PENDING: u8 = 1;
+const RBAC_DONE: u8 = 2;
+
 /// The health of one node: whether its store has come up, and its checks.
 pub struct Health {
     storage: Arc<dyn Storage>,
     cache: Option<Arc<CachedStorage>>,
     started: AtomicBool,
+    /// RBAC's bootstrap policy: [`RBAC_OFF`], [`RBAC_PENDING`] or
+    /// [`RBAC_DONE`].
+    rbac_bootstrap: AtomicU8,
     /// True once the shutdown has begun.
     shutdown: AtomicBool,
     /// True once open watches are to end (after the shutdown delay).
@@ -57,7 +71,7 @@ impl Health {
     /// It starts not started: API requests are refused until
     /// [`Health::mark_started`].
     pub fn new(storage: Arc<dyn Storage>, cache: Option<Arc<CachedStorage>>) -> Self {
-        Health { storage, cache, started: AtomicBool::new(false), shutdown: AtomicBool::new(false), watches_end: tokio::sync::watch::Sender::new(false) }
+        Health { storage, cache, started: AtomicBool::new(false), rbac_bootstrap: AtomicU8::new(RBAC_OFF), shutdown: AtomicBool::new(false), watches_end: tokio::sync::watch::Sender::new(false) }
     }
 
     /// Records that the store has a leader and the system namespaces exist:
@@ -69,6 +83,13 @@ impl Health {
     /// Whether [`Health::mark_started`] was called.
     pub fn is_started(&self) -> bool {
         self.started.load(Ordering::Acquire)
+    }
+
+    /// Records whether RBAC's bootstrap policy is still to be reconciled:
+    /// from the first call on, the RBAC check is listed, and it fails while
+    /// the policy is pending.
+    pub fn set_rbac_bootstrap_pending(&self, pending: bool) {
+        self.rbac_bootstrap.store(if pending { RBAC_PENDING } else { RBAC_DONE }, Ordering::Release);
     }
 
     /// Records that the process is shutting down: `/readyz` fails from now
@@ -99,13 +120,21 @@ impl Health {
 
     /// The checks of `endpoint` (`livez`, `readyz` or `healthz`), in the
     /// order they are listed; none for another name.
-    pub fn checks(endpoint: &str) -> &'static [&'static str] {
-        match endpoint {
-            "livez" => &["ping"],
-            "healthz" => &["ping", "etcd"],
-            "readyz" => &["ping", "etcd", "informer-sync", "shutdown"],
-            _ => &[],
+    pub fn checks(&self, endpoint: &str) -> Vec<&'static str> {
+        let rbac = self.rbac_bootstrap.load(Ordering::Acquire) != RBAC_OFF;
+        let mut out = match endpoint {
+            "livez" => vec!["ping"],
+            "healthz" => vec!["ping", "etcd"],
+            "readyz" => vec!["ping", "etcd", "informer-sync"],
+            _ => return Vec::new(),
+        };
+        if rbac && endpoint != "livez" {
+            out.push(RBAC_BOOTSTRAP);
         }
+        if endpoint == "readyz" {
+            out.push("shutdown");
+        }
+        out
     }
 
     /// Runs the check `name`: `None` for an unknown check, else `Ok` or
@@ -115,6 +144,13 @@ impl Health {
             "ping" => Ok(()),
             "etcd" => self.etcd().await,
             "informer-sync" => self.informer_sync(),
+            RBAC_BOOTSTRAP => {
+                if self.rbac_bootstrap.load(Ordering::Acquire) == RBAC_PENDING {
+                    Err("the RBAC bootstrap policy is not reconciled yet".into())
+                } else {
+                    Ok(())
+                }
+            }
             "shutdown" => {
                 if self.is_shutting_down() {
                     Err("the process is shutting down".into())

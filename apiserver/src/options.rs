@@ -56,6 +56,10 @@ pub struct Options {
     /// CA bundle that verifies client certificates. Default: the generated CA.
     #[arg(long)]
     pub client_ca_file: Option<PathBuf>,
+    /// Static bearer tokens (kube's `--token-auth-file`): CSV lines
+    /// `token,user,uid[,"group1,group2"]`, read at start.
+    #[arg(long)]
+    pub token_auth_file: Option<PathBuf>,
     /// Name of the embedded store member.
     #[arg(long, default_value = "default")]
     pub name: String,

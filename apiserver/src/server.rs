@@ -161,7 +161,8 @@ const STARTUP_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 /// What runs once the store is up (kube's post-start hooks): waits for the
 /// embedded member's leader, however long its peers take, then creates the
 /// system namespaces (retried until the store takes them), opens the API
-/// ([`crate::health::Health::mark_started`]) and starts the controllers.
+/// ([`crate::health::Health::mark_started`]) and starts the controllers,
+/// with the RBAC loop when RBAC is a mode.
 ///
 /// # Errors
 /// The embedded member stopped.
@@ -171,6 +172,7 @@ async fn start_up(
     registry: Arc<Registry>,
     health: Arc<crate::health::Health>,
     identity: String,
+    rbac: Option<crate::controllers::RbacFeed>,
 ) -> anyhow::Result<crate::controllers::Controllers> {
     if let Some(m) = &member {
         let mut waited = std::time::Duration::ZERO;
@@ -197,7 +199,7 @@ async fn start_up(
     }
     health.mark_started();
     tracing::info!("the store is up: serving the API");
-    Ok(crate::controllers::start(registry, &identity))
+    Ok(crate::controllers::start(registry, &identity, rbac))
 }
 
 /// A client of one set of etcd servers, with its compactor.
@@ -310,12 +312,19 @@ async fn bootstrap_namespaces(storage: &dyn Storage) -> anyhow::Result<()> {
 }
 
 /// The authenticators, in kube's shape (see [`crate::authn`]): client
-/// certificates, then anonymous access to the public info paths for
-/// requests without credentials.
-fn authenticator() -> Arc<dyn crate::authn::Authenticator> {
-    use crate::authn::{anonymous::PublicInfo, x509::X509, Union};
-    let credentials = Arc::new(Union::new(vec![Arc::new(X509)]));
-    Arc::new(Union::fail_on_error(vec![credentials, Arc::new(PublicInfo)]))
+/// certificates, then `--token-auth-file` tokens, then anonymous access to
+/// the public info paths for requests without credentials.
+///
+/// # Errors
+/// An unreadable or malformed token file.
+fn authenticator(opts: &Options) -> anyhow::Result<Arc<dyn crate::authn::Authenticator>> {
+    use crate::authn::{anonymous::PublicInfo, token_file::TokenFile, x509::X509, Authenticator, Union};
+    let mut members: Vec<Arc<dyn Authenticator>> = vec![Arc::new(X509)];
+    if let Some(path) = &opts.token_auth_file {
+        members.push(Arc::new(TokenFile::read(path).map_err(|e| anyhow::anyhow!("--token-auth-file: {e}"))?));
+    }
+    let credentials = Arc::new(Union::new(members));
+    Ok(Arc::new(Union::fail_on_error(vec![credentials, Arc::new(PublicInfo)])))
 }
 
 /// Runs the server until the process is stopped.
@@ -339,7 +348,11 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let (tls, client_verifier) = tls_config(&cert, &key, &client_ca)?;
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
 
-    let authorizer = crate::authz::from_modes(&opts.authorization_mode).map_err(|e| anyhow::anyhow!("--authorization-mode: {e}"))?;
+    let authenticator = authenticator(&opts)?;
+    let crate::authz::FromModes { authorizer, rbac } = crate::authz::from_modes(&opts.authorization_mode).map_err(|e| anyhow::anyhow!("--authorization-mode: {e}"))?;
+    if opts.authorization_mode.iter().any(|m| m.trim() == "Node") {
+        tracing::warn!("--authorization-mode Node: the Node authorizer is not implemented yet; it has no opinion, and nodes get what the other modes grant");
+    }
     // Checked before the store starts, so a bad flag fails fast.
     crate::admission::plugins::enabled(&opts.enable_admission_plugins, &opts.disable_admission_plugins)?;
     let Opened { storage, member } = open_storage(&opts).await?;
@@ -364,7 +377,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             watch_cache_size: opts.default_watch_cache_size,
             enable_admission_plugins: opts.enable_admission_plugins.clone(),
             disable_admission_plugins: opts.disable_admission_plugins.clone(),
-            authenticator: authenticator(),
+            authenticator,
             authorizer,
             advertise_address: host_port.clone(),
         },
@@ -378,7 +391,11 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     // meanwhile, and the API once it is up.
     let node = member.as_ref().map(|m| m.node.clone());
     let health = api.state.health.clone();
-    let mut startup = Some(tokio::spawn(start_up(member, storage, api.registry.clone(), health.clone(), opts.name.clone())));
+    let rbac = rbac.map(|rbac| {
+        health.set_rbac_bootstrap_pending(true);
+        crate::controllers::RbacFeed { rbac, health: health.clone() }
+    });
+    let mut startup = Some(tokio::spawn(start_up(member, storage, api.registry.clone(), health.clone(), opts.name.clone(), rbac)));
     let mut controllers = None;
 
     println!("serving on {server_url}");

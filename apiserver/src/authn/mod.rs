@@ -7,20 +7,22 @@
 //! [`Union`]. The server builds, from top to bottom:
 //!
 //! ```text
-//! Union::fail_on_error(        an error from the first part is final
-//!     Union::new([x509]),      first success wins
-//!     anonymous public paths,  only for requests with no credentials at all
+//! Union::fail_on_error(               an error from the first part is final
+//!     Union::new([x509, token file]), first success wins
+//!     anonymous public paths,         only for requests with no credentials at all
 //! )
 //! ```
 //!
 //! which is kube's shape (`authenticatorfactory`: the token and certificate
 //! authenticators in a union, then anonymous behind `NewFailOnError`), so a
-//! bad certificate is 401 even on `/healthz`. A new authenticator (bearer
-//! tokens, service-account tokens) is a file in this folder and one more
-//! member of the first union. The HTTP filter
+//! bad certificate or an unknown bearer token is 401 even on `/healthz`. A
+//! new authenticator (service-account tokens, OIDC) is a file in this folder
+//! and one more member of the first union; token authenticators read the
+//! token with [`bearer_token`]. The HTTP filter
 //! (`endpoints/filters/authentication.rs`) only calls this module.
 
 pub mod anonymous;
+pub mod token_file;
 pub mod x509;
 
 use std::collections::BTreeMap;
@@ -34,6 +36,15 @@ pub const ALL_AUTHENTICATED: &str = "system:authenticated";
 pub const ALL_UNAUTHENTICATED: &str = "system:unauthenticated";
 /// The user name of anonymous requests (`user.Anonymous`).
 pub const ANONYMOUS: &str = "system:anonymous";
+
+/// The user name prefix of ServiceAccounts
+/// (`serviceaccount.ServiceAccountUsernamePrefix`).
+pub const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";
+
+/// The user name of a ServiceAccount (kube `serviceaccount.MakeUsername`).
+pub fn service_account_user(namespace: &str, name: &str) -> String {
+    format!("{SERVICE_ACCOUNT_PREFIX}{namespace}:{name}")
+}
 
 /// Who made a request (kube's `user.Info` / `authentication.k8s.io`
 /// `UserInfo`).
@@ -106,6 +117,10 @@ pub enum Error {
     /// be read.
     #[error("verifying certificate failed: {0}")]
     Certificate(String),
+    /// A bearer token that no token authenticator knows (kube's
+    /// `invalid bearer token`).
+    #[error("invalid bearer token")]
+    InvalidToken,
     /// Several authenticators failed (a [`Union`] in which none succeeded).
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))]
     All(Vec<Error>),
@@ -123,6 +138,17 @@ pub trait Authenticator: Send + Sync {
     /// # Errors
     /// Credentials that this authenticator knows but refuses.
     async fn authenticate(&self, req: &Credentials<'_>) -> Result<Option<UserInfo>>;
+}
+
+/// The token of an `Authorization: Bearer <token>` header (kube
+/// `request/bearertoken`): the scheme in any case, the header trimmed; an
+/// empty token or another scheme is no token.
+pub fn bearer_token(headers: &http::HeaderMap) -> Option<&str> {
+    let auth = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?.trim();
+    let mut parts = auth.splitn(3, ' ');
+    let scheme = parts.next()?;
+    let token = parts.next()?;
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 /// Authenticators tried in order (kube's `union.New` and `NewFailOnError`).

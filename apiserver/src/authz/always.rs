@@ -21,7 +21,7 @@ impl Authorizer for AlwaysAllow {
         Ok(Rules {
             resource_rules: vec![ResourceRule { verbs: all(), api_groups: all(), resources: all(), resource_names: Vec::new() }],
             non_resource_rules: vec![NonResourceRule { verbs: all(), non_resource_urls: all() }],
-            incomplete: false,
+            ..Default::default()
         })
     }
 }
@@ -33,6 +33,21 @@ pub struct AlwaysDeny;
 impl Authorizer for AlwaysDeny {
     async fn authorize(&self, _attrs: &Attributes<'_>) -> Result<Authorized> {
         Ok(Authorized { decision: Decision::Deny, reason: "Everything is forbidden.".into() })
+    }
+
+    async fn rules_for(&self, _user: &UserInfo, _namespace: &str) -> Result<Rules> {
+        Ok(Rules::default())
+    }
+}
+
+/// Has no opinion on anything and lists no rules: the `Node` mode until
+/// the Node authorizer exists.
+pub struct NoOpinion;
+
+#[async_trait]
+impl Authorizer for NoOpinion {
+    async fn authorize(&self, _attrs: &Attributes<'_>) -> Result<Authorized> {
+        Ok(Authorized::new(Decision::NoOpinion))
     }
 
     async fn rules_for(&self, _user: &UserInfo, _namespace: &str) -> Result<Rules> {

@@ -10,12 +10,15 @@
 //! SelfSubjectRulesReview resource reports.
 //!
 //! Modes (`--authorization-mode`, parsed by [`Mode::parse_list`]) come in
-//! kube's names; `AlwaysAllow` (the default) and `AlwaysDeny` are
-//! implemented, `RBAC`, `Node`, `Webhook` and `ABAC` are refused until they
-//! are. The HTTP filter (`endpoints/filters/authorization.rs`) and the
+//! kube's names; `AlwaysAllow` (the default), `AlwaysDeny` and `RBAC`
+//! ([`rbac`]) are implemented. `Node` is accepted and has no opinion on
+//! anything until the Node authorizer exists, so `Node,RBAC` (kubeadm's
+//! setting) works with nodes getting what RBAC grants them; `Webhook` and
+//! `ABAC` are refused. The HTTP filter (`endpoints/filters/authorization.rs`) and the
 //! access-review resources (`registry/auth.rs`) ask the same authorizer.
 
 pub mod always;
+pub mod rbac;
 
 use std::sync::Arc;
 
@@ -111,6 +114,9 @@ pub struct Rules {
     /// Whether the list may be missing rules (an authorizer that cannot
     /// list them says so).
     pub incomplete: bool,
+    /// What could not be evaluated (RBAC: bindings to missing roles);
+    /// empty when all was.
+    pub evaluation_error: String,
 }
 
 /// Why an authorizer could not decide. The request is then treated as not
@@ -192,6 +198,12 @@ impl Authorizer for Union {
                     out.resource_rules.extend(r.resource_rules);
                     out.non_resource_rules.extend(r.non_resource_rules);
                     out.incomplete |= r.incomplete;
+                    if !r.evaluation_error.is_empty() {
+                        if !out.evaluation_error.is_empty() {
+                            out.evaluation_error.push_str(", ");
+                        }
+                        out.evaluation_error.push_str(&r.evaluation_error);
+                    }
                 }
                 Err(e) => {
                     out.incomplete = true;
@@ -215,6 +227,10 @@ pub enum Mode {
     AlwaysAllow,
     /// Deny everything.
     AlwaysDeny,
+    /// Roles and bindings ([`rbac`]).
+    Rbac,
+    /// The Node authorizer; no opinion on anything for now.
+    Node,
 }
 
 /// Every mode name kube-apiserver knows, in its documentation's order.
@@ -233,7 +249,9 @@ impl Mode {
             let mode = match name {
                 "AlwaysAllow" => Mode::AlwaysAllow,
                 "AlwaysDeny" => Mode::AlwaysDeny,
-                known if KUBE_MODES.contains(&known) => return Err(Error::Mode(format!("authorization-mode {known:?} is not supported yet (supported: AlwaysAllow, AlwaysDeny)"))),
+                "RBAC" => Mode::Rbac,
+                "Node" => Mode::Node,
+                known if KUBE_MODES.contains(&known) => return Err(Error::Mode(format!("authorization-mode {known:?} is not supported yet (supported: AlwaysAllow, AlwaysDeny, RBAC, Node)"))),
                 unknown => return Err(Error::Mode(format!("authorization-mode {unknown:?} is not a valid mode"))),
             };
             if out.contains(&mode) {
@@ -247,13 +265,25 @@ impl Mode {
         Ok(out)
     }
 
-    /// The authorizer of this mode.
-    pub fn authorizer(self) -> Arc<dyn Authorizer> {
+    /// The authorizer of this mode; RBAC's is `rbac`.
+    pub fn authorizer(self, rbac: &Arc<rbac::Rbac>) -> Arc<dyn Authorizer> {
         match self {
             Mode::AlwaysAllow => Arc::new(always::AlwaysAllow),
             Mode::AlwaysDeny => Arc::new(always::AlwaysDeny),
+            Mode::Rbac => rbac.clone(),
+            Mode::Node => Arc::new(always::NoOpinion),
         }
     }
+}
+
+/// The authorizer of `--authorization-mode`, and the RBAC authorizer when
+/// RBAC is one of the modes (start-up feeds it and reconciles the
+/// bootstrap policy).
+pub struct FromModes {
+    /// The union of the modes.
+    pub authorizer: Arc<dyn Authorizer>,
+    /// The RBAC authorizer, if `RBAC` is a mode.
+    pub rbac: Option<Arc<rbac::Rbac>>,
 }
 
 /// The authorizer of `--authorization-mode`: a [`Union`] of
@@ -262,10 +292,12 @@ impl Mode {
 ///
 /// # Errors
 /// As [`Mode::parse_list`].
-pub fn from_modes(modes: &[String]) -> Result<Arc<dyn Authorizer>> {
+pub fn from_modes(modes: &[String]) -> Result<FromModes> {
+    let modes = Mode::parse_list(modes)?;
+    let rbac = Arc::new(rbac::Rbac::new());
     let mut members: Vec<Arc<dyn Authorizer>> = vec![Arc::new(always::PrivilegedGroups)];
-    members.extend(Mode::parse_list(modes)?.into_iter().map(Mode::authorizer));
-    Ok(Arc::new(Union::new(members)))
+    members.extend(modes.iter().map(|m| m.authorizer(&rbac)));
+    Ok(FromModes { authorizer: Arc::new(Union::new(members)), rbac: modes.contains(&Mode::Rbac).then_some(rbac) })
 }
 
 #[cfg(test)]
@@ -289,7 +321,7 @@ mod tests {
     /// modes' answer.
     #[tokio::test]
     async fn privileged_groups_come_first() {
-        let deny = from_modes(&["AlwaysDeny".to_string()]).ok();
+        let deny = from_modes(&["AlwaysDeny".to_string()]).ok().map(|m| m.authorizer);
         let Some(deny) = deny else { panic!("AlwaysDeny parses") };
         let admin = UserInfo { name: "kubernetes-admin".into(), groups: vec![always::SYSTEM_MASTERS.into()], ..Default::default() };
         let other = UserInfo { name: "jane".into(), groups: vec!["system:authenticated".into()], ..Default::default() };
@@ -323,7 +355,8 @@ mod tests {
         assert_eq!(Mode::parse_list(&s(&["AlwaysDeny", "AlwaysAllow"])).ok(), Some(vec![Mode::AlwaysDeny, Mode::AlwaysAllow]));
         let err = |v: &[&str]| Mode::parse_list(&s(v)).err().map(|e| e.to_string()).unwrap_or_default();
         assert_eq!(err(&["Foo"]), "authorization-mode \"Foo\" is not a valid mode");
-        assert!(err(&["RBAC"]).contains("not supported yet"));
+        assert_eq!(Mode::parse_list(&s(&["Node", "RBAC"])).ok(), Some(vec![Mode::Node, Mode::Rbac]));
+        assert!(err(&["Webhook"]).contains("not supported yet"));
         assert!(err(&["AlwaysAllow", "AlwaysAllow"]).contains("more than once"));
         assert!(err(&[]).contains("at least one"));
     }

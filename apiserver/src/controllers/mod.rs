@@ -18,12 +18,14 @@
 //! | [`namespace`] | `kube-system/namespace-controller` | empties and finalizes namespaces being deleted |
 //! | [`crd`] (conditions, serving) | none: every node | sets CRDs' `NamesAccepted` and `Established`, serves their versions |
 //! | [`crd`] (cleanup) | `kube-system/crd-finalizer` | deletes a deleted CRD's objects, then drops its finalizer |
+//! | [`rbac`] | none: every node | feeds the RBAC authorizer; reconciles the bootstrap policy at start |
 
 pub mod crd;
 pub mod informer;
 pub mod leader;
 pub mod namespace;
 pub mod queue;
+pub mod rbac;
 
 use std::sync::Arc;
 
@@ -47,11 +49,24 @@ impl Controllers {
     }
 }
 
+/// What the RBAC loop feeds and tells: the authorizer and the health
+/// checks that wait for the bootstrap policy.
+pub struct RbacFeed {
+    /// The RBAC authorizer of `--authorization-mode`.
+    pub rbac: Arc<crate::authz::rbac::Rbac>,
+    /// The node's health.
+    pub health: Arc<crate::health::Health>,
+}
+
 /// Starts every controller on this node, whose identity in Leases is
-/// `identity` (its member name). Call it inside a Tokio runtime.
-pub fn start(registry: Arc<Registry>, identity: &str) -> Controllers {
+/// `identity` (its member name), and the RBAC loop when `rbac` is given.
+/// Call it inside a Tokio runtime.
+pub fn start(registry: Arc<Registry>, identity: &str, rbac: Option<RbacFeed>) -> Controllers {
     let (stop, stopped) = watch::channel(false);
     let mut tasks = Vec::new();
+    if let Some(f) = rbac {
+        tasks.push(rbac::start(registry.clone(), f.rbac, f.health, stopped.clone()));
+    }
     let stores = (registry.store("", "v1", "namespaces"), registry.store("coordination.k8s.io", "v1", "leases"));
     if let (Some(namespaces), Some(leases)) = stores {
         let (leading_tx, leading) = watch::channel(false);

@@ -50,19 +50,22 @@ pub struct ApiState {
 ///
 /// 1. request info ([`filters::request_info`]);
 /// 2. authentication ([`filters::authentication`], asking `authenticator`);
-/// 3. authorization ([`filters::authorization`], asking `authorizer`);
-/// 4. the start-up gate ([`filters::storage_ready`]): resource requests
+/// 3. impersonation ([`filters::impersonation`], asking `authorizer`
+///    about the `impersonate` verb);
+/// 4. authorization ([`filters::authorization`], asking `authorizer`);
+/// 5. the start-up gate ([`filters::storage_ready`]): resource requests
 ///    wait for the store with a 429 until it is up;
-/// 5. the handler ([`handlers::Router`]).
+/// 6. the handler ([`handlers::Router`]).
 ///
-/// Audit, flow control and impersonation slot in between, as in kube's
+/// Audit and flow control slot in between, as in kube's
 /// `DefaultBuildHandlerChain`. Each stage wraps the next, so the chain is
 /// assembled from the handler outwards.
 pub fn build_handler_chain(state: Arc<ApiState>, authenticator: Arc<dyn crate::authn::Authenticator>, authorizer: Arc<dyn crate::authz::Authorizer>) -> Arc<dyn Handler> {
     let health = state.health.clone();
     let handler: Arc<dyn Handler> = Arc::new(handlers::Router::new(state));
     let handler = filters::storage_ready::WithStorageReady::wrap(handler, health);
-    let handler = filters::authorization::WithAuthorization::wrap(handler, authorizer);
+    let handler = filters::authorization::WithAuthorization::wrap(handler, authorizer.clone());
+    let handler = filters::impersonation::WithImpersonation::wrap(handler, authorizer);
     let handler = filters::authentication::WithAuthentication::wrap(handler, authenticator);
     filters::request_info::WithRequestInfo::wrap(handler)
 }

@@ -115,7 +115,11 @@ fn rules_status(r: Result<Rules, crate::authz::Error>) -> Value {
         })
         .collect();
     let non_resource: Vec<Value> = rules.non_resource_rules.iter().map(|r| json!({"verbs": r.verbs, "nonResourceURLs": r.non_resource_urls})).collect();
-    json!({"resourceRules": resource, "nonResourceRules": non_resource, "incomplete": rules.incomplete})
+    let mut status = json!({"resourceRules": resource, "nonResourceRules": non_resource, "incomplete": rules.incomplete});
+    if !rules.evaluation_error.is_empty() {
+        status["evaluationError"] = json!(rules.evaluation_error);
+    }
+    status
 }
 
 impl Rest for Reviews {

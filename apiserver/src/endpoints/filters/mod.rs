@@ -3,5 +3,6 @@
 
 pub mod authentication;
 pub mod authorization;
+pub mod impersonation;
 pub mod request_info;
 pub mod storage_ready;

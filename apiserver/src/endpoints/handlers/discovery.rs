@@ -136,7 +136,7 @@ pub async fn non_resource(state: &ApiState, req: &Request, info: &RequestInfo) -
 /// reason goes to the log only, as kube withholds it.
 async fn health(state: &ApiState, endpoint: &str, rest: &[&str], query: Option<&str>) -> Response {
     let verbose = query.is_some_and(|q| q.split('&').any(|p| p == "verbose" || p.starts_with("verbose=")));
-    let names = crate::health::Health::checks(endpoint);
+    let names = state.health.checks(endpoint);
     if let [name] = rest {
         if !names.contains(name) {
             return responses::text(404, "404 page not found\n");
@@ -151,7 +151,7 @@ async fn health(state: &ApiState, endpoint: &str, rest: &[&str], query: Option<&
         };
     }
     let mut results = Vec::with_capacity(names.len());
-    for name in names {
+    for name in &names {
         let r = state.health.check(name).await.unwrap_or(Ok(()));
         if let Err(e) = &r {
             tracing::debug!("{endpoint} check {name} failed: {e}");
