@@ -18,8 +18,10 @@
 //! | [`namespace`] | `kube-system/namespace-controller` | empties and finalizes namespaces being deleted |
 //! | [`crd`] (conditions, serving) | none: every node | sets CRDs' `NamesAccepted` and `Established`, serves their versions |
 //! | [`crd`] (cleanup) | `kube-system/crd-finalizer` | deletes a deleted CRD's objects, then drops its finalizer |
+//! | [`aggregation`] | `kube-system/clusterrole-aggregation-controller` | fills aggregating ClusterRoles' rules from the roles their selectors match |
 //! | [`rbac`] | none: every node | feeds the RBAC authorizer; reconciles the bootstrap policy at start |
 
+pub mod aggregation;
 pub mod crd;
 pub mod informer;
 pub mod leader;
@@ -87,6 +89,16 @@ pub fn start(registry: Arc<Registry>, identity: &str, rbac: Option<RbacFeed>) ->
         tasks.push(tokio::spawn(c.run_cleanup(leading, stopped.clone())));
     } else {
         tracing::warn!("customresourcedefinitions or leases are not served: no CRD controller");
+    }
+    let stores = (registry.store(crate::authz::rbac::GROUP, "v1", "clusterroles"), registry.store("coordination.k8s.io", "v1", "leases"));
+    if let (Some(roles), Some(leases)) = stores {
+        let (leading_tx, leading) = watch::channel(false);
+        let election = leader::Election::new(leases, aggregation::LEASE, identity);
+        tasks.push(tokio::spawn(election.run(leading_tx, stopped.clone())));
+        let c = aggregation::AggregationController::new(roles, stopped.clone());
+        tasks.push(tokio::spawn(c.run(leading, stopped.clone())));
+    } else {
+        tracing::warn!("clusterroles or leases are not served: no ClusterRole aggregation");
     }
     Controllers { stop, tasks }
 }

@@ -17,6 +17,7 @@ mod listwatch;
 mod migration;
 mod openapi;
 mod python;
+mod rbac;
 mod resources;
 mod review;
 mod shutdown;

@@ -16,6 +16,9 @@ pub struct Server {
     pub url: String,
     /// The data dir (kept until drop).
     pub dir: tempfile::TempDir,
+    /// The flags it was started with besides the port and data dir
+    /// (a restart passes them again).
+    extra: Vec<String>,
 }
 
 impl Server {
@@ -36,21 +39,22 @@ impl Server {
     pub fn spawn(extra: &[String]) -> Starting {
         let dir = tempfile::tempdir().expect("tempdir");
         let (child, rx) = launch(dir.path(), extra);
-        Starting { child: Some(child), rx, dir: Some(dir) }
+        Starting { child: Some(child), rx, dir: Some(dir), extra: extra.to_vec() }
     }
 
     /// Starts an apiserver on an existing data dir without waiting for it.
     pub fn spawn_in(dir: tempfile::TempDir, extra: &[String]) -> Starting {
         let (child, rx) = launch(dir.path(), extra);
-        Starting { child: Some(child), rx, dir: Some(dir) }
+        Starting { child: Some(child), rx, dir: Some(dir), extra: extra.to_vec() }
     }
 
     /// Kills the server (SIGKILL) and starts it again on the same data dir
-    /// (a new port); returns once it serves and is ready.
+    /// with the same flags (a new port); returns once it serves and is
+    /// ready.
     pub fn restart(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let (child, rx) = launch(self.dir.path(), &[]);
+        let (child, rx) = launch(self.dir.path(), &self.extra);
         self.child = child;
         self.url = rx.recv_timeout(Duration::from_secs(120)).expect("apiserver did not print `serving on` after a restart");
         self.wait_ready(Duration::from_secs(120));
@@ -184,6 +188,7 @@ pub struct Starting {
     child: Option<Child>,
     rx: mpsc::Receiver<String>,
     dir: Option<tempfile::TempDir>,
+    extra: Vec<String>,
 }
 
 impl Starting {
@@ -198,7 +203,7 @@ impl Starting {
     /// peers).
     pub fn wait_serving(mut self) -> Server {
         let url = self.rx.recv_timeout(Duration::from_secs(120)).expect("apiserver did not print `serving on`");
-        Server { child: self.child.take().expect("child"), url, dir: self.dir.take().expect("dir") }
+        Server { child: self.child.take().expect("child"), url, dir: self.dir.take().expect("dir"), extra: std::mem::take(&mut self.extra) }
     }
 }
 
