@@ -138,7 +138,7 @@ async fn health(state: &ApiState, endpoint: &str, rest: &[&str], query: Option<&
     let verbose = query.is_some_and(|q| q.split('&').any(|p| p == "verbose" || p.starts_with("verbose=")));
     let names = state.health.checks(endpoint);
     if let [name] = rest {
-        if !names.contains(name) {
+        if !names.iter().any(|n| n == name) {
             return responses::text(404, "404 page not found\n");
         }
         return match state.health.check(name).await {
