@@ -206,10 +206,10 @@ fn unknown_token_is_401() {
 fn bootstrap_policy_is_reconciled_at_start_except_autoupdate_false() {
     let tokens = tempfile::tempdir().unwrap();
     let mut s = rbac_server(tokens.path());
-    let rules = |name: &str| s.kubectl(33, &["get", "clusterrole", name, "-o", "jsonpath={.rules}"]).ok().to_string();
-    let basic = rules("system:basic-user");
+    let rules = |s: &Server, name: &str| s.kubectl(33, &["get", "clusterrole", name, "-o", "jsonpath={.rules}"]).ok().to_string();
+    let basic = rules(&s, "system:basic-user");
     assert!(basic.contains("selfsubjectreviews"), "{basic}");
-    let discovery = rules("system:discovery");
+    let discovery = rules(&s, "system:discovery");
     assert!(discovery.contains("/apis/*"), "{discovery}");
     let only_first = r#"[{"op":"replace","path":"/rules","value":[{"apiGroups":["authorization.k8s.io"],"resources":["selfsubjectaccessreviews"],"verbs":["create"]}]}]"#;
     // Protected: autoupdate=false and fewer rules.
@@ -218,12 +218,12 @@ fn bootstrap_policy_is_reconciled_at_start_except_autoupdate_false() {
     // Not protected: fewer rules.
     s.kubectl(33, &["patch", "clusterrole", "system:discovery", "--type=json", "-p", r#"[{"op":"replace","path":"/rules","value":[{"nonResourceURLs":["/api"],"verbs":["get"]}]}]"#]).ok();
     s.kubectl(33, &["delete", "clusterrolebinding", "system:public-info-viewer"]).ok();
-    let edited = rules("system:basic-user");
+    let edited = rules(&s, "system:basic-user");
 
     s.restart();
-    assert_eq!(rules("system:basic-user"), edited, "an autoupdate=false role was changed");
+    assert_eq!(rules(&s, "system:basic-user"), edited, "an autoupdate=false role was changed");
     assert_eq!(s.kubectl(33, &["get", "clusterrole", "system:basic-user", "-o", "jsonpath={.metadata.annotations}"]).ok(), r#"{"rbac.authorization.kubernetes.io/autoupdate":"false"}"#);
-    let healed = rules("system:discovery");
+    let healed = rules(&s, "system:discovery");
     for url in ["/api", "/apis/*", "/version", "/readyz"] {
         assert!(healed.contains(&format!("\"{url}\"")), "{url} not restored: {healed}");
     }

@@ -145,7 +145,14 @@ impl Binding {
 /// Where a rule came from, or why a binding gave none.
 pub enum Visit<'a> {
     /// A rule of the role of `binding`, bound through `subject`.
-    Rule { binding: &'a Binding, subject: &'a Subject, rule: &'a PolicyRule },
+    Rule {
+        /// The binding.
+        binding: &'a Binding,
+        /// Its first subject that is the user.
+        subject: &'a Subject,
+        /// The rule.
+        rule: &'a PolicyRule,
+    },
     /// A binding whose role does not exist (kube's lister error).
     Missing(String),
 }
