@@ -156,7 +156,8 @@ fn rule_covers(owner: &PolicyRule, servant: &PolicyRule) -> bool {
         owner.resources.iter().any(|o| o == ALL || o == r) || r.split_once('/').is_some_and(|(_, sub)| owner.resources.iter().any(|o| *o == format!("*/{sub}")))
     });
     let urls = servant.non_resource_urls.iter().all(|u| owner.non_resource_urls.iter().any(|o| o == ALL || o == u || o.strip_suffix('*').is_some_and(|p| u.starts_with(p))));
-    let names = owner.resource_names.is_empty() || has_all(&owner.resource_names, &servant.resource_names);
+    // A rule for every name is covered only by a rule for every name.
+    let names = owner.resource_names.is_empty() || (!servant.resource_names.is_empty() && has_all(&owner.resource_names, &servant.resource_names));
     verbs && groups && resources && urls && names
 }
 
