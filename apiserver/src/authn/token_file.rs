@@ -99,7 +99,8 @@ mod tests {
     async fn bearer_tokens() {
         let f = TokenFile::parse(b"secret,alice,1,\"a,b\"\n").unwrap_or_default();
         // (Authorization header, user name, or an error)
-        let cases: &[(Option<&str>, std::result::Result<Option<&str>, ()>)] = &[
+        type Case = (Option<&'static str>, std::result::Result<Option<&'static str>, ()>);
+        let cases: &[Case] = &[
             (None, Ok(None)),
             (Some("Bearer secret"), Ok(Some("alice"))),
             (Some("bearer secret"), Ok(Some("alice"))),

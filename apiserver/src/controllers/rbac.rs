@@ -75,7 +75,9 @@ pub fn start(registry: Arc<Registry>, rbac: Arc<Rbac>, health: Arc<Health>, stop
         }
         let store = |k: Kind| stores.iter().find(|(kind, _)| *kind == k).map(|(_, s)| s.clone());
         let lister = |k: Kind| listers.iter().find(|(kind, _)| *kind == k).map(|(_, l)| l.clone());
-        let (Some(roles), Some(bindings), Some(role_lister), Some(binding_lister)) = (store(Kind::ClusterRole), store(Kind::ClusterRoleBinding), lister(Kind::ClusterRole), lister(Kind::ClusterRoleBinding)) else {
+        let (Some(roles), Some(bindings), Some(role_lister), Some(binding_lister)) =
+            (store(Kind::ClusterRole), store(Kind::ClusterRoleBinding), lister(Kind::ClusterRole), lister(Kind::ClusterRoleBinding))
+        else {
             return;
         };
         loop {

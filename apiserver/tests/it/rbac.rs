@@ -46,14 +46,7 @@ fn token_kubeconfig(s: &Server, name: &str, token: &str) -> PathBuf {
 
 /// Runs `kubectl.1.<minor>` with `kubeconfig`.
 fn kubectl_as(s: &Server, kubeconfig: &Path, minor: u32, args: &[&str]) -> Out {
-    let o = Command::new(kubectl_path(minor))
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .arg("--cache-dir")
-        .arg(s.dir.path().join(format!("kubectl-cache-{minor}")))
-        .args(args)
-        .output()
-        .expect("run kubectl");
+    let o = Command::new(kubectl_path(minor)).arg("--kubeconfig").arg(kubeconfig).arg("--cache-dir").arg(s.dir.path().join(format!("kubectl-cache-{minor}"))).args(args).output().expect("run kubectl");
     Out { code: o.status.code().unwrap_or(-1), stdout: String::from_utf8_lossy(&o.stdout).into_owned(), stderr: String::from_utf8_lossy(&o.stderr).into_owned() }
 }
 
@@ -135,7 +128,10 @@ fn static_token_users_get_what_rbac_grants() {
             (&["get", "nodes"], r#"Error from server (Forbidden): nodes is forbidden: User "alice@example.com" cannot list resource "nodes" in API group "" at the cluster scope"#),
             (&["get", "pod", "x"], r#"Error from server (Forbidden): pods "x" is forbidden: User "alice@example.com" cannot get resource "pods" in API group "" in the namespace "default""#),
             (&["logs", "x"], r#"pods "x" is forbidden: User "alice@example.com" cannot get resource "pods" in API group "" in the namespace "default""#),
-            (&["get", "pods", "--as", "bob"], r#"Error from server (Forbidden): users "bob" is forbidden: User "alice@example.com" cannot impersonate resource "users" in API group "" at the cluster scope"#),
+            (
+                &["get", "pods", "--as", "bob"],
+                r#"Error from server (Forbidden): users "bob" is forbidden: User "alice@example.com" cannot impersonate resource "users" in API group "" at the cluster scope"#,
+            ),
         ];
         for (args, want) in denials {
             let out = kubectl_as(&s, &alice, minor, args);

@@ -115,12 +115,7 @@ impl Binding {
             name: meta::name(obj).to_string(),
             role_kind: s(&obj["roleRef"]["kind"]),
             role_name: s(&obj["roleRef"]["name"]),
-            subjects: obj["subjects"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|x| Subject { kind: s(&x["kind"]), name: s(&x["name"]), namespace: s(&x["namespace"]) })
-                .collect(),
+            subjects: obj["subjects"].as_array().into_iter().flatten().map(|x| Subject { kind: s(&x["kind"]), name: s(&x["name"]), namespace: s(&x["namespace"]) }).collect(),
         }
     }
 

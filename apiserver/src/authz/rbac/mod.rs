@@ -180,7 +180,12 @@ mod tests {
         bind(Kind::RoleBinding, "default", "read-pods", "Role", "pod-reader", json!([{"kind": "ServiceAccount", "name": "default", "namespace": "default"}]));
         role(Kind::Role, "default", "vllm-deployment-creator", json!([{"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["create"]}]));
         bind(Kind::RoleBinding, "default", "alice-vllm-deployment-creator", "Role", "vllm-deployment-creator", json!([{"kind": "User", "name": "alice@example.com"}]));
-        role(Kind::ClusterRole, "", "secret-reader", json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": ["s1"]}, {"nonResourceURLs": ["/logs/*"], "verbs": ["get"]}]));
+        role(
+            Kind::ClusterRole,
+            "",
+            "secret-reader",
+            json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": ["s1"]}, {"nonResourceURLs": ["/logs/*"], "verbs": ["get"]}]),
+        );
         bind(Kind::RoleBinding, "dev", "secrets", "ClusterRole", "secret-reader", json!([{"kind": "ServiceAccount", "name": "ci"}]));
         bind(Kind::ClusterRoleBinding, "", "ops", "ClusterRole", "secret-reader", json!([{"kind": "Group", "name": "ops"}]));
         bind(Kind::ClusterRoleBinding, "", "dangling", "ClusterRole", "nope", json!([{"kind": "Group", "name": "system:authenticated"}]));

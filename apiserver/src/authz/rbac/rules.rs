@@ -74,10 +74,7 @@ impl PolicyRule {
     pub fn allows(&self, attrs: &Attributes<'_>) -> bool {
         if attrs.resource_request {
             let combined = if attrs.subresource.is_empty() { attrs.resource.to_string() } else { format!("{}/{}", attrs.resource, attrs.subresource) };
-            verb_matches(self, attrs.verb)
-                && api_group_matches(self, attrs.api_group)
-                && resource_matches(self, &combined, attrs.subresource)
-                && resource_name_matches(self, attrs.name)
+            verb_matches(self, attrs.verb) && api_group_matches(self, attrs.api_group) && resource_matches(self, &combined, attrs.subresource) && resource_name_matches(self, attrs.name)
         } else {
             verb_matches(self, attrs.verb) && non_resource_url_matches(self, attrs.path)
         }
@@ -102,9 +99,7 @@ pub fn api_group_matches(rule: &PolicyRule, group: &str) -> bool {
 /// `resource/subresource`; `*/<subresource>` matches that subresource of
 /// every resource.
 pub fn resource_matches(rule: &PolicyRule, combined: &str, subresource: &str) -> bool {
-    rule.resources.iter().any(|r| {
-        r == ALL || r == combined || (!subresource.is_empty() && r.len() == subresource.len() + 2 && r.starts_with("*/") && r.ends_with(subresource))
-    })
+    rule.resources.iter().any(|r| r == ALL || r == combined || (!subresource.is_empty() && r.len() == subresource.len() + 2 && r.starts_with("*/") && r.ends_with(subresource)))
 }
 
 /// kube `ResourceNameMatches`: no names means every name.
@@ -152,9 +147,8 @@ fn has_all(list: &[String], want: &[String]) -> bool {
 fn rule_covers(owner: &PolicyRule, servant: &PolicyRule) -> bool {
     let verbs = owner.verbs.iter().any(|v| v == ALL) || has_all(&owner.verbs, &servant.verbs);
     let groups = owner.api_groups.iter().any(|g| g == ALL) || has_all(&owner.api_groups, &servant.api_groups);
-    let resources = servant.resources.iter().all(|r| {
-        owner.resources.iter().any(|o| o == ALL || o == r) || r.split_once('/').is_some_and(|(_, sub)| owner.resources.iter().any(|o| *o == format!("*/{sub}")))
-    });
+    let resources =
+        servant.resources.iter().all(|r| owner.resources.iter().any(|o| o == ALL || o == r) || r.split_once('/').is_some_and(|(_, sub)| owner.resources.iter().any(|o| *o == format!("*/{sub}"))));
     let urls = servant.non_resource_urls.iter().all(|u| owner.non_resource_urls.iter().any(|o| o == ALL || o == u || o.strip_suffix('*').is_some_and(|p| u.starts_with(p))));
     // A rule for every name is covered only by a rule for every name.
     let names = owner.resource_names.is_empty() || (!servant.resource_names.is_empty() && has_all(&owner.resource_names, &servant.resource_names));
