@@ -27,6 +27,7 @@ pub mod batch;
 pub mod cluster;
 pub mod conversion;
 pub mod core;
+pub mod escalation;
 pub mod networking;
 pub mod printers;
 pub mod rbac;
@@ -137,10 +138,19 @@ impl Resource {
     }
 }
 
+/// Wraps a stored resource's REST object with checks of its own before
+/// the generic store (kube's `policybased` RBAC storage, which refuses
+/// privilege escalation). It gets the store and returns what is served for
+/// the main resource; subresources are not wrapped.
+pub type Decorator = Arc<dyn Fn(Arc<dyn Rest>) -> Arc<dyn Rest> + Send + Sync>;
+
 /// How a resource is served.
 pub enum Serving {
     /// Stored, through the generic store, with these subresources.
     Stored(Vec<Arc<dyn Subresource>>),
+    /// Stored, with these subresources, the main resource served through
+    /// the decorator's wrapper.
+    Decorated(Vec<Arc<dyn Subresource>>, Decorator),
     /// Never stored: this REST object answers (access reviews).
     Rest(Arc<dyn Rest>),
 }
@@ -162,6 +172,15 @@ impl ResourceDef {
     /// A resource served by its own REST object.
     pub fn rest(resource: Resource, rest: Arc<dyn Rest>) -> Self {
         ResourceDef { resource, serving: Serving::Rest(rest) }
+    }
+
+    /// Served through `decorator` (a stored resource; others are left as
+    /// they are).
+    pub fn decorated(mut self, decorator: Decorator) -> Self {
+        if let Serving::Stored(subs) = self.serving {
+            self.serving = Serving::Decorated(subs, decorator);
+        }
+        self
     }
 
     /// With short names.
@@ -409,11 +428,11 @@ impl Registry {
         let mut pending = Vec::new();
         for mut d in defs {
             d.resource.verbs = match &d.serving {
-                Serving::Stored(_) => Store::verbs(d.resource.strategy.as_ref()),
+                Serving::Stored(_) | Serving::Decorated(..) => Store::verbs(d.resource.strategy.as_ref()),
                 Serving::Rest(rest) => rest::verbs(rest.as_ref()),
             };
             d.resource.subresources = match &d.serving {
-                Serving::Stored(subs) => subs.iter().map(|s| s.name().to_string()).collect(),
+                Serving::Stored(subs) | Serving::Decorated(subs, _) => subs.iter().map(|s| s.name().to_string()).collect(),
                 Serving::Rest(_) => Vec::new(),
             };
             let resource = Arc::new(d.resource);
@@ -429,21 +448,38 @@ impl Registry {
             let entry = match serving {
                 Serving::Rest(rest) => Entry { resource, rest, subresources: Vec::new(), store: None, opened: None },
                 Serving::Stored(subs) => {
-                    let prefix = resource.prefix(None);
-                    let storage = self.provider.open(&prefix);
-                    let storage = match stored_as(&resource) {
-                        Some(stored) => Arc::new(conversion::Converting::new(storage, resource.clone(), stored)) as Arc<dyn crate::storage::Storage>,
-                        None => storage,
-                    };
-                    let store = Arc::new(Store::new(resource.clone(), storage, self.admission.clone(), self.schemas.clone()));
-                    let subresources = subs.iter().map(|s| (s.name().to_string(), s.rest(&store))).collect();
-                    Entry { resource, rest: store.clone(), subresources, store: Some(store), opened: Some(prefix) }
+                    let stored = stored_as(&resource);
+                    self.open_stored(resource, &subs, None, stored)
+                }
+                Serving::Decorated(subs, decorator) => {
+                    let stored = stored_as(&resource);
+                    self.open_stored(resource, &subs, Some(&decorator), stored)
                 }
             };
             entries.push(Arc::new(entry));
         }
         self.catalog.store(Arc::new(Catalog::build(current.generation + 1, entries)));
         Ok(())
+    }
+
+    /// The entry of a stored resource: its storage (converting to
+    /// `stored_as` when another version is stored), the generic store, its
+    /// subresources, and the main REST object (the store, or the
+    /// decorator's wrapper of it).
+    fn open_stored(&self, resource: Arc<Resource>, subs: &[Arc<dyn Subresource>], decorator: Option<&Decorator>, stored_as: Option<Arc<Resource>>) -> Entry {
+        let prefix = resource.prefix(None);
+        let storage = self.provider.open(&prefix);
+        let storage = match stored_as {
+            Some(stored) => Arc::new(conversion::Converting::new(storage, resource.clone(), stored)) as Arc<dyn crate::storage::Storage>,
+            None => storage,
+        };
+        let store = Arc::new(Store::new(resource.clone(), storage, self.admission.clone(), self.schemas.clone()));
+        let subresources = subs.iter().map(|s| (s.name().to_string(), s.rest(&store))).collect();
+        let rest: Arc<dyn Rest> = match decorator {
+            Some(d) => d(store.clone()),
+            None => store.clone(),
+        };
+        Entry { resource, rest, subresources, store: Some(store), opened: Some(prefix) }
     }
 
     /// Stops serving a resource (a CRD's version withdrawn): it leaves
@@ -480,17 +516,18 @@ impl Registry {
     }
 }
 
-/// The built-in resources; the access reviews ask `authorizer`.
-pub fn builtin(authorizer: Arc<dyn crate::authz::Authorizer>) -> Vec<ResourceDef> {
+/// The built-in resources; the access reviews ask `authorizer`, and with
+/// `rbac` (RBAC is a mode) RBAC writes are guarded against escalation.
+pub fn builtin(authorizer: Arc<dyn crate::authz::Authorizer>, rbac: Option<Arc<crate::authz::rbac::Rbac>>) -> Vec<ResourceDef> {
     let mut defs = Vec::new();
     defs.extend(core::resources());
     defs.extend(apps::resources());
-    defs.extend(auth::resources(authorizer));
+    defs.extend(auth::resources(authorizer.clone()));
     defs.extend(autoscaling::resources());
     defs.extend(batch::resources());
     defs.extend(cluster::resources());
     defs.extend(networking::resources());
-    defs.extend(rbac::resources());
+    defs.extend(rbac::resources(&authorizer, rbac.as_ref()));
     defs.extend(admission::resources());
     defs.extend(apiextensions::resources());
     defs
@@ -509,7 +546,7 @@ pub(crate) mod tests {
         let storage: Arc<dyn crate::storage::Storage> = Arc::new(crate::storage::KvStorage::new(Arc::new(NoKv)));
         let r = Registry::new(Arc::new(crate::storage::Direct(storage)), Arc::new(crate::admission::Chain::default()), crate::schema::SchemaStore::builtin());
         let authz: Arc<dyn crate::authz::Authorizer> = Arc::new(crate::authz::always::AlwaysAllow);
-        assert!(r.add_all(builtin(authz)).is_ok());
+        assert!(r.add_all(builtin(authz, None)).is_ok());
         r
     }
 
