@@ -140,10 +140,19 @@ pub struct Options {
     #[arg(long, value_delimiter = ',')]
     pub disable_admission_plugins: Vec<String>,
     /// Ordered authorizers (kube's `--authorization-mode`, comma-separated):
-    /// `AlwaysAllow` or `AlwaysDeny`; kube's other modes are refused until
-    /// they exist.
+    /// `AlwaysAllow`, `AlwaysDeny`, `RBAC`, `Node`; kube's other modes are
+    /// refused until they exist.
     #[arg(long, value_delimiter = ',', default_value = "AlwaysAllow")]
     pub authorization_mode: Vec<String>,
+    /// Requests without credentials are the user `system:anonymous` in the
+    /// group `system:unauthenticated`, and get what the authorizer grants
+    /// them (kube's `--anonymous-auth`, default true). With `AlwaysAllow`
+    /// among the modes, kube turns anonymous access off altogether; this
+    /// server then lets anonymous requests reach only `/healthz`, `/livez`,
+    /// `/readyz` and `/version`, so health checks work without a client
+    /// certificate. `false`: every request without credentials is 401.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub anonymous_auth: bool,
     /// Concurrent HTTP/2 streams a client may open on one connection
     /// (kube's `--http2-max-streams-per-connection`); 0 means Go's default
     /// of 250, as in kube.

@@ -173,6 +173,7 @@ async fn start_up(
     health: Arc<crate::health::Health>,
     identity: String,
     rbac: Option<crate::controllers::RbacFeed>,
+    node: Option<Arc<crate::authz::node::Graph>>,
 ) -> anyhow::Result<crate::controllers::Controllers> {
     if let Some(m) = &member {
         let mut waited = std::time::Duration::ZERO;
@@ -199,7 +200,7 @@ async fn start_up(
     }
     health.mark_started();
     tracing::info!("the store is up: serving the API");
-    Ok(crate::controllers::start(registry, &identity, rbac))
+    Ok(crate::controllers::start(registry, &identity, rbac, node))
 }
 
 /// A client of one set of etcd servers, with its compactor.
@@ -240,6 +241,9 @@ pub struct ApiConfig {
     pub authenticator: Arc<dyn crate::authn::Authenticator>,
     /// Whether they may.
     pub authorizer: Arc<dyn crate::authz::Authorizer>,
+    /// The RBAC authorizer when RBAC is a mode: its rules guard RBAC
+    /// writes against escalation.
+    pub rbac: Option<Arc<crate::authz::rbac::Rbac>>,
     /// `host:port` shown in `/api` discovery.
     pub advertise_address: String,
 }
@@ -280,7 +284,7 @@ pub fn build_api(storage: Arc<dyn Storage>, cfg: ApiConfig) -> anyhow::Result<Ap
         None => Arc::new(Direct(storage.clone())),
     };
     let registry = Arc::new(Registry::new(provider, Arc::new(admission), cfg.schemas.clone()));
-    registry.add_all(crate::registry::builtin(cfg.authorizer.clone()))?;
+    registry.add_all(crate::registry::builtin(cfg.authorizer.clone(), cfg.rbac.clone()))?;
     let health = Arc::new(crate::health::Health::new(storage.clone(), cache.clone()));
     let state = Arc::new(ApiState {
         registry: registry.clone(),
@@ -312,19 +316,34 @@ async fn bootstrap_namespaces(storage: &dyn Storage) -> anyhow::Result<()> {
 }
 
 /// The authenticators, in kube's shape (see [`crate::authn`]): client
-/// certificates, then `--token-auth-file` tokens, then anonymous access to
-/// the public info paths for requests without credentials.
+/// certificates, then `--token-auth-file` tokens, then anonymous access
+/// for requests without credentials as `--anonymous-auth` says.
 ///
 /// # Errors
 /// An unreadable or malformed token file.
 fn authenticator(opts: &Options) -> anyhow::Result<Arc<dyn crate::authn::Authenticator>> {
-    use crate::authn::{anonymous::PublicInfo, token_file::TokenFile, x509::X509, Authenticator, Union};
+    use crate::authn::{token_file::TokenFile, x509::X509, Authenticator, Union};
     let mut members: Vec<Arc<dyn Authenticator>> = vec![Arc::new(X509)];
     if let Some(path) = &opts.token_auth_file {
         members.push(Arc::new(TokenFile::read(path).map_err(|e| anyhow::anyhow!("--token-auth-file: {e}"))?));
     }
     let credentials = Arc::new(Union::new(members));
-    Ok(Arc::new(Union::fail_on_error(vec![credentials, Arc::new(PublicInfo)])))
+    Ok(Arc::new(Union::fail_on_error(vec![credentials, anonymous(opts)])))
+}
+
+/// The anonymous authenticator of `--anonymous-auth` (see
+/// [`crate::authn::anonymous`]): everyone without credentials, only the
+/// public info paths while `AlwaysAllow` is a mode, or nobody.
+fn anonymous(opts: &Options) -> Arc<dyn crate::authn::Authenticator> {
+    use crate::authn::anonymous::{Anonymous, PublicInfo};
+    use crate::authn::Union;
+    if !opts.anonymous_auth {
+        Arc::new(Union::new(Vec::new()))
+    } else if opts.authorization_mode.iter().any(|m| m.trim() == "AlwaysAllow") {
+        Arc::new(PublicInfo)
+    } else {
+        Arc::new(Anonymous)
+    }
 }
 
 /// Runs the server until the process is stopped.
@@ -349,10 +368,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
 
     let authenticator = authenticator(&opts)?;
-    let crate::authz::FromModes { authorizer, rbac } = crate::authz::from_modes(&opts.authorization_mode).map_err(|e| anyhow::anyhow!("--authorization-mode: {e}"))?;
-    if opts.authorization_mode.iter().any(|m| m.trim() == "Node") {
-        tracing::warn!("--authorization-mode Node: the Node authorizer is not implemented yet; it has no opinion, and nodes get what the other modes grant");
-    }
+    let crate::authz::FromModes { authorizer, rbac, node: node_graph } = crate::authz::from_modes(&opts.authorization_mode).map_err(|e| anyhow::anyhow!("--authorization-mode: {e}"))?;
     // Checked before the store starts, so a bad flag fails fast.
     crate::admission::plugins::enabled(&opts.enable_admission_plugins, &opts.disable_admission_plugins)?;
     let Opened { storage, member } = open_storage(&opts).await?;
@@ -379,6 +395,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             disable_admission_plugins: opts.disable_admission_plugins.clone(),
             authenticator,
             authorizer,
+            rbac: rbac.clone(),
             advertise_address: host_port.clone(),
         },
     )?;
@@ -395,7 +412,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         health.set_rbac_bootstrap_pending(true);
         crate::controllers::RbacFeed { rbac, health: health.clone() }
     });
-    let mut startup = Some(tokio::spawn(start_up(member, storage, api.registry.clone(), health.clone(), opts.name.clone(), rbac)));
+    let mut startup = Some(tokio::spawn(start_up(member, storage, api.registry.clone(), health.clone(), opts.name.clone(), rbac, node_graph)));
     let mut controllers = None;
 
     println!("serving on {server_url}");

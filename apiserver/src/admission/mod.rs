@@ -23,6 +23,7 @@
 
 pub mod always;
 pub mod namespace_lifecycle;
+pub mod node_restriction;
 pub mod plugins;
 
 use std::sync::Arc;

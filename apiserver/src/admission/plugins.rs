@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use super::always::{AlwaysAdmit, AlwaysDeny};
 use super::namespace_lifecycle::NamespaceLifecycle;
+use super::node_restriction::NodeRestriction;
 use super::{Chain, Error};
 use crate::storage::Storage;
 
@@ -115,6 +116,7 @@ pub fn build(enable: &[String], disable: &[String], ctx: &Context) -> Result<(Ch
         match name {
             "AlwaysAdmit" => chain.mutating.push(Arc::new(AlwaysAdmit)),
             "NamespaceLifecycle" => chain.mutating.push(Arc::new(NamespaceLifecycle::new(ctx.storage.clone()))),
+            "NodeRestriction" => chain.validating.push(Arc::new(NodeRestriction)),
             "AlwaysDeny" => {
                 chain.mutating.push(Arc::new(AlwaysDeny));
                 chain.validating.push(Arc::new(AlwaysDeny));

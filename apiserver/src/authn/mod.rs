@@ -9,7 +9,7 @@
 //! ```text
 //! Union::fail_on_error(               an error from the first part is final
 //!     Union::new([x509, token file]), first success wins
-//!     anonymous public paths,         only for requests with no credentials at all
+//!     anonymous (--anonymous-auth),   only for requests with no credentials at all
 //! )
 //! ```
 //!

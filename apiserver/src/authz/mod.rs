@@ -10,14 +10,13 @@
 //! SelfSubjectRulesReview resource reports.
 //!
 //! Modes (`--authorization-mode`, parsed by [`Mode::parse_list`]) come in
-//! kube's names; `AlwaysAllow` (the default), `AlwaysDeny` and `RBAC`
-//! ([`rbac`]) are implemented. `Node` is accepted and has no opinion on
-//! anything until the Node authorizer exists, so `Node,RBAC` (kubeadm's
-//! setting) works with nodes getting what RBAC grants them; `Webhook` and
-//! `ABAC` are refused. The HTTP filter (`endpoints/filters/authorization.rs`) and the
+//! kube's names; `AlwaysAllow` (the default), `AlwaysDeny`, `RBAC`
+//! ([`rbac`]) and `Node` ([`node`]) are implemented; `Webhook` and `ABAC`
+//! are refused. The HTTP filter (`endpoints/filters/authorization.rs`) and the
 //! access-review resources (`registry/auth.rs`) ask the same authorizer.
 
 pub mod always;
+pub mod node;
 pub mod rbac;
 
 use std::sync::Arc;
@@ -229,7 +228,7 @@ pub enum Mode {
     AlwaysDeny,
     /// Roles and bindings ([`rbac`]).
     Rbac,
-    /// The Node authorizer; no opinion on anything for now.
+    /// The Node authorizer ([`node`]).
     Node,
 }
 
@@ -265,13 +264,14 @@ impl Mode {
         Ok(out)
     }
 
-    /// The authorizer of this mode; RBAC's is `rbac`.
-    pub fn authorizer(self, rbac: &Arc<rbac::Rbac>) -> Arc<dyn Authorizer> {
+    /// The authorizer of this mode; RBAC's is `rbac`, Node's reads
+    /// `graph`.
+    pub fn authorizer(self, rbac: &Arc<rbac::Rbac>, graph: &Arc<node::Graph>) -> Arc<dyn Authorizer> {
         match self {
             Mode::AlwaysAllow => Arc::new(always::AlwaysAllow),
             Mode::AlwaysDeny => Arc::new(always::AlwaysDeny),
             Mode::Rbac => rbac.clone(),
-            Mode::Node => Arc::new(always::NoOpinion),
+            Mode::Node => Arc::new(node::NodeAuthorizer::new(graph.clone())),
         }
     }
 }
@@ -284,6 +284,9 @@ pub struct FromModes {
     pub authorizer: Arc<dyn Authorizer>,
     /// The RBAC authorizer, if `RBAC` is a mode.
     pub rbac: Option<Arc<rbac::Rbac>>,
+    /// The Node authorizer's graph, if `Node` is a mode (start-up feeds
+    /// it).
+    pub node: Option<Arc<node::Graph>>,
 }
 
 /// The authorizer of `--authorization-mode`: a [`Union`] of
@@ -295,9 +298,10 @@ pub struct FromModes {
 pub fn from_modes(modes: &[String]) -> Result<FromModes> {
     let modes = Mode::parse_list(modes)?;
     let rbac = Arc::new(rbac::Rbac::new());
+    let graph = Arc::new(node::Graph::new());
     let mut members: Vec<Arc<dyn Authorizer>> = vec![Arc::new(always::PrivilegedGroups)];
-    members.extend(modes.iter().map(|m| m.authorizer(&rbac)));
-    Ok(FromModes { authorizer: Arc::new(Union::new(members)), rbac: modes.contains(&Mode::Rbac).then_some(rbac) })
+    members.extend(modes.iter().map(|m| m.authorizer(&rbac, &graph)));
+    Ok(FromModes { authorizer: Arc::new(Union::new(members)), rbac: modes.contains(&Mode::Rbac).then_some(rbac), node: modes.contains(&Mode::Node).then_some(graph) })
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@ pub mod crd;
 pub mod informer;
 pub mod leader;
 pub mod namespace;
+pub mod node;
 pub mod queue;
 pub mod rbac;
 
@@ -61,11 +62,15 @@ pub struct RbacFeed {
 }
 
 /// Starts every controller on this node, whose identity in Leases is
-/// `identity` (its member name), and the RBAC loop when `rbac` is given.
-/// Call it inside a Tokio runtime.
-pub fn start(registry: Arc<Registry>, identity: &str, rbac: Option<RbacFeed>) -> Controllers {
+/// `identity` (its member name), the RBAC loop when `rbac` is given and
+/// the Node authorizer's feed when `node` is. Call it inside a Tokio
+/// runtime.
+pub fn start(registry: Arc<Registry>, identity: &str, rbac: Option<RbacFeed>, node: Option<Arc<crate::authz::node::Graph>>) -> Controllers {
     let (stop, stopped) = watch::channel(false);
     let mut tasks = Vec::new();
+    if let Some(graph) = node {
+        node::start(&registry, graph, stopped.clone());
+    }
     if let Some(f) = rbac {
         tasks.push(rbac::start(registry.clone(), f.rbac, f.health, stopped.clone()));
     }

@@ -1,12 +1,18 @@
-//! `rbac.authorization.k8s.io/v1`: stored and served; authorization still
-//! allows everything until RBAC is enforced.
+//! `rbac.authorization.k8s.io/v1`: Roles, ClusterRoles and their bindings,
+//! stored and served; with RBAC on, writes are guarded against privilege
+//! escalation ([`super::escalation`]).
+
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use super::escalation::{guard, Guarded};
 use super::printers::{age, created_at};
 use super::simple::{def, Simple, CREATED_AT_COLUMN};
 use super::strategy::{Column, NameRule, AGE_COLUMN, NAME_COLUMN};
 use super::ResourceDef;
+use crate::authz::rbac::Rbac;
+use crate::authz::Authorizer;
 use crate::errors::Cause;
 use crate::meta;
 
@@ -79,14 +85,20 @@ fn binding_validate(o: &Value) -> Vec<Cause> {
     causes
 }
 
-/// rbac.authorization.k8s.io/v1 resources.
-pub fn resources() -> Vec<ResourceDef> {
+/// rbac.authorization.k8s.io/v1 resources; with `rbac` (RBAC is an
+/// authorization mode), writes are checked against escalation with
+/// `authorizer` and RBAC's rules.
+pub fn resources(authorizer: &Arc<dyn Authorizer>, rbac: Option<&Arc<Rbac>>) -> Vec<ResourceDef> {
     let role = || Box::new(Simple::new().with_names(NameRule::PathSegment).with_table(role_columns, role_cells));
     let binding = || Box::new(Simple::new().with_names(NameRule::PathSegment).with_defaults(binding_defaults).with_validation(binding_validate).with_table(binding_columns, binding_cells));
+    let guarded = |d: ResourceDef, kind: Guarded| match rbac {
+        Some(rbac) => d.decorated(guard(kind, authorizer.clone(), rbac.clone())),
+        None => d,
+    };
     vec![
-        def("clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", false, &[], &[]).build(GROUP, "v1", binding()),
-        def("clusterroles", "clusterrole", "ClusterRole", false, &[], &[]).build(GROUP, "v1", role()),
-        def("rolebindings", "rolebinding", "RoleBinding", true, &[], &[]).build(GROUP, "v1", binding()),
-        def("roles", "role", "Role", true, &[], &[]).build(GROUP, "v1", role()),
+        guarded(def("clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", false, &[], &[]).build(GROUP, "v1", binding()), Guarded::ClusterRoleBinding),
+        guarded(def("clusterroles", "clusterrole", "ClusterRole", false, &[], &[]).build(GROUP, "v1", role()), Guarded::ClusterRole),
+        guarded(def("rolebindings", "rolebinding", "RoleBinding", true, &[], &[]).build(GROUP, "v1", binding()), Guarded::RoleBinding),
+        guarded(def("roles", "role", "Role", true, &[], &[]).build(GROUP, "v1", role()), Guarded::Role),
     ]
 }

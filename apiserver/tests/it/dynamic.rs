@@ -73,6 +73,7 @@ async fn resources_come_and_go_at_run_time() {
             disable_admission_plugins: Vec::new(),
             authenticator: Arc::new(Anyone),
             authorizer: Arc::new(apiserver::authz::always::AlwaysAllow),
+            rbac: None,
             advertise_address: "127.0.0.1:6443".into(),
         },
     )

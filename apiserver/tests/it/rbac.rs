@@ -20,7 +20,7 @@ const BOB_TOKEN: &str = "bob-0123456789";
 const ALICE: &str = "alice@example.com";
 const SA: &str = "system:serviceaccount:default:default";
 
-fn data(name: &str) -> String {
+pub(crate) fn data(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/data").join(name).display().to_string()
 }
 
@@ -33,7 +33,7 @@ fn rbac_server(tokens: &Path) -> Server {
 }
 
 /// A kubeconfig for the token `token`, trusting the server's CA.
-fn token_kubeconfig(s: &Server, name: &str, token: &str) -> PathBuf {
+pub(crate) fn token_kubeconfig(s: &Server, name: &str, token: &str) -> PathBuf {
     let path = s.dir.path().join(format!("{name}.kubeconfig"));
     let cfg = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: {name}\n  user:\n    token: {token}\ncontexts:\n- name: {name}\n  context:\n    cluster: c\n    user: {name}\n    namespace: default\ncurrent-context: {name}\n",
@@ -45,14 +45,14 @@ fn token_kubeconfig(s: &Server, name: &str, token: &str) -> PathBuf {
 }
 
 /// Runs `kubectl.1.<minor>` with `kubeconfig`.
-fn kubectl_as(s: &Server, kubeconfig: &Path, minor: u32, args: &[&str]) -> Out {
+pub(crate) fn kubectl_as(s: &Server, kubeconfig: &Path, minor: u32, args: &[&str]) -> Out {
     let o = Command::new(kubectl_path(minor)).arg("--kubeconfig").arg(kubeconfig).arg("--cache-dir").arg(s.dir.path().join(format!("kubectl-cache-{minor}"))).args(args).output().expect("run kubectl");
     Out { code: o.status.code().unwrap_or(-1), stdout: String::from_utf8_lossy(&o.stdout).into_owned(), stderr: String::from_utf8_lossy(&o.stderr).into_owned() }
 }
 
 /// `kubectl auth can-i` says `want` with kubectl's exit code (0 yes, 1 no).
 #[track_caller]
-fn assert_can_i(out: &Out, want: bool, what: &str) {
+pub(crate) fn assert_can_i(out: &Out, want: bool, what: &str) {
     let answer = if want { "yes" } else { "no" };
     assert_eq!((out.stdout.trim(), out.code), (answer, if want { 0 } else { 1 }), "{what}: {out:?}");
 }

@@ -159,7 +159,7 @@ async fn suite(registry: &Registry, raw: &dyn Storage, k: &Kind, ns: &str) {
 
 async fn run(provider: Arc<dyn StorageProvider>, raw: Arc<dyn Storage>, ns: &str) {
     let registry = Registry::new(provider, Arc::new(Chain::default()), apiserver::schema::SchemaStore::builtin());
-    registry.add_all(builtin(Arc::new(apiserver::authz::always::AlwaysAllow))).unwrap();
+    registry.add_all(builtin(Arc::new(apiserver::authz::always::AlwaysAllow), None)).unwrap();
     for k in [&CONFIGMAPS, &HPA_V1] {
         suite(&registry, raw.as_ref(), k, ns).await;
     }

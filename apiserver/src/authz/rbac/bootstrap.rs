@@ -35,10 +35,16 @@ pub const BOOTSTRAPPING: (&str, &str) = ("kubernetes.io/bootstrapping", "rbac-de
 
 const READ: &[&str] = &["get", "list", "watch"];
 const WRITE: &[&str] = &["create", "delete", "deletecollection", "patch", "update"];
+const EVENTS: &[&str] = &["create", "patch", "update"];
+const CERTS: &str = "certificates.k8s.io";
 const READ_WRITE: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
 
 fn rule(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Value {
     json!({"apiGroups": groups, "resources": resources, "verbs": verbs})
+}
+
+fn named(verbs: &[&str], groups: &[&str], resources: &[&str], names: &[&str]) -> Value {
+    json!({"apiGroups": groups, "resources": resources, "resourceNames": names, "verbs": verbs})
 }
 
 fn urls(verbs: &[&str], urls: &[&str]) -> Value {
@@ -65,13 +71,56 @@ fn cluster_role(name: &str, labels: &[(&str, &str)], rules: Vec<Value>, aggregat
 
 fn cluster_role_binding(name: &str, groups: &[&str]) -> Value {
     let subjects: Vec<Value> = groups.iter().map(|g| json!({"apiGroup": GROUP, "kind": "Group", "name": g})).collect();
-    json!({
+    binding_of(name, subjects)
+}
+
+/// A bootstrap ClusterRoleBinding of the ClusterRole `name` to users.
+fn bind_users(name: &str, users: &[&str]) -> Value {
+    binding_of(name, users.iter().map(|u| json!({"apiGroup": GROUP, "kind": "User", "name": u})).collect())
+}
+
+/// A bootstrap ClusterRoleBinding of the ClusterRole `name`; no
+/// `subjects` field when there are none, as kube writes it.
+fn binding_of(name: &str, subjects: Vec<Value>) -> Value {
+    let mut b = json!({
         "apiVersion": format!("{GROUP}/v1"),
         "kind": "ClusterRoleBinding",
         "metadata": {"name": name, "labels": {BOOTSTRAPPING.0: BOOTSTRAPPING.1}, "annotations": {AUTOUPDATE: "true"}},
         "roleRef": {"apiGroup": GROUP, "kind": "ClusterRole", "name": name},
-        "subjects": subjects,
-    })
+    });
+    if !subjects.is_empty() {
+        b["subjects"] = json!(subjects);
+    }
+    b
+}
+
+/// The rules of `system:node`, what a kubelet may do (the Node authorizer
+/// narrows the object-level ones to the objects of its own node).
+pub fn node_rules() -> Vec<Value> {
+    vec![
+        rule(&["create"], &["authentication.k8s.io"], &["tokenreviews"]),
+        rule(&["create"], &["authorization.k8s.io"], &["localsubjectaccessreviews", "subjectaccessreviews"]),
+        rule(READ, &[""], &["services"]),
+        rule(&["create", "get", "list", "watch"], &[""], &["nodes"]),
+        rule(&["patch", "update"], &[""], &["nodes/status"]),
+        rule(&["patch", "update"], &[""], &["nodes"]),
+        rule(EVENTS, &[""], &["events"]),
+        rule(READ, &[""], &["pods"]),
+        rule(&["create", "delete"], &[""], &["pods"]),
+        rule(&["patch", "update"], &[""], &["pods/status"]),
+        rule(&["create"], &[""], &["pods/eviction"]),
+        rule(READ, &[""], &["configmaps", "secrets"]),
+        rule(&["get"], &[""], &["persistentvolumeclaims", "persistentvolumes"]),
+        rule(&["get"], &[""], &["endpoints"]),
+        rule(&["create", "get", "list", "watch"], &[CERTS], &["certificatesigningrequests"]),
+        rule(&["create", "delete", "get", "patch", "update"], &["coordination.k8s.io"], &["leases"]),
+        rule(&["get"], &["storage.k8s.io"], &["volumeattachments"]),
+        rule(&["create"], &[""], &["serviceaccounts/token"]),
+        rule(&["get", "patch", "update"], &[""], &["persistentvolumeclaims/status"]),
+        rule(READ, &["storage.k8s.io"], &["csidrivers"]),
+        rule(&["create", "delete", "get", "patch", "update"], &["storage.k8s.io"], &["csinodes"]),
+        rule(READ, &["node.k8s.io"], &["runtimeclasses"]),
+    ]
 }
 
 /// The bootstrap ClusterRoles.
@@ -196,9 +245,108 @@ pub fn cluster_roles() -> Vec<Value> {
             None,
         ),
         cluster_role("system:discovery", &[], vec![urls(&["get"], &["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*", "/readyz", "/version", "/version/"])], None),
+        cluster_role("system:certificates.k8s.io:certificatesigningrequests:nodeclient", &[], vec![rule(&["create"], &[CERTS], &["certificatesigningrequests/nodeclient"])], None),
+        cluster_role("system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", &[], vec![rule(&["create"], &[CERTS], &["certificatesigningrequests/selfnodeclient"])], None),
+        cluster_role("system:certificates.k8s.io:kube-apiserver-client-approver", &[], vec![named(&["approve"], &[CERTS], &["signers"], &["kubernetes.io/kube-apiserver-client"])], None),
+        cluster_role(
+            "system:certificates.k8s.io:kube-apiserver-client-kubelet-approver",
+            &[],
+            vec![named(&["approve"], &[CERTS], &["signers"], &["kubernetes.io/kube-apiserver-client-kubelet"])],
+            None,
+        ),
+        cluster_role("system:certificates.k8s.io:kubelet-serving-approver", &[], vec![named(&["approve"], &[CERTS], &["signers"], &["kubernetes.io/kubelet-serving"])], None),
+        cluster_role("system:certificates.k8s.io:legacy-unknown-approver", &[], vec![named(&["approve"], &[CERTS], &["signers"], &["kubernetes.io/legacy-unknown"])], None),
+        cluster_role("system:heapster", &[], vec![rule(READ, &[""], &["events", "namespaces", "nodes", "pods"]), rule(READ, &["extensions"], &["deployments"])], None),
+        cluster_role("system:kube-aggregator", &[], vec![rule(READ, &[""], &["endpoints", "services"])], None),
+        cluster_role(
+            "system:kube-controller-manager",
+            &[],
+            vec![
+                rule(EVENTS, &["", "events.k8s.io"], &["events"]),
+                rule(&["create"], &["coordination.k8s.io"], &["leases"]),
+                named(&["get", "update"], &["coordination.k8s.io"], &["leases"], &["kube-controller-manager"]),
+                rule(&["create"], &[""], &["secrets", "serviceaccounts"]),
+                rule(&["delete"], &[""], &["secrets"]),
+                rule(&["get"], &[""], &["configmaps", "namespaces", "secrets", "serviceaccounts"]),
+                rule(&["update"], &[""], &["secrets", "serviceaccounts"]),
+                rule(&["create"], &["authentication.k8s.io"], &["tokenreviews"]),
+                rule(&["create"], &["authorization.k8s.io"], &["subjectaccessreviews"]),
+                rule(&["list", "watch"], &["*"], &["*"]),
+                rule(&["create"], &[""], &["serviceaccounts/token"]),
+            ],
+            None,
+        ),
+        cluster_role("system:kube-dns", &[], vec![rule(&["list", "watch"], &[""], &["endpoints", "services"])], None),
+        cluster_role(
+            "system:kube-scheduler",
+            &[],
+            vec![
+                rule(EVENTS, &["", "events.k8s.io"], &["events"]),
+                rule(&["create"], &["coordination.k8s.io"], &["leases"]),
+                named(&["get", "update"], &["coordination.k8s.io"], &["leases"], &["kube-scheduler"]),
+                rule(READ, &[""], &["nodes"]),
+                rule(&["delete", "get", "list", "watch"], &[""], &["pods"]),
+                rule(&["create"], &[""], &["bindings", "pods/binding"]),
+                rule(&["patch", "update"], &[""], &["pods/status"]),
+                rule(READ, &[""], &["replicationcontrollers", "services"]),
+                rule(READ, &["apps", "extensions"], &["replicasets"]),
+                rule(READ, &["apps"], &["statefulsets"]),
+                rule(READ, &["policy"], &["poddisruptionbudgets"]),
+                rule(READ, &[""], &["persistentvolumeclaims", "persistentvolumes"]),
+                rule(&["create"], &["authentication.k8s.io"], &["tokenreviews"]),
+                rule(&["create"], &["authorization.k8s.io"], &["subjectaccessreviews"]),
+                rule(READ, &["storage.k8s.io"], &["csinodes"]),
+                rule(READ, &[""], &["namespaces"]),
+                rule(READ, &["storage.k8s.io"], &["csidrivers"]),
+                rule(READ, &["storage.k8s.io"], &["csistoragecapacities"]),
+            ],
+            None,
+        ),
+        cluster_role(
+            "system:kubelet-api-admin",
+            &[],
+            vec![rule(READ, &[""], &["nodes"]), rule(&["proxy"], &[""], &["nodes"]), rule(&["*"], &[""], &["nodes/log", "nodes/metrics", "nodes/proxy", "nodes/stats"])],
+            None,
+        ),
         cluster_role("system:monitoring", &[], vec![urls(&["get"], &["/healthz", "/healthz/*", "/livez", "/livez/*", "/metrics", "/metrics/slis", "/readyz", "/readyz/*"])], None),
+        cluster_role("system:node", &[], node_rules(), None),
+        cluster_role("system:node-bootstrapper", &[], vec![rule(&["create", "get", "list", "watch"], &[CERTS], &["certificatesigningrequests"])], None),
+        cluster_role("system:node-problem-detector", &[], vec![rule(&["get"], &[""], &["nodes"]), rule(&["patch"], &[""], &["nodes/status"]), rule(EVENTS, &["", "events.k8s.io"], &["events"])], None),
+        cluster_role(
+            "system:node-proxier",
+            &[],
+            vec![
+                rule(&["list", "watch"], &[""], &["endpoints", "services"]),
+                rule(READ, &[""], &["nodes"]),
+                rule(EVENTS, &["", "events.k8s.io"], &["events"]),
+                rule(&["list", "watch"], &["discovery.k8s.io"], &["endpointslices"]),
+            ],
+            None,
+        ),
+        cluster_role(
+            "system:persistent-volume-provisioner",
+            &[],
+            vec![
+                rule(&["create", "delete", "get", "list", "watch"], &[""], &["persistentvolumes"]),
+                rule(&["get", "list", "update", "watch"], &[""], &["persistentvolumeclaims"]),
+                rule(READ, &["storage.k8s.io"], &["storageclasses"]),
+                rule(&["watch"], &[""], &["events"]),
+                rule(EVENTS, &["", "events.k8s.io"], &["events"]),
+            ],
+            None,
+        ),
         cluster_role("system:public-info-viewer", &[], vec![urls(&["get"], &["/healthz", "/livez", "/readyz", "/version", "/version/"])], None),
         cluster_role("system:service-account-issuer-discovery", &[], vec![urls(&["get"], &["/.well-known/openid-configuration", "/openid/v1/jwks"])], None),
+        cluster_role(
+            "system:volume-scheduler",
+            &[],
+            vec![
+                rule(&["get", "list", "patch", "update", "watch"], &[""], &["persistentvolumes"]),
+                rule(READ, &["storage.k8s.io"], &["storageclasses"]),
+                rule(&["get", "list", "patch", "update", "watch"], &[""], &["persistentvolumeclaims"]),
+            ],
+            None,
+        ),
         cluster_role("view", &[TO_EDIT], vec![], Some("view")),
     ]
 }
@@ -210,9 +358,17 @@ pub fn cluster_role_bindings() -> Vec<Value> {
         cluster_role_binding("cluster-admin", &["system:masters"]),
         cluster_role_binding("system:basic-user", &["system:authenticated"]),
         cluster_role_binding("system:discovery", &["system:authenticated"]),
+        bind_users("system:kube-controller-manager", &["system:kube-controller-manager"]),
+        binding_of("system:kube-dns", vec![json!({"kind": "ServiceAccount", "name": "kube-dns", "namespace": "kube-system"})]),
+        bind_users("system:kube-scheduler", &["system:kube-scheduler"]),
         cluster_role_binding("system:monitoring", &["system:monitoring"]),
+        // Nodes get their rights from the Node authorizer; kube keeps the
+        // binding, without subjects.
+        binding_of("system:node", Vec::new()),
+        bind_users("system:node-proxier", &["system:kube-proxy"]),
         cluster_role_binding("system:public-info-viewer", &["system:authenticated", "system:unauthenticated"]),
         cluster_role_binding("system:service-account-issuer-discovery", &["system:serviceaccounts"]),
+        binding_of("system:volume-scheduler", vec![json!({"apiGroup": GROUP, "kind": "User", "name": "system:kube-scheduler"})]),
     ]
 }
 

@@ -228,12 +228,19 @@ impl Index {
 
     /// The rules of `binding`'s role, or kube's not-found message.
     fn rules_of(&self, b: &Binding) -> Result<Arc<Vec<PolicyRule>>, String> {
-        let found = match b.role_kind.as_str() {
-            "ClusterRole" => self.cluster_roles.get(&b.role_name),
-            "Role" if !b.namespace.is_empty() => self.roles.get(&(b.namespace.clone(), b.role_name.clone())),
+        self.role_rules(&b.role_kind, &b.namespace, &b.role_name)
+    }
+
+    /// The rules of the role a binding in `namespace` references by
+    /// `roleRef` kind and name (kube `GetRoleReferenceRules`), or kube's
+    /// not-found message.
+    pub fn role_rules(&self, kind: &str, namespace: &str, name: &str) -> Result<Arc<Vec<PolicyRule>>, String> {
+        let found = match kind {
+            "ClusterRole" => self.cluster_roles.get(name),
+            "Role" if !namespace.is_empty() => self.roles.get(&(namespace.to_string(), name.to_string())),
             _ => None,
         };
-        found.cloned().ok_or_else(|| format!("{}.rbac.authorization.k8s.io {:?} not found", b.role_kind.to_lowercase(), b.role_name))
+        found.cloned().ok_or_else(|| format!("{}.rbac.authorization.k8s.io {:?} not found", kind.to_lowercase(), name))
     }
 
     /// Calls `visit` with every rule `user` has in `namespace` (`""`:

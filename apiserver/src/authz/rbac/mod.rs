@@ -85,6 +85,15 @@ impl Rbac {
         }
     }
 
+    /// The rules of the role a binding in `namespace` references (kube
+    /// `GetRoleReferenceRules`).
+    ///
+    /// # Errors
+    /// kube's not-found message for a role it does not know.
+    pub fn role_rules(&self, kind: &str, namespace: &str, name: &str) -> std::result::Result<Vec<PolicyRule>, String> {
+        self.index.read().role_rules(kind, namespace, name).map(|r| r.as_ref().clone())
+    }
+
     /// How many bindings the authorizer knows.
     pub fn binding_count(&self) -> usize {
         self.index.read().binding_count()
