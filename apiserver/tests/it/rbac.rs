@@ -293,3 +293,58 @@ fn aggregated_cluster_roles_pick_up_labelled_roles() {
         assert_can_i(&can(&["list", "pods", "-n", "kube-system"]), false, "view elsewhere");
     }
 }
+
+/// `kubectl auth whoami` for each kind of user the token file and the
+/// client CA make: a second certificate user (signed with `openssl` by the
+/// cluster CA, as an administrator would), a static-token user, the admin
+/// certificate; and RBAC applies to the certificate user's groups.
+#[test]
+fn whoami_for_certificate_and_token_users() {
+    let tokens = tempfile::tempdir().unwrap();
+    let s = rbac_server(tokens.path());
+    let pki = s.ca().parent().expect("pki dir").to_path_buf();
+    let dir = s.dir.path();
+    let (key, csr, crt) = (dir.join("carol.key"), dir.join("carol.csr"), dir.join("carol.crt"));
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl").args(args).output().expect("run openssl");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let p = |x: &Path| x.display().to_string();
+    openssl(&["genrsa", "-out", &p(&key), "2048"]);
+    openssl(&["req", "-new", "-key", &p(&key), "-subj", "/CN=carol/O=dev/O=qa", "-out", &p(&csr)]);
+    // With an extension, so openssl writes a v3 certificate (rustls, unlike
+    // Go, refuses v1 certificates; see NOTES.md).
+    let ext = dir.join("client.ext");
+    std::fs::write(&ext, "extendedKeyUsage=clientAuth\n").unwrap();
+    openssl(&["x509", "-req", "-in", &p(&csr), "-CA", &p(&s.ca()), "-CAkey", &p(&pki.join("ca.key")), "-CAcreateserial", "-out", &p(&crt), "-days", "1", "-extfile", &p(&ext)]);
+    let carol = dir.join("carol.kubeconfig");
+    std::fs::write(
+        &carol,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: carol\n  user:\n    client-certificate: {}\n    client-key: {}\ncontexts:\n- name: carol\n  context:\n    cluster: c\n    user: carol\n    namespace: default\ncurrent-context: carol\n",
+            s.url,
+            s.ca().display(),
+            crt.display(),
+            key.display()
+        ),
+    )
+    .unwrap();
+    let alice = token_kubeconfig(&s, "alice", ALICE_TOKEN);
+    s.kubectl(33, &["create", "rolebinding", "qa-view", "--clusterrole=view", "--group=qa", "-n", "default"]).ok();
+    for minor in [33, 27] {
+        let who = |cfg: &Path| -> serde_json::Value { serde_json::from_str(kubectl_as(&s, cfg, minor, &["auth", "whoami", "-o", "json"]).ok()).unwrap() };
+        let c = who(&carol);
+        assert_eq!(c["status"]["userInfo"]["username"], "carol", "1.{minor}: {c}");
+        assert_eq!(c["status"]["userInfo"]["groups"], json!(["dev", "qa", "system:authenticated"]), "1.{minor}: {c}");
+        let a = who(&alice);
+        assert_eq!((&a["status"]["userInfo"]["username"], &a["status"]["userInfo"]["uid"]), (&json!(ALICE), &json!("1001")), "1.{minor}: {a}");
+        assert_eq!(a["status"]["userInfo"]["groups"], json!(["dev", "qa", "system:authenticated"]), "1.{minor}: {a}");
+        let admin: serde_json::Value = serde_json::from_str(s.kubectl(minor, &["auth", "whoami", "-o", "json"]).ok()).unwrap();
+        assert_eq!(admin["status"]["userInfo"]["groups"], json!(["system:masters", "system:authenticated"]), "1.{minor}: {admin}");
+        // The certificate's groups are its RBAC groups.
+        assert_can_i(&kubectl_as(&s, &carol, minor, &["auth", "can-i", "list", "pods"]), true, "carol list pods");
+        assert_can_i(&kubectl_as(&s, &carol, minor, &["auth", "can-i", "delete", "pods"]), false, "carol delete pods");
+        let out = kubectl_as(&s, &carol, minor, &["get", "secrets"]);
+        assert!(out.stderr.contains(r#"secrets is forbidden: User "carol" cannot list resource "secrets" in API group "" in the namespace "default""#), "1.{minor}: {out:?}");
+    }
+}
