@@ -253,7 +253,7 @@ jwt:
             ("groups: {claim: roles, prefix: \"idp:\"}", "groups: {claim: roles}", "jwt[0].claimMappings.groups.prefix: Required value"),
             ("- {claim: hd, requiredValue: example.com}", "- {expression: 'claims.hd == \"x\"'}", "jwt[0].claimValidationRules[0].expression: Unsupported value: CEL"),
             ("url: https://idp.example", "url: http://idp.example", "jwt[0].issuer.url: Invalid value: \"http://idp.example\": URL scheme must be https"),
-            ("audienceMatchPolicy: MatchAny\n", "", "audienceMatchPolicy must be MatchAny"),
+            ("    audienceMatchPolicy: MatchAny\n", "", "audienceMatchPolicy must be MatchAny"),
             ("audiences: [a, b]", "audiences: []", "at least one issuer.audiences is required"),
             ("kind: AuthenticationConfiguration", "kind: Other", "no kind \"Other\""),
             ("  claimValidationRules:", "  bogusField: 1\n  claimValidationRules:", "unknown field"),

@@ -69,6 +69,7 @@ const SIGNING_ALGS: &[&str] = &["RS256", "RS384", "RS512", "ES256", "ES384", "PS
 /// The `--oidc-*` flags and `--authentication-config` (kube's
 /// `OIDCAuthenticationOptions` and `AuthenticationConfigFile`).
 #[derive(Debug, Clone, Default, clap::Args)]
+#[group(id = "oidc")]
 pub struct Flags {
     /// The issuer's URL (`https://` only); tokens whose `iss` is this URL
     /// are verified against its keys.
@@ -383,8 +384,7 @@ pub fn user_from_claims(cfg: &JwtConfig, claims: &Value, now: f64) -> std::resul
     }
     if cfg.username.claim == "email" {
         match claims.get("email_verified") {
-            None => {}
-            Some(Value::Bool(true)) => {}
+            None | Some(Value::Null) | Some(Value::Bool(true)) => {}
             Some(Value::Bool(false)) => return Err("oidc: email not verified".into()),
             Some(_) => return Err("oidc: parse 'email_verified' claim: not a boolean".into()),
         }

@@ -41,6 +41,7 @@ const CACHE_CAPACITY: usize = 65_536;
 
 /// The token webhook's flags (kube's `WebhookAuthenticationOptions`).
 #[derive(Debug, Clone, clap::Args)]
+#[group(id = "token_webhook")]
 pub struct Flags {
     /// A kubeconfig file naming the webhook (server URL, CA, client
     /// credentials) that answers TokenReviews.

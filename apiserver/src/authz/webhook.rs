@@ -45,6 +45,7 @@ const CACHE_CAPACITY: usize = 65_536;
 /// The authorization webhook's flags (kube's `WebhookOptions` of
 /// `BuiltInAuthorizationOptions`).
 #[derive(Debug, Clone, clap::Args)]
+#[group(id = "authorization_webhook")]
 pub struct Flags {
     /// A kubeconfig file naming the webhook that answers
     /// SubjectAccessReviews; needed by `--authorization-mode=Webhook`.
