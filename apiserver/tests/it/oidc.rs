@@ -479,8 +479,11 @@ fn webhooks_authenticate_and_authorize() {
             kubectl_token(&s, "good-token", minor, &all)
         };
         assert_can_i(&can_i(&["list", "pods"]), true, "webhook allows");
-        assert_can_i(&can_i(&["delete", "pods"]), false, "webhook denies");
-        assert_can_i(&can_i(&["list", "configmaps"]), false, "nobody has an opinion");
+        // kubectl prints the reason after "no".
+        let out = can_i(&["delete", "pods"]);
+        assert_eq!((out.stdout.trim(), out.code), ("no - hook forbids deleting pods", 1), "webhook denies: {out:?}");
+        let out = can_i(&["list", "configmaps"]);
+        assert_eq!((out.stdout.trim(), out.code), ("no - hook has no opinion", 1), "nobody has an opinion: {out:?}");
         // RBAC still decides first: system:basic-user may review itself.
         assert_can_i(&can_i(&["create", "selfsubjectaccessreviews.authorization.k8s.io"]), true, "RBAC allows");
 
