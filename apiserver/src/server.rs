@@ -352,7 +352,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
 
     let authenticator = authenticator(&opts)?;
-    let crate::authz::FromModes { authorizer, rbac } = crate::authz::from_modes_with_webhook(&opts.authorization_mode, opts.authorization_webhook.authorizer()?).map_err(|e| anyhow::anyhow!("--authorization-mode: {e}"))?;
+    let crate::authz::FromModes { authorizer, rbac } =
+        crate::authz::from_modes_with_webhook(&opts.authorization_mode, opts.authorization_webhook.authorizer()?).map_err(|e| anyhow::anyhow!("--authorization-mode: {e}"))?;
     if opts.authorization_mode.iter().any(|m| m.trim() == "Node") {
         tracing::warn!("--authorization-mode Node: the Node authorizer is not implemented yet; it has no opinion, and nodes get what the other modes grant");
     }

@@ -399,7 +399,11 @@ mod tests {
         // Without a current context: the first cluster, which lacks a CA.
         let err = Kubeconfig::parse(b"clusters:\n- name: a\n  cluster:\n    server: https://a:1\n", dir.path()).err().unwrap_or_default();
         assert!(err.contains("no certificate-authority"), "{err}");
-        for (bad, want) in [("clusters: []\n", "no cluster"), ("current-context: x\n", "context \"x\" not found"), ("clusters:\n- name: a\n  cluster:\n    server: https://a\n    insecure-skip-tls-verify: true\n", "insecure")] {
+        for (bad, want) in [
+            ("clusters: []\n", "no cluster"),
+            ("current-context: x\n", "context \"x\" not found"),
+            ("clusters:\n- name: a\n  cluster:\n    server: https://a\n    insecure-skip-tls-verify: true\n", "insecure"),
+        ] {
             let err = Kubeconfig::parse(bad.as_bytes(), dir.path()).err().unwrap_or_default();
             assert!(err.contains(want), "{bad}: {err}");
         }

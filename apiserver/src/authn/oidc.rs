@@ -408,7 +408,9 @@ pub fn user_from_claims(cfg: &JwtConfig, claims: &Value, now: f64) -> std::resul
         let values: Vec<String> = match claims.get(&g.claim) {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::String(s)) => vec![s.clone()],
-            Some(Value::Array(a)) => a.iter().map(|v| v.as_str().map(String::from).ok_or_else(|| format!("oidc: parse groups claim {:?}: not a list of strings", g.claim))).collect::<std::result::Result<_, _>>()?,
+            Some(Value::Array(a)) => {
+                a.iter().map(|v| v.as_str().map(String::from).ok_or_else(|| format!("oidc: parse groups claim {:?}: not a list of strings", g.claim))).collect::<std::result::Result<_, _>>()?
+            }
             Some(_) => return Err(format!("oidc: parse groups claim {:?}: not a string or a list of strings", g.claim)),
         };
         groups.extend(values.into_iter().map(|v| format!("{}{v}", g.prefix)));
@@ -502,7 +504,14 @@ mod tests {
     fn username_prefix_defaults_as_kube() {
         let i = "https://idp.example";
         // (claim, --oidc-username-prefix, prefix)
-        let cases: &[(&str, Option<&str>, &str)] = &[("sub", None, "https://idp.example#"), ("email", None, ""), ("sub", Some("-"), ""), ("email", Some("-"), ""), ("email", Some("oidc:"), "oidc:"), ("name", Some(""), "https://idp.example#")];
+        let cases: &[(&str, Option<&str>, &str)] = &[
+            ("sub", None, "https://idp.example#"),
+            ("email", None, ""),
+            ("sub", Some("-"), ""),
+            ("email", Some("-"), ""),
+            ("email", Some("oidc:"), "oidc:"),
+            ("name", Some(""), "https://idp.example#"),
+        ];
         for (claim, flag, want) in cases {
             assert_eq!(default_username_prefix(i, claim, *flag), *want, "{claim} {flag:?}");
         }

@@ -255,7 +255,9 @@ impl Mode {
                 "RBAC" => Mode::Rbac,
                 "Node" => Mode::Node,
                 "Webhook" => Mode::Webhook,
-                known if KUBE_MODES.contains(&known) => return Err(Error::Mode(format!("authorization-mode {known:?} is not supported yet (supported: AlwaysAllow, AlwaysDeny, RBAC, Node, Webhook)"))),
+                known if KUBE_MODES.contains(&known) => {
+                    return Err(Error::Mode(format!("authorization-mode {known:?} is not supported yet (supported: AlwaysAllow, AlwaysDeny, RBAC, Node, Webhook)")))
+                }
                 unknown => return Err(Error::Mode(format!("authorization-mode {unknown:?} is not a valid mode"))),
             };
             if out.contains(&mode) {

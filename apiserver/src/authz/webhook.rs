@@ -96,7 +96,15 @@ pub fn review_spec(attrs: &Attributes<'_>) -> Value {
     let mut spec = serde_json::Map::new();
     if attrs.resource_request {
         let mut ra = serde_json::Map::new();
-        for (k, v) in [("namespace", attrs.namespace), ("verb", attrs.verb), ("group", attrs.api_group), ("version", attrs.api_version), ("resource", attrs.resource), ("subresource", attrs.subresource), ("name", attrs.name)] {
+        for (k, v) in [
+            ("namespace", attrs.namespace),
+            ("verb", attrs.verb),
+            ("group", attrs.api_group),
+            ("version", attrs.api_version),
+            ("resource", attrs.resource),
+            ("subresource", attrs.subresource),
+            ("name", attrs.name),
+        ] {
             if !v.is_empty() {
                 ra.insert(k.into(), v.into());
             }
@@ -186,7 +194,18 @@ mod tests {
     #[test]
     fn reviews_and_decisions_as_kube() {
         let user = UserInfo { name: "jane".into(), groups: vec!["dev".into()], ..Default::default() };
-        let attrs = Attributes { user: &user, verb: "list", resource_request: true, path: "/api/v1/namespaces/a/pods", namespace: "a", api_group: "", api_version: "v1", resource: "pods", subresource: "", name: "" };
+        let attrs = Attributes {
+            user: &user,
+            verb: "list",
+            resource_request: true,
+            path: "/api/v1/namespaces/a/pods",
+            namespace: "a",
+            api_group: "",
+            api_version: "v1",
+            resource: "pods",
+            subresource: "",
+            name: "",
+        };
         assert_eq!(review_spec(&attrs), json!({"resourceAttributes": {"namespace": "a", "verb": "list", "version": "v1", "resource": "pods"}, "user": "jane", "groups": ["dev"]}));
         let path = Attributes { resource_request: false, path: "/metrics", verb: "get", ..attrs };
         assert_eq!(review_spec(&path)["nonResourceAttributes"], json!({"path": "/metrics", "verb": "get"}));

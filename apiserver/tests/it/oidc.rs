@@ -193,7 +193,8 @@ fn token_kubeconfig(s: &Server, name: &str, token: &str) -> PathBuf {
 /// Runs `kubectl.1.<minor>` with the kubeconfig of `token`.
 fn kubectl_token(s: &Server, token: &str, minor: u32, args: &[&str]) -> Out {
     let kubeconfig = token_kubeconfig(s, &format!("t{}", rand_suffix()), token);
-    let o = Command::new(kubectl_path(minor)).arg("--kubeconfig").arg(&kubeconfig).arg("--cache-dir").arg(s.dir.path().join(format!("kubectl-cache-{minor}"))).args(args).output().expect("run kubectl");
+    let o =
+        Command::new(kubectl_path(minor)).arg("--kubeconfig").arg(&kubeconfig).arg("--cache-dir").arg(s.dir.path().join(format!("kubectl-cache-{minor}"))).args(args).output().expect("run kubectl");
     Out { code: o.status.code().unwrap_or(-1), stdout: String::from_utf8_lossy(&o.stdout).into_owned(), stderr: String::from_utf8_lossy(&o.stderr).into_owned() }
 }
 
@@ -432,11 +433,8 @@ fn webhooks_authenticate_and_authorize() {
                 ("POST", "/authenticate") => {
                     let token = spec["token"].as_str().unwrap_or_default().to_string();
                     *c.lock().unwrap().entry(format!("authn:{token}")).or_default() += 1;
-                    let status = if token == "good-token" {
-                        json!({"authenticated": true, "user": {"username": "hook-user", "uid": "42", "groups": ["hooked"]}})
-                    } else {
-                        json!({"authenticated": false})
-                    };
+                    let status =
+                        if token == "good-token" { json!({"authenticated": true, "user": {"username": "hook-user", "uid": "42", "groups": ["hooked"]}}) } else { json!({"authenticated": false}) };
                     (200, json!({"apiVersion": review["apiVersion"], "kind": "TokenReview", "status": status}))
                 }
                 ("POST", "/authorize") => {
