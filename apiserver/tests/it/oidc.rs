@@ -111,12 +111,10 @@ struct SigningKey {
 
 impl SigningKey {
     fn new(kid: &str, alg: Algorithm) -> SigningKey {
-        let (rcgen_alg, from_pem): (_, fn(&[u8]) -> jsonwebtoken::errors::Result<EncodingKey>) = match alg {
-            Algorithm::RS256 => (&rcgen::PKCS_RSA_SHA256, EncodingKey::from_rsa_pem),
-            _ => (&rcgen::PKCS_ECDSA_P256_SHA256, EncodingKey::from_ec_pem),
-        };
+        let rcgen_alg = if alg == Algorithm::RS256 { &rcgen::PKCS_RSA_SHA256 } else { &rcgen::PKCS_ECDSA_P256_SHA256 };
         let pair = rcgen::KeyPair::generate_for(rcgen_alg).unwrap();
-        let key = from_pem(pair.serialize_pem().as_bytes()).unwrap();
+        let pem = pair.serialize_pem();
+        let key = if alg == Algorithm::RS256 { EncodingKey::from_rsa_pem(pem.as_bytes()) } else { EncodingKey::from_ec_pem(pem.as_bytes()) }.unwrap();
         let mut jwk = jsonwebtoken::jwk::Jwk::from_encoding_key(&key, alg).unwrap();
         jwk.common.key_id = Some(kid.to_string());
         SigningKey { kid: kid.into(), alg, key, jwk: serde_json::to_value(&jwk).unwrap() }
