@@ -23,8 +23,9 @@ use serde_json::{json, Value};
 
 use crate::common::{free_port, kubectl_path, Out, Server};
 
-/// What a test server answers: (method, path, body) → (status, JSON).
-type Handler = Arc<dyn Fn(&str, &str, &[u8]) -> (u16, Value) + Send + Sync>;
+/// What a test server answers: (method, path, Authorization header, body)
+/// → (status, JSON).
+type Handler = Arc<dyn Fn(&str, &str, &str, &[u8]) -> (u16, Value) + Send + Sync>;
 
 /// A CA and a serving certificate for 127.0.0.1 it signed; the CA's PEM
 /// is also in `ca_file`.
@@ -87,8 +88,9 @@ impl HttpsServer {
                         let handler = handler.clone();
                         async move {
                             let (method, path) = (req.method().to_string(), req.uri().path().to_string());
+                            let auth = req.headers().get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
                             let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-                            let (code, value) = handler(&method, &path, &body);
+                            let (code, value) = handler(&method, &path, &auth, &body);
                             let resp = hyper::Response::builder().status(code).header("content-type", "application/json").body(Full::new(Bytes::from(value.to_string()))).unwrap();
                             Ok::<_, std::convert::Infallible>(resp)
                         }
@@ -144,7 +146,7 @@ impl Issuer {
         let server = HttpsServer::start(
             port,
             pki,
-            Arc::new(move |_method: &str, path: &str, _body: &[u8]| {
+            Arc::new(move |_method: &str, path: &str, _auth: &str, _body: &[u8]| {
                 let issuer = u.lock().unwrap().clone();
                 match path {
                     "/.well-known/openid-configuration" => (200, json!({"issuer": issuer, "jwks_uri": format!("{issuer}/keys"), "id_token_signing_alg_values_supported": ["RS256", "ES256"]})),
@@ -424,7 +426,11 @@ fn webhooks_authenticate_and_authorize() {
     let hook = HttpsServer::start(
         0,
         pki.clone(),
-        Arc::new(move |method: &str, path: &str, body: &[u8]| {
+        Arc::new(move |method: &str, path: &str, auth: &str, body: &[u8]| {
+            // The kubeconfig's user token comes with every review.
+            if auth != "Bearer apiserver-secret" {
+                return (401, json!({"kind": "Status", "code": 401}));
+            }
             let review: Value = serde_json::from_slice(body).unwrap_or_default();
             let spec = &review["spec"];
             match (method, path) {
