@@ -16,6 +16,7 @@
 //! - [`openapi`]: the OpenAPI v2/v3 documents and the `fieldValidation`
 //!   directive;
 //! - [`server`], [`options`], [`pki`]: flags, certificates and serving.
+//! - [`webhook`]: the HTTPS client of webhooks and OIDC issuers.
 
 // `Status` is the wire error type (~280 bytes); errors are the cold path.
 #![allow(clippy::result_large_err)]
@@ -43,3 +44,4 @@ pub mod storage;
 pub mod strategicpatch;
 pub mod warning;
 pub mod watchcache;
+pub mod webhook;

@@ -60,6 +60,15 @@ pub struct Options {
     /// `token,user,uid[,"group1,group2"]`, read at start.
     #[arg(long)]
     pub token_auth_file: Option<PathBuf>,
+    /// `--oidc-*` and `--authentication-config` (JWT issuers).
+    #[command(flatten)]
+    pub oidc: crate::authn::oidc::Flags,
+    /// `--authentication-token-webhook-*`.
+    #[command(flatten)]
+    pub token_webhook: crate::authn::webhook::Flags,
+    /// `--authorization-webhook-*`.
+    #[command(flatten)]
+    pub authorization_webhook: crate::authz::webhook::Flags,
     /// Name of the embedded store member.
     #[arg(long, default_value = "default")]
     pub name: String,
@@ -140,8 +149,8 @@ pub struct Options {
     #[arg(long, value_delimiter = ',')]
     pub disable_admission_plugins: Vec<String>,
     /// Ordered authorizers (kube's `--authorization-mode`, comma-separated):
-    /// `AlwaysAllow`, `AlwaysDeny`, `RBAC`, `Node`; kube's other modes are
-    /// refused until they exist.
+    /// `AlwaysAllow`, `AlwaysDeny`, `RBAC`, `Node` or `Webhook`; kube's
+    /// other modes are refused until they exist.
     #[arg(long, value_delimiter = ',', default_value = "AlwaysAllow")]
     pub authorization_mode: Vec<String>,
     /// Requests without credentials are the user `system:anonymous` in the

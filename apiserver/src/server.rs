@@ -316,17 +316,20 @@ async fn bootstrap_namespaces(storage: &dyn Storage) -> anyhow::Result<()> {
 }
 
 /// The authenticators, in kube's shape (see [`crate::authn`]): client
-/// certificates, then `--token-auth-file` tokens, then anonymous access
+/// certificates, then `--token-auth-file` tokens, JWT issuers (`--oidc-*`,
+/// `--authentication-config`) and the token webhook, then anonymous access
 /// for requests without credentials as `--anonymous-auth` says.
 ///
 /// # Errors
-/// An unreadable or malformed token file.
+/// An unreadable or malformed token file, bad OIDC or webhook flags.
 fn authenticator(opts: &Options) -> anyhow::Result<Arc<dyn crate::authn::Authenticator>> {
     use crate::authn::{token_file::TokenFile, x509::X509, Authenticator, Union};
     let mut members: Vec<Arc<dyn Authenticator>> = vec![Arc::new(X509)];
     if let Some(path) = &opts.token_auth_file {
         members.push(Arc::new(TokenFile::read(path).map_err(|e| anyhow::anyhow!("--token-auth-file: {e}"))?));
     }
+    members.extend(crate::authn::oidc::authenticators(&opts.oidc).map_err(|e| anyhow::anyhow!(e))?);
+    members.extend(opts.token_webhook.authenticator().map_err(|e| anyhow::anyhow!(e))?);
     let credentials = Arc::new(Union::new(members));
     Ok(Arc::new(Union::fail_on_error(vec![credentials, anonymous(opts)])))
 }
@@ -368,7 +371,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
 
     let authenticator = authenticator(&opts)?;
-    let crate::authz::FromModes { authorizer, rbac, node: node_graph } = crate::authz::from_modes(&opts.authorization_mode).map_err(|e| anyhow::anyhow!("--authorization-mode: {e}"))?;
+    let crate::authz::FromModes { authorizer, rbac, node: node_graph } =
+        crate::authz::from_modes_with_webhook(&opts.authorization_mode, opts.authorization_webhook.authorizer()?).map_err(|e| anyhow::anyhow!("--authorization-mode: {e}"))?;
     // Checked before the store starts, so a bad flag fails fast.
     crate::admission::plugins::enabled(&opts.enable_admission_plugins, &opts.disable_admission_plugins)?;
     let Opened { storage, member } = open_storage(&opts).await?;

@@ -8,21 +8,31 @@
 //!
 //! ```text
 //! Union::fail_on_error(               an error from the first part is final
-//!     Union::new([x509, token file]), first success wins
+//!     Union::new([                    first success wins, in kube's order:
+//!         x509,                         client certificates
+//!         token file,                   --token-auth-file
+//!         service-account tokens,
+//!         OIDC / JWT issuers,           --oidc-* or --authentication-config jwt:, one per issuer
+//!         token webhook,                --authentication-token-webhook-config-file
+//!     ]),
 //!     anonymous (--anonymous-auth),   only for requests with no credentials at all
 //! )
 //! ```
 //!
-//! which is kube's shape (`authenticatorfactory`: the token and certificate
-//! authenticators in a union, then anonymous behind `NewFailOnError`), so a
-//! bad certificate or an unknown bearer token is 401 even on `/healthz`. A
-//! new authenticator (service-account tokens, OIDC) is a file in this folder
-//! and one more member of the first union; token authenticators read the
-//! token with [`bearer_token`]. The HTTP filter
+//! which is kube's shape (`pkg/kubeapiserver/authenticator` `Config.New`:
+//! request header, x509, then the token authenticators in the order token
+//! file, service accounts, bootstrap tokens, JWT issuers, webhook, in a
+//! union, then anonymous behind `NewFailOnError`), so a bad certificate or
+//! an unknown bearer token is 401 even on `/healthz`. A new authenticator
+//! is a file in this folder and one more member of the first union; token
+//! authenticators read the token with [`bearer_token`]. The HTTP filter
 //! (`endpoints/filters/authentication.rs`) only calls this module.
 
 pub mod anonymous;
+pub mod config;
+pub mod oidc;
 pub mod token_file;
+pub mod webhook;
 pub mod x509;
 
 use std::collections::BTreeMap;
@@ -121,6 +131,10 @@ pub enum Error {
     /// `invalid bearer token`).
     #[error("invalid bearer token")]
     InvalidToken,
+    /// A bearer token an authenticator recognised (its issuer, its
+    /// webhook) but refused, with why.
+    #[error("{0}")]
+    Rejected(String),
     /// Several authenticators failed (a [`Union`] in which none succeeded).
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))]
     All(Vec<Error>),

@@ -11,13 +11,14 @@
 //!
 //! Modes (`--authorization-mode`, parsed by [`Mode::parse_list`]) come in
 //! kube's names; `AlwaysAllow` (the default), `AlwaysDeny`, `RBAC`
-//! ([`rbac`]) and `Node` ([`node`]) are implemented; `Webhook` and `ABAC`
-//! are refused. The HTTP filter (`endpoints/filters/authorization.rs`) and the
+//! ([`rbac`]), `Node` ([`node`]) and `Webhook` ([`webhook`]) are
+//! implemented; `ABAC` is refused. The HTTP filter (`endpoints/filters/authorization.rs`) and the
 //! access-review resources (`registry/auth.rs`) ask the same authorizer.
 
 pub mod always;
 pub mod node;
 pub mod rbac;
+pub mod webhook;
 
 use std::sync::Arc;
 
@@ -230,6 +231,8 @@ pub enum Mode {
     Rbac,
     /// The Node authorizer ([`node`]).
     Node,
+    /// A remote SubjectAccessReview service ([`webhook`]).
+    Webhook,
 }
 
 /// Every mode name kube-apiserver knows, in its documentation's order.
@@ -250,7 +253,10 @@ impl Mode {
                 "AlwaysDeny" => Mode::AlwaysDeny,
                 "RBAC" => Mode::Rbac,
                 "Node" => Mode::Node,
-                known if KUBE_MODES.contains(&known) => return Err(Error::Mode(format!("authorization-mode {known:?} is not supported yet (supported: AlwaysAllow, AlwaysDeny, RBAC, Node)"))),
+                "Webhook" => Mode::Webhook,
+                known if KUBE_MODES.contains(&known) => {
+                    return Err(Error::Mode(format!("authorization-mode {known:?} is not supported yet (supported: AlwaysAllow, AlwaysDeny, RBAC, Node, Webhook)")))
+                }
                 unknown => return Err(Error::Mode(format!("authorization-mode {unknown:?} is not a valid mode"))),
             };
             if out.contains(&mode) {
@@ -265,14 +271,18 @@ impl Mode {
     }
 
     /// The authorizer of this mode; RBAC's is `rbac`, Node's reads
-    /// `graph`.
-    pub fn authorizer(self, rbac: &Arc<rbac::Rbac>, graph: &Arc<node::Graph>) -> Arc<dyn Authorizer> {
-        match self {
+    /// `graph`, Webhook's is `webhook`.
+    ///
+    /// # Errors
+    /// [`Error::Mode`]: Webhook without a webhook (kube's message).
+    pub fn authorizer(self, rbac: &Arc<rbac::Rbac>, graph: &Arc<node::Graph>, webhook: Option<&Arc<dyn Authorizer>>) -> Result<Arc<dyn Authorizer>> {
+        Ok(match self {
             Mode::AlwaysAllow => Arc::new(always::AlwaysAllow),
             Mode::AlwaysDeny => Arc::new(always::AlwaysDeny),
             Mode::Rbac => rbac.clone(),
             Mode::Node => Arc::new(node::NodeAuthorizer::new(graph.clone())),
-        }
+            Mode::Webhook => webhook.cloned().ok_or_else(|| Error::Mode("authorization-mode Webhook's authorization config file not passed".into()))?,
+        })
     }
 }
 
@@ -296,11 +306,22 @@ pub struct FromModes {
 /// # Errors
 /// As [`Mode::parse_list`].
 pub fn from_modes(modes: &[String]) -> Result<FromModes> {
+    from_modes_with_webhook(modes, None)
+}
+
+/// [`from_modes`] with the authorizer of the `Webhook` mode (built from
+/// [`webhook::Flags`]).
+///
+/// # Errors
+/// As [`Mode::parse_list`] and [`Mode::authorizer`].
+pub fn from_modes_with_webhook(modes: &[String], webhook: Option<Arc<dyn Authorizer>>) -> Result<FromModes> {
     let modes = Mode::parse_list(modes)?;
     let rbac = Arc::new(rbac::Rbac::new());
     let graph = Arc::new(node::Graph::new());
     let mut members: Vec<Arc<dyn Authorizer>> = vec![Arc::new(always::PrivilegedGroups)];
-    members.extend(modes.iter().map(|m| m.authorizer(&rbac, &graph)));
+    for m in &modes {
+        members.push(m.authorizer(&rbac, &graph, webhook.as_ref())?);
+    }
     Ok(FromModes { authorizer: Arc::new(Union::new(members)), rbac: modes.contains(&Mode::Rbac).then_some(rbac), node: modes.contains(&Mode::Node).then_some(graph) })
 }
 
@@ -360,7 +381,9 @@ mod tests {
         let err = |v: &[&str]| Mode::parse_list(&s(v)).err().map(|e| e.to_string()).unwrap_or_default();
         assert_eq!(err(&["Foo"]), "authorization-mode \"Foo\" is not a valid mode");
         assert_eq!(Mode::parse_list(&s(&["Node", "RBAC"])).ok(), Some(vec![Mode::Node, Mode::Rbac]));
-        assert!(err(&["Webhook"]).contains("not supported yet"));
+        assert!(err(&["ABAC"]).contains("not supported yet"));
+        assert_eq!(Mode::parse_list(&s(&["RBAC", "Webhook"])).ok(), Some(vec![Mode::Rbac, Mode::Webhook]));
+        assert_eq!(from_modes(&s(&["Webhook"])).err().map(|e| e.to_string()).unwrap_or_default(), "authorization-mode Webhook's authorization config file not passed");
         assert!(err(&["AlwaysAllow", "AlwaysAllow"]).contains("more than once"));
         assert!(err(&[]).contains("at least one"));
     }

@@ -16,6 +16,7 @@ mod kube_client;
 mod layers;
 mod listwatch;
 mod migration;
+mod oidc;
 mod openapi;
 mod python;
 mod rbac;

@@ -1,0 +1,411 @@
+//! The HTTPS client the server uses to ask other servers: authentication
+//! and authorization webhooks (and later admission webhooks and the audit
+//! webhook backend) and OIDC issuers.
+//!
+//! A webhook is described, as in kube-apiserver, by a kubeconfig file
+//! (`--authentication-token-webhook-config-file`,
+//! `--authorization-webhook-config-file`; kube's `webhook.LoadKubeconfig`):
+//!
+//! ```yaml
+//! clusters:
+//! - name: hook
+//!   cluster:
+//!     server: https://hook.example:8443/authenticate   # the URL POSTed to
+//!     certificate-authority: ca.crt                     # or certificate-authority-data (base64 PEM)
+//! users:
+//! - name: apiserver
+//!   user:
+//!     client-certificate: client.crt                    # or client-certificate-data
+//!     client-key: client.key                            # or client-key-data
+//!     token: secret                                     # or tokenFile: a bearer token
+//! current-context: hook                                 # optional; else the first cluster and user
+//! contexts:
+//! - name: hook
+//!   context: {cluster: hook, user: apiserver}
+//! ```
+//!
+//! Relative file names are relative to the kubeconfig's folder (client-go's
+//! rule). The CA is required: system roots are not built in. Requests are
+//! JSON over HTTP/1.1 on pooled connections, each bounded by the client's
+//! timeout.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use serde::Deserialize;
+
+/// Why a call to another server failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The kubeconfig or the TLS material is unusable (the server refuses to
+    /// start).
+    #[error("{0}")]
+    Config(String),
+    /// No answer: connection refused, TLS failure, timeout.
+    #[error("{0}")]
+    Transport(String),
+    /// An answer with a status code other than 2xx; the body is cut to
+    /// 1 KiB.
+    #[error("the server responded with the status code {code} but did not return more information: {body}")]
+    Status {
+        /// The HTTP status code.
+        code: u16,
+        /// The start of the response body.
+        body: String,
+    },
+    /// A 2xx answer whose body is not JSON.
+    #[error("decoding the response: {0}")]
+    Decode(String),
+}
+
+/// Result of this module.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The TLS material of a client: the CA (PEM) that signs the servers'
+/// certificates and, optionally, a client certificate chain and key (PEM).
+#[derive(Debug, Clone, Default)]
+pub struct Tls {
+    /// PEM certificates to trust.
+    pub ca: Vec<u8>,
+    /// PEM certificate chain and PEM private key presented to the server.
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl Tls {
+    /// The rustls configuration of this material, on aws-lc-rs (the
+    /// workspace's one provider).
+    ///
+    /// # Errors
+    /// [`Error::Config`]: no PEM certificate in the CA, or a client
+    /// certificate or key that cannot be read.
+    pub fn client_config(&self) -> Result<rustls::ClientConfig> {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(&self.ca) {
+            let cert = cert.map_err(|e| Error::Config(format!("certificate authority: {e}")))?;
+            roots.add(cert).map_err(|e| Error::Config(format!("certificate authority: {e}")))?;
+        }
+        if roots.is_empty() {
+            return Err(Error::Config("certificate authority: no PEM certificate in it".into()));
+        }
+        let builder = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| Error::Config(e.to_string()))?
+            .with_root_certificates(roots);
+        match &self.identity {
+            None => Ok(builder.with_no_client_auth()),
+            Some((cert, key)) => {
+                let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert).collect::<std::result::Result<_, _>>().map_err(|e| Error::Config(format!("client certificate: {e}")))?;
+                if chain.is_empty() {
+                    return Err(Error::Config("client certificate: no PEM certificate in it".into()));
+                }
+                let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| Error::Config(format!("client key: {e}")))?;
+                builder.with_client_auth_cert(chain, key).map_err(|e| Error::Config(format!("client certificate: {e}")))
+            }
+        }
+    }
+}
+
+/// A JSON client of one server (a webhook) or of any URL under one CA (an
+/// OIDC issuer). Cheap to clone; clones share the connection pool.
+#[derive(Clone)]
+pub struct Client {
+    http: hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    server: String,
+    token: Option<String>,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("server", &self.server).field("timeout", &self.timeout).finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// A client of `server` (the URL [`Client::post_json`] posts to; may be
+    /// empty when only [`Client::get_json`] is used) trusting `tls`, with a
+    /// bearer `token` on every request and `timeout` per request.
+    ///
+    /// # Errors
+    /// As [`Tls::client_config`].
+    pub fn new(server: &str, tls: &Tls, token: Option<String>, timeout: Duration) -> Result<Client> {
+        let connector = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls.client_config()?).https_or_http().enable_http1().build();
+        let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
+        Ok(Client { http, server: server.to_string(), token, timeout })
+    }
+
+    /// The client a webhook kubeconfig file describes (see the module doc).
+    ///
+    /// # Errors
+    /// [`Error::Config`]: the file cannot be read or parsed, has no cluster
+    /// or server, names a context, cluster or user it lacks, or its TLS
+    /// files are unusable.
+    pub fn from_kubeconfig(path: &Path, timeout: Duration) -> Result<Client> {
+        let text = std::fs::read(path).map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
+        let cfg = Kubeconfig::parse(&text, path.parent().unwrap_or(Path::new("."))).map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
+        Client::new(&cfg.server, &cfg.tls, cfg.token, timeout).map_err(|e| Error::Config(format!("{}: {e}", path.display())))
+    }
+
+    /// The URL [`Client::post_json`] posts to.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// POSTs `body` as JSON to the server URL and returns the JSON answer.
+    ///
+    /// # Errors
+    /// [`Error::Transport`] (including the timeout), [`Error::Status`] for a
+    /// non-2xx answer, [`Error::Decode`] for a body that is not JSON.
+    pub async fn post_json(&self, body: &serde_json::Value) -> Result<serde_json::Value> {
+        let bytes = serde_json::to_vec(body).map_err(|e| Error::Decode(e.to_string()))?;
+        self.call(http::Method::POST, &self.server, Some(bytes)).await
+    }
+
+    /// GETs `url` and returns its JSON.
+    ///
+    /// # Errors
+    /// As [`Client::post_json`].
+    pub async fn get_json(&self, url: &str) -> Result<serde_json::Value> {
+        self.call(http::Method::GET, url, None).await
+    }
+
+    async fn call(&self, method: http::Method, url: &str, body: Option<Vec<u8>>) -> Result<serde_json::Value> {
+        let mut req = http::Request::builder().method(method).uri(url).header(http::header::ACCEPT, "application/json");
+        if body.is_some() {
+            req = req.header(http::header::CONTENT_TYPE, "application/json");
+        }
+        if let Some(t) = &self.token {
+            req = req.header(http::header::AUTHORIZATION, format!("Bearer {t}"));
+        }
+        let req = req.body(Full::new(Bytes::from(body.unwrap_or_default()))).map_err(|e| Error::Transport(format!("{url}: {e}")))?;
+        let exchange = async {
+            let resp = self.http.request(req).await.map_err(|e| Error::Transport(format!("{url}: {}", error_chain(&e))))?;
+            let code = resp.status().as_u16();
+            let bytes = resp.into_body().collect().await.map_err(|e| Error::Transport(format!("{url}: {e}")))?.to_bytes();
+            Ok::<_, Error>((code, bytes))
+        };
+        let (code, bytes) = tokio::time::timeout(self.timeout, exchange).await.map_err(|_| Error::Transport(format!("{url}: timed out after {:?}", self.timeout)))??;
+        if !(200..300).contains(&code) {
+            let text = String::from_utf8_lossy(&bytes[..bytes.len().min(1024)]).into_owned();
+            return Err(Error::Status { code, body: text });
+        }
+        serde_json::from_slice(&bytes).map_err(|e| Error::Decode(e.to_string()))
+    }
+}
+
+/// An error with its sources, so "client error (Connect)" says why.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        cur = s.source();
+    }
+    out
+}
+
+/// What a webhook kubeconfig says: the server URL, TLS and bearer token.
+#[derive(Debug, Clone, Default)]
+pub struct Kubeconfig {
+    /// `clusters[].cluster.server`.
+    pub server: String,
+    /// The CA and client certificate.
+    pub tls: Tls,
+    /// `users[].user.token` (or the contents of `tokenFile`).
+    pub token: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+struct File {
+    #[serde(default)]
+    clusters: Vec<Named<ClusterEntry>>,
+    #[serde(default)]
+    users: Vec<Named<UserEntry>>,
+    #[serde(default)]
+    contexts: Vec<Named<ContextEntry>>,
+    #[serde(default)]
+    current_context: String,
+}
+
+#[derive(Deserialize)]
+struct Named<T> {
+    #[serde(default)]
+    name: String,
+    #[serde(flatten)]
+    value: T,
+}
+
+#[derive(Deserialize, Default)]
+struct ClusterEntry {
+    #[serde(default)]
+    cluster: Cluster,
+}
+
+#[derive(Deserialize, Default)]
+struct UserEntry {
+    #[serde(default)]
+    user: User,
+}
+
+#[derive(Deserialize, Default)]
+struct ContextEntry {
+    #[serde(default)]
+    context: Context,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+struct Cluster {
+    #[serde(default)]
+    server: String,
+    certificate_authority: Option<PathBuf>,
+    certificate_authority_data: Option<String>,
+    #[serde(default)]
+    insecure_skip_tls_verify: bool,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+struct User {
+    client_certificate: Option<PathBuf>,
+    client_certificate_data: Option<String>,
+    client_key: Option<PathBuf>,
+    client_key_data: Option<String>,
+    token: Option<String>,
+    #[serde(rename = "tokenFile")]
+    token_file: Option<PathBuf>,
+}
+
+#[derive(Deserialize, Default)]
+struct Context {
+    #[serde(default)]
+    cluster: String,
+    #[serde(default)]
+    user: String,
+}
+
+impl Kubeconfig {
+    /// Parses a kubeconfig's YAML (or JSON); relative paths are read from
+    /// `dir`.
+    ///
+    /// # Errors
+    /// Unparseable YAML, no cluster or no server, a context naming a
+    /// cluster or user the file lacks, `insecure-skip-tls-verify` (refused),
+    /// a `https` server without a CA, unreadable files, bad base64.
+    pub fn parse(text: &[u8], dir: &Path) -> std::result::Result<Kubeconfig, String> {
+        let file: File = serde_saphyr::from_slice(text).map_err(|e| format!("not a kubeconfig: {e}"))?;
+        let (cluster_name, user_name) = if file.current_context.is_empty() {
+            (None, None)
+        } else {
+            let ctx = file.contexts.iter().find(|c| c.name == file.current_context).ok_or_else(|| format!("context {:?} not found", file.current_context))?;
+            (Some(ctx.value.context.cluster.clone()), Some(ctx.value.context.user.clone()))
+        };
+        let cluster = match &cluster_name {
+            Some(n) => file.clusters.iter().find(|c| &c.name == n).ok_or_else(|| format!("cluster {n:?} not found"))?,
+            None => file.clusters.first().ok_or("no cluster in it")?,
+        };
+        let cluster = &cluster.value.cluster;
+        if cluster.server.is_empty() {
+            return Err("the cluster has no server".into());
+        }
+        if cluster.insecure_skip_tls_verify {
+            return Err("insecure-skip-tls-verify is not supported; give certificate-authority".into());
+        }
+        let user = match &user_name {
+            Some(n) if !n.is_empty() => Some(&file.users.iter().find(|u| &u.name == n).ok_or_else(|| format!("user {n:?} not found"))?.value.user),
+            _ => file.users.first().map(|u| &u.value.user),
+        };
+        let read = |p: &Path| {
+            let p = if p.is_absolute() { p.to_path_buf() } else { dir.join(p) };
+            std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))
+        };
+        let data = |what: &str, s: &str| base64::engine::general_purpose::STANDARD.decode(s.trim()).map_err(|e| format!("{what}: {e}"));
+        let ca = match (&cluster.certificate_authority_data, &cluster.certificate_authority) {
+            (Some(d), _) => data("certificate-authority-data", d)?,
+            (None, Some(p)) => read(p)?,
+            (None, None) if cluster.server.starts_with("https://") => return Err("the cluster has no certificate-authority (system roots are not built in)".into()),
+            (None, None) => Vec::new(),
+        };
+        let mut out = Kubeconfig { server: cluster.server.clone(), tls: Tls { ca, identity: None }, token: None };
+        if let Some(u) = user {
+            let cert = match (&u.client_certificate_data, &u.client_certificate) {
+                (Some(d), _) => Some(data("client-certificate-data", d)?),
+                (None, Some(p)) => Some(read(p)?),
+                _ => None,
+            };
+            let key = match (&u.client_key_data, &u.client_key) {
+                (Some(d), _) => Some(data("client-key-data", d)?),
+                (None, Some(p)) => Some(read(p)?),
+                _ => None,
+            };
+            out.tls.identity = match (cert, key) {
+                (Some(c), Some(k)) => Some((c, k)),
+                (None, None) => None,
+                _ => return Err("client-certificate and client-key go together".into()),
+            };
+            out.token = match (&u.token, &u.token_file) {
+                (Some(t), _) if !t.is_empty() => Some(t.clone()),
+                (_, Some(p)) => Some(String::from_utf8_lossy(&read(p)?).trim().to_string()),
+                _ => None,
+            };
+        }
+        if out.tls.ca.is_empty() {
+            // Plain http: a CA would not be used, but the client wants one.
+            out.tls.ca = PLACEHOLDER_CA.get_or_init(placeholder_ca).clone();
+        }
+        Ok(out)
+    }
+}
+
+static PLACEHOLDER_CA: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+
+/// A throwaway self-signed CA for `http://` webhooks, which never use it.
+fn placeholder_ca() -> Vec<u8> {
+    rcgen::KeyPair::generate()
+        .ok()
+        .and_then(|key| {
+            let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).ok()?;
+            params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            params.self_signed(&key).ok()
+        })
+        .map(|c| c.pem().into_bytes())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubeconfig_picks_current_context_and_reads_relative_files() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ca = placeholder_ca();
+        std::fs::write(dir.path().join("ca.crt"), &ca).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join("tok"), "s3cret\n").unwrap_or_else(|e| panic!("{e}"));
+        let text = "clusters:\n- name: a\n  cluster:\n    server: https://a:1\n- name: b\n  cluster:\n    server: https://b:2/hook\n    certificate-authority: ca.crt\nusers:\n- name: u\n  user:\n    tokenFile: tok\ncontexts:\n- name: c\n  context:\n    cluster: b\n    user: u\ncurrent-context: c\n";
+        let k = Kubeconfig::parse(text.as_bytes(), dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((k.server.as_str(), k.token.as_deref(), k.tls.ca == ca), ("https://b:2/hook", Some("s3cret"), true));
+        // Without a current context: the first cluster, which lacks a CA.
+        let err = Kubeconfig::parse(b"clusters:\n- name: a\n  cluster:\n    server: https://a:1\n", dir.path()).err().unwrap_or_default();
+        assert!(err.contains("no certificate-authority"), "{err}");
+        for (bad, want) in [
+            ("clusters: []\n", "no cluster"),
+            ("current-context: x\n", "context \"x\" not found"),
+            ("clusters:\n- name: a\n  cluster:\n    server: https://a\n    insecure-skip-tls-verify: true\n", "insecure"),
+        ] {
+            let err = Kubeconfig::parse(bad.as_bytes(), dir.path()).err().unwrap_or_default();
+            assert!(err.contains(want), "{bad}: {err}");
+        }
+    }
+}
