@@ -330,6 +330,7 @@ fn authenticator(opts: &Options) -> anyhow::Result<Arc<dyn crate::authn::Authent
     }
     members.extend(crate::authn::oidc::authenticators(&opts.oidc).map_err(|e| anyhow::anyhow!(e))?);
     members.extend(opts.token_webhook.authenticator().map_err(|e| anyhow::anyhow!(e))?);
+    members.push(Arc::new(crate::authn::UnknownBearerToken));
     let credentials = Arc::new(Union::new(members));
     Ok(Arc::new(Union::fail_on_error(vec![credentials, anonymous(opts)])))
 }

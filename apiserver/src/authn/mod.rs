@@ -165,6 +165,22 @@ pub fn bearer_token(headers: &http::HeaderMap) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
+/// The last of the credential authenticators: a bearer token that none
+/// before it accepted is an invalid token (kube's `bearertoken`
+/// authenticator turns "not recognised" into `invalid bearer token`), so
+/// it is a 401, never an anonymous request.
+pub struct UnknownBearerToken;
+
+#[async_trait]
+impl Authenticator for UnknownBearerToken {
+    async fn authenticate(&self, req: &Credentials<'_>) -> Result<Option<UserInfo>> {
+        match bearer_token(req.headers) {
+            Some(_) => Err(Error::InvalidToken),
+            None => Ok(None),
+        }
+    }
+}
+
 /// Authenticators tried in order (kube's `union.New` and `NewFailOnError`).
 pub struct Union {
     members: Vec<Arc<dyn Authenticator>>,
