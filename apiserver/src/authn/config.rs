@@ -28,9 +28,8 @@
 
 use std::path::Path;
 
+use jsonwebtoken::Algorithm;
 use serde::Deserialize;
-
-use super::oidc::{check_issuer_url, parse_signing_algs, ClaimMapping, JwtConfig};
 
 const API_VERSIONS: &[&str] = &["apiserver.config.k8s.io/v1alpha1", "apiserver.config.k8s.io/v1beta1", "apiserver.config.k8s.io/v1"];
 
@@ -211,6 +210,84 @@ pub fn parse(text: &[u8]) -> Result<Vec<JwtConfig>, String> {
         });
     }
     Ok(out)
+}
+
+/// Signing algorithms kube accepts for `--oidc-signing-algs` that this
+/// server verifies (kube also lists ES512, which the JWT library lacks).
+const SIGNING_ALGS: &[&str] = &["RS256", "RS384", "RS512", "ES256", "ES384", "PS256", "PS384", "PS512"];
+
+/// Parses signing algorithm names.
+///
+/// # Errors
+/// A name kube does not know or this server cannot verify.
+pub fn parse_signing_algs(names: &[String]) -> std::result::Result<Vec<Algorithm>, String> {
+    names
+        .iter()
+        .map(|n| n.trim())
+        .filter(|n| !n.is_empty())
+        .map(|n| {
+            if !SIGNING_ALGS.contains(&n) {
+                return Err(format!("oidc: unsupported signing alg {n:?} (supported: {})", SIGNING_ALGS.join(", ")));
+            }
+            n.parse::<Algorithm>().map_err(|e| format!("oidc: signing alg {n:?}: {e}"))
+        })
+        .collect()
+}
+
+/// An issuer URL must be `https://` with a host and no query or fragment
+/// (kube's structured-config validation).
+///
+/// # Errors
+/// Kube's wording for what is wrong.
+pub fn check_issuer_url(s: &str) -> std::result::Result<(), String> {
+    let u = url::Url::parse(s).map_err(|e| format!("Invalid value: {s:?}: {e}"))?;
+    if u.scheme() != "https" {
+        return Err(format!("Invalid value: {s:?}: URL scheme must be https"));
+    }
+    if u.query().is_some() || u.fragment().is_some() || !u.username().is_empty() {
+        return Err(format!("Invalid value: {s:?}: URL must not contain a query, fragment or user info"));
+    }
+    Ok(())
+}
+
+/// A claim and the prefix put before its values.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClaimMapping {
+    /// The claim's name.
+    pub claim: String,
+    /// Prepended to each value (may be empty).
+    pub prefix: String,
+}
+
+/// One JWT issuer: how to verify its tokens and map their claims to a user
+/// (kube's `apiserver.JWTAuthenticator`, without CEL).
+#[derive(Debug, Clone, Default)]
+pub struct JwtConfig {
+    /// The issuer URL; tokens' `iss` must equal it.
+    pub issuer: String,
+    /// Where the discovery document is, when not under the issuer URL.
+    pub discovery_url: Option<String>,
+    /// Accepted audiences; a token's `aud` must hold one of them.
+    pub audiences: Vec<String>,
+    /// PEM CA certificates trusted for the issuer's HTTPS.
+    pub ca: Vec<u8>,
+    /// The user name.
+    pub username: ClaimMapping,
+    /// The groups, if a claim is configured.
+    pub groups: Option<ClaimMapping>,
+    /// The claim that holds the user's uid, if any.
+    pub uid_claim: Option<String>,
+    /// Claims that must be strings with these values.
+    pub required_claims: Vec<(String, String)>,
+    /// Accepted `alg` header values.
+    pub signing_algs: Vec<Algorithm>,
+}
+
+impl JwtConfig {
+    /// The URL of the discovery document.
+    pub fn discovery_url(&self) -> String {
+        self.discovery_url.clone().unwrap_or_else(|| format!("{}/.well-known/openid-configuration", self.issuer.trim_end_matches('/')))
+    }
 }
 
 #[cfg(test)]
