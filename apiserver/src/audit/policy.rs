@@ -545,7 +545,9 @@ omitManagedFields: true
             (res("bob", &[], "update", "a", "", "pods", "status", "p"), RequestResponse),
             (res("bob", &[], "update", "a", "apps", "deployments", "status", "p"), Metadata),
             (res("bob", &[], "update", "a", "apps", "deployments", "scale", "p"), Metadata),
-            (res("bob", &[], "get", "a", "apps", "deployments", "", "p"), None),
+            // `res/*` matches the resource itself too, as in kube.
+            (res("bob", &[], "get", "a", "apps", "deployments", "", "p"), Metadata),
+            (res("bob", &[], "get", "a", "apps", "replicasets", "", "p"), None),
             (res("bob", &[], "update", "kube-system", "", "configmaps", "", "controller-leader"), Request),
             (res("bob", &[], "update", "kube-system", "", "configmaps", "", "other"), None),
             (res("bob", &[], "update", "default", "", "configmaps", "", "controller-leader"), None),
