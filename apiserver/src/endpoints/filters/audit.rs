@@ -30,7 +30,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use futures::FutureExt as _;
 use http_body_util::BodyExt as _;
-use hyper::body::Frame;
+use hyper::body::{Body as _, Frame};
 use serde_json::Value;
 
 use super::super::{responses, BoxFuture, Handler, Request, Response};
@@ -50,6 +50,11 @@ pub struct RemoteAddr(pub SocketAddr);
 const MAX_USER_AGENT: usize = 1024;
 /// Response bodies larger than this are not kept in the record.
 const MAX_CAPTURE_BYTES: usize = 64 * 1024 * 1024;
+/// Bodies up to this size are kept at every level, in case they are a
+/// Status.
+const MAX_STATUS_BYTES: u64 = 4096;
+/// How a Status shows in a JSON body.
+const STATUS_KIND: &[u8] = br#""kind":"Status""#;
 /// kube's answer to a request whose handler panicked (`WithPanicRecovery`).
 const PANIC_TEXT: &str = "This request caused apiserver to panic. Look in the logs for details.";
 
@@ -183,7 +188,11 @@ impl Handler for WithAudit {
                     backend.process(ev).await;
                 }
             }
-            let capture = (config.level >= Level::RequestResponse && !long_running) || code >= 400;
+            // A Status answer (an error, a delete's Success) is recorded at
+            // every level, as kube's LogResponseObject does: small bodies are
+            // kept to look for one.
+            let small = resp.body().size_hint().exact().is_some_and(|n| n <= MAX_STATUS_BYTES);
+            let capture = (config.level >= Level::RequestResponse && !long_running) || code >= 400 || (small && !long_running);
             let content_type = resp.headers().get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
             resp.map(move |inner| AuditedBody { inner, finish: Some(Finish { ctx, backend, code, content_type, captured: capture.then(Vec::new) }), pending: std::sync::Mutex::new(None) }.boxed())
         })
@@ -213,7 +222,8 @@ impl Finish {
 
     /// The `ResponseComplete` event.
     fn event(self) -> (Arc<dyn Backend>, Option<Event>) {
-        let body = self.captured.and_then(|b| {
+        let whole = self.ctx.level() >= Level::RequestResponse;
+        let body = self.captured.filter(|b| whole || self.code >= 400 || b.windows(STATUS_KIND.len()).any(|w| w == STATUS_KIND)).and_then(|b| {
             let mime = self.content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
             match mime.as_str() {
                 "application/yaml" => serde_saphyr::from_slice::<Value>(&b).ok(),
