@@ -92,7 +92,7 @@ impl Mode {
 }
 
 enum Item {
-    Event(Event, Option<oneshot::Sender<bool>>),
+    Event(Box<Event>, Option<oneshot::Sender<bool>>),
     Flush(oneshot::Sender<()>),
 }
 
@@ -130,7 +130,7 @@ fn run(name: &'static str, mut rx: mpsc::Receiver<Item>, mut writer: Box<dyn Wri
         while let Some(item) = next.take() {
             match item {
                 Item::Event(e, ack) => {
-                    batch.push(e);
+                    batch.push(*e);
                     acks.extend(ack);
                 }
                 Item::Flush(done) => flushes.push(done),
@@ -162,16 +162,16 @@ impl Backend for Buffered {
         Box::pin(async move {
             match self.mode {
                 Mode::Blocking => {
-                    if let Err(e) = self.tx.send(Item::Event(event, None)).await {
+                    if let Err(e) = self.tx.send(Item::Event(Box::new(event), None)).await {
                         if let Item::Event(ev, _) = e.0 {
-                            report(self.name, &"audit backend shut down", &[ev]);
+                            report(self.name, &"audit backend shut down", &[*ev]);
                         }
                     }
                     true
                 }
                 Mode::BlockingStrict => {
                     let (ack, written) = oneshot::channel();
-                    if self.tx.send(Item::Event(event, Some(ack))).await.is_err() {
+                    if self.tx.send(Item::Event(Box::new(event), Some(ack))).await.is_err() {
                         return false;
                     }
                     written.await.unwrap_or(false)
@@ -185,7 +185,7 @@ impl Backend for Buffered {
     }
 
     fn process_now(&self, event: Event) {
-        match self.tx.try_send(Item::Event(event, None)) {
+        match self.tx.try_send(Item::Event(Box::new(event), None)) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(item)) if self.mode != Mode::Batch => {
                 // Off the request's path: wait for room on a task.
@@ -198,19 +198,19 @@ impl Backend for Buffered {
                     }
                     Err(_) => {
                         if let Item::Event(ev, _) = item {
-                            report(self.name, &"audit buffer queue blocked", &[ev]);
+                            report(self.name, &"audit buffer queue blocked", &[*ev]);
                         }
                     }
                 }
             }
             Err(mpsc::error::TrySendError::Full(item)) => {
                 if let Item::Event(ev, _) = item {
-                    report(self.name, &"audit buffer queue blocked", &[ev]);
+                    report(self.name, &"audit buffer queue blocked", &[*ev]);
                 }
             }
             Err(mpsc::error::TrySendError::Closed(item)) => {
                 if let Item::Event(ev, _) = item {
-                    report(self.name, &"audit backend shut down", &[ev]);
+                    report(self.name, &"audit backend shut down", &[*ev]);
                 }
             }
         }

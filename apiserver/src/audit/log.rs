@@ -241,6 +241,7 @@ fn backups(path: &Path) -> std::io::Result<Vec<(String, PathBuf)>> {
 }
 
 #[cfg(test)]
+#[allow(clippy::expect_used)]
 mod tests {
     use super::*;
 

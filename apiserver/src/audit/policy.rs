@@ -387,10 +387,10 @@ fn has(list: &[String], v: &str) -> bool {
 
 /// kube `ruleMatches`.
 fn matches(r: &PolicyRule, a: &Attributes<'_>, authenticated: bool) -> bool {
-    if !r.users.is_empty() && !(authenticated && has(&r.users, &a.user.name)) {
-        return false;
-    }
-    if !r.user_groups.is_empty() && !(authenticated && a.user.groups.iter().any(|g| has(&r.user_groups, g))) {
+    // A request without a user matches no rule that names users or groups.
+    let user_ok = r.users.is_empty() || (authenticated && has(&r.users, &a.user.name));
+    let group_ok = r.user_groups.is_empty() || (authenticated && a.user.groups.iter().any(|g| has(&r.user_groups, g)));
+    if !user_ok || !group_ok {
         return false;
     }
     if !r.verbs.is_empty() && !has(&r.verbs, a.verb) {
@@ -448,6 +448,7 @@ pub fn remove_managed_fields(obj: &mut Value) {
 }
 
 #[cfg(test)]
+#[allow(clippy::expect_used)]
 mod tests {
     use super::*;
     use crate::authn::UserInfo;
@@ -503,6 +504,8 @@ omitManagedFields: true
         name: &'static str,
     }
 
+    // One argument per column of the table below.
+    #[allow(clippy::too_many_arguments)]
     fn res(user: &str, groups: &[&str], verb: &'static str, ns: &'static str, group: &'static str, resource: &'static str, sub: &'static str, name: &'static str) -> Req {
         let user = UserInfo { name: user.into(), groups: groups.iter().map(|g| g.to_string()).collect(), ..Default::default() };
         Req { user, verb, resource_request: true, path: "/apis/x", namespace: ns, group, resource, subresource: sub, name }

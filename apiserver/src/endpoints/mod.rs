@@ -53,7 +53,7 @@ pub struct ApiState {
 /// 1. request info ([`filters::request_info`]);
 /// 2. authentication ([`filters::authentication`], asking `authenticator`;
 ///    a 401 is audited by [`filters::authn_audit`]);
-/// 2a. audit ([`filters::audit`]), when `audit` is set;
+///    then audit ([`filters::audit`]), when `audit` is set;
 /// 3. impersonation ([`filters::impersonation`], asking `authorizer`
 ///    about the `impersonate` verb);
 /// 4. authorization ([`filters::authorization`], asking `authorizer`);
