@@ -5,6 +5,7 @@
 //!   (`handlers/`), content negotiation and responses;
 //! - [`registry`]: served resources and their strategies;
 //! - [`authn`], [`authz`]: who sent a request, and whether they may;
+//! - [`audit`]: the audit policy, events and backends;
 //! - [`admission`]: the plugins every write passes before it is stored;
 //! - [`storage`]: the storage interface and its embedded and remote etcd
 //!   backends;
@@ -22,6 +23,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod admission;
+pub mod audit;
 pub mod authn;
 pub mod authz;
 pub mod controllers;

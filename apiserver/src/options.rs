@@ -193,6 +193,9 @@ pub struct Options {
     /// `IdleTimeout`, 90 s). For tests.
     #[arg(long, default_value = "90s", value_parser = humantime::parse_duration, hide = true)]
     pub idle_timeout: std::time::Duration,
+    /// Auditing (kube's `--audit-*` flags).
+    #[command(flatten)]
+    pub audit: crate::audit::options::AuditOptions,
 }
 
 impl Options {

@@ -246,6 +246,8 @@ pub struct ApiConfig {
     pub rbac: Option<Arc<crate::authz::rbac::Rbac>>,
     /// `host:port` shown in `/api` discovery.
     pub advertise_address: String,
+    /// Auditing, when `--audit-policy-file` and a backend are set.
+    pub audit: Option<Arc<crate::audit::Auditor>>,
 }
 
 /// The API over one store, wired: the registry of the built-in resources,
@@ -294,7 +296,7 @@ pub fn build_api(storage: Arc<dyn Storage>, cfg: ApiConfig) -> anyhow::Result<Ap
         openapi: crate::openapi::Service::new(cfg.schemas.clone()),
         schemas: cfg.schemas,
     });
-    let chain = build_handler_chain(state.clone(), cfg.authenticator, cfg.authorizer);
+    let chain = build_handler_chain(state.clone(), cfg.authenticator, cfg.authorizer, cfg.audit);
     Ok(Api { registry, state, chain, cache })
 }
 
@@ -372,6 +374,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
 
     let authenticator = authenticator(&opts)?;
+    let audit = opts.audit.build()?;
     let crate::authz::FromModes { authorizer, rbac, node: node_graph } =
         crate::authz::from_modes_with_webhook(&opts.authorization_mode, opts.authorization_webhook.authorizer()?).map_err(|e| anyhow::anyhow!("--authorization-mode: {e}"))?;
     // Checked before the store starts, so a bad flag fails fast.
@@ -402,6 +405,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             authorizer,
             rbac: rbac.clone(),
             advertise_address: host_port.clone(),
+            audit: audit.clone(),
         },
     )?;
     // Build the OpenAPI documents off the request path, so the first
@@ -503,10 +507,13 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             };
             let presented = tls.get_ref().1.peer_certificates().map(|c| c.iter().map(|c| c.clone().into_owned()).collect()).unwrap_or_default();
             let certs = verify_peer(client_verifier.as_ref(), presented);
-            serve_connection(tls, chain, certs, &limits, closing).await;
+            serve_connection(tls, chain, certs, peer, &limits, closing).await;
         });
     }
     shut_down(listener, &gate, &closing, &health, startup, controllers, node).await;
+    if let Some(a) = audit {
+        a.shutdown(crate::serving::SHUTDOWN_TIMEOUT).await;
+    }
     Ok(())
 }
 
@@ -549,8 +556,14 @@ async fn shut_down(
     tracing::info!("shut down");
 }
 
-async fn serve_connection<IO>(io: IO, chain: Arc<dyn Handler>, certs: Result<PeerCertificates, UnverifiedCertificate>, limits: &crate::serving::Limits, mut closing: tokio::sync::watch::Receiver<bool>)
-where
+async fn serve_connection<IO>(
+    io: IO,
+    chain: Arc<dyn Handler>,
+    certs: Result<PeerCertificates, UnverifiedCertificate>,
+    peer: SocketAddr,
+    limits: &crate::serving::Limits,
+    mut closing: tokio::sync::watch::Receiver<bool>,
+) where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let activity = crate::serving::Activity::new();
@@ -562,6 +575,7 @@ where
         let in_flight = seen.begin();
         async move {
             let mut req = req.map(|b| b.map_err(std::io::Error::other).boxed());
+            req.extensions_mut().insert(crate::endpoints::filters::audit::RemoteAddr(peer));
             match certs {
                 Ok(c) => {
                     req.extensions_mut().insert(c);

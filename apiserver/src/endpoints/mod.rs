@@ -48,8 +48,12 @@ pub struct ApiState {
 
 /// Builds the handler chain. A request passes the stages in this order:
 ///
+/// 0. audit init ([`filters::audit_init`]): the audit ID and the time
+///    the request arrived, and the `Audit-Id` response header;
 /// 1. request info ([`filters::request_info`]);
-/// 2. authentication ([`filters::authentication`], asking `authenticator`);
+/// 2. authentication ([`filters::authentication`], asking `authenticator`;
+///    a 401 is audited by [`filters::authn_audit`]);
+///    then audit ([`filters::audit`]), when `audit` is set;
 /// 3. impersonation ([`filters::impersonation`], asking `authorizer`
 ///    about the `impersonate` verb);
 /// 4. authorization ([`filters::authorization`], asking `authorizer`);
@@ -57,15 +61,29 @@ pub struct ApiState {
 ///    wait for the store with a 429 until it is up;
 /// 6. the handler ([`handlers::Router`]).
 ///
-/// Audit and flow control slot in between, as in kube's
+/// Flow control slots in between, as in kube's
 /// `DefaultBuildHandlerChain`. Each stage wraps the next, so the chain is
 /// assembled from the handler outwards.
-pub fn build_handler_chain(state: Arc<ApiState>, authenticator: Arc<dyn crate::authn::Authenticator>, authorizer: Arc<dyn crate::authz::Authorizer>) -> Arc<dyn Handler> {
+pub fn build_handler_chain(
+    state: Arc<ApiState>,
+    authenticator: Arc<dyn crate::authn::Authenticator>,
+    authorizer: Arc<dyn crate::authz::Authorizer>,
+    audit: Option<Arc<crate::audit::Auditor>>,
+) -> Arc<dyn Handler> {
     let health = state.health.clone();
     let handler: Arc<dyn Handler> = Arc::new(handlers::Router::new(state));
     let handler = filters::storage_ready::WithStorageReady::wrap(handler, health);
     let handler = filters::authorization::WithAuthorization::wrap(handler, authorizer.clone());
     let handler = filters::impersonation::WithImpersonation::wrap(handler, authorizer);
-    let handler = filters::authentication::WithAuthentication::wrap(handler, authenticator);
-    filters::request_info::WithRequestInfo::wrap(handler)
+    let mut failed: Arc<dyn Handler> = Arc::new(filters::authentication::Unauthorized);
+    let handler = match audit {
+        Some(a) => {
+            failed = filters::authn_audit::WithFailedAuthenticationAudit::wrap(failed, a.clone());
+            filters::audit::WithAudit::wrap(handler, a)
+        }
+        None => handler,
+    };
+    let handler = filters::authentication::WithAuthentication::wrap(handler, authenticator, failed);
+    let handler = filters::request_info::WithRequestInfo::wrap(handler);
+    filters::audit_init::WithAuditInit::wrap(handler)
 }

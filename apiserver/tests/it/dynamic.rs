@@ -75,6 +75,7 @@ async fn resources_come_and_go_at_run_time() {
             authorizer: Arc::new(apiserver::authz::always::AlwaysAllow),
             rbac: None,
             advertise_address: "127.0.0.1:6443".into(),
+            audit: None,
         },
     )
     .unwrap();

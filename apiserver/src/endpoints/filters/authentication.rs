@@ -1,7 +1,8 @@
 //! The authentication filter (kube `filters/authentication.go`): asks the
 //! [`Authenticator`](crate::authn::Authenticator) who sent the request and
-//! attaches the [`UserInfo`] to it, or answers 401 Unauthorized. Which
-//! credentials count is [`crate::authn`]'s business.
+//! attaches the [`UserInfo`] to it, or hands it to the failed handler
+//! ([`Unauthorized`], wrapped by failed-authentication audit when auditing
+//! is on). Which credentials count is [`crate::authn`]'s business.
 
 use std::sync::Arc;
 
@@ -13,12 +14,24 @@ use crate::errors::Status;
 pub struct WithAuthentication {
     next: Arc<dyn Handler>,
     authenticator: Arc<dyn Authenticator>,
+    failed: Arc<dyn Handler>,
 }
 
 impl WithAuthentication {
-    /// Wraps `next`, authenticating with `authenticator`.
-    pub fn wrap(next: Arc<dyn Handler>, authenticator: Arc<dyn Authenticator>) -> Arc<dyn Handler> {
-        Arc::new(WithAuthentication { next, authenticator })
+    /// Wraps `next`, authenticating with `authenticator`; requests without
+    /// a user go to `failed`.
+    pub fn wrap(next: Arc<dyn Handler>, authenticator: Arc<dyn Authenticator>, failed: Arc<dyn Handler>) -> Arc<dyn Handler> {
+        Arc::new(WithAuthentication { next, authenticator, failed })
+    }
+}
+
+/// The answer to a request that could not be authenticated: 401 with
+/// kube's Status (kube `filters.Unauthorized`).
+pub struct Unauthorized;
+
+impl Handler for Unauthorized {
+    fn call(&self, _req: Request) -> BoxFuture<'_, Response> {
+        Box::pin(async { responses::status(&Status::unauthorized()) })
     }
 }
 
@@ -37,7 +50,7 @@ impl Handler for WithAuthentication {
                     req.extensions_mut().insert(u);
                     self.next.call(req).await
                 }
-                None => responses::status(&Status::unauthorized()),
+                None => self.failed.call(req).await,
             }
         })
     }

@@ -1,7 +1,9 @@
 //! The authorization filter (kube `filters/authorization.go`): asks the
 //! [`Authorizer`](crate::authz::Authorizer) about the request's user and
 //! request info, and answers 403 Forbidden unless it is allowed. What is
-//! allowed is [`crate::authz`]'s business.
+//! allowed is [`crate::authz`]'s business. An audited request gets kube's
+//! annotations `authorization.k8s.io/decision` (`allow` or `forbid`) and
+//! `authorization.k8s.io/reason` (the authorizer's reason, maybe empty).
 
 use std::sync::Arc;
 
@@ -46,14 +48,25 @@ impl Handler for WithAuthorization {
             let user = req.extensions().get::<UserInfo>().cloned().unwrap_or_default();
             let info = req.extensions().get::<RequestInfo>().cloned().unwrap_or_default();
             let attrs = attributes(&user, &info);
+            let audit = crate::audit::AuditContext::of(req.extensions()).cloned();
             let reason = match self.authorizer.authorize(&attrs).await {
-                Ok(a) if a.decision == Decision::Allow => return self.next.call(req).await,
+                Ok(a) if a.decision == Decision::Allow => {
+                    if let Some(audit) = audit {
+                        audit.add_annotation(crate::audit::DECISION_ANNOTATION, "allow");
+                        audit.add_annotation(crate::audit::REASON_ANNOTATION, &a.reason);
+                    }
+                    return self.next.call(req).await;
+                }
                 Ok(a) => a.reason,
                 Err(e) => {
                     tracing::warn!("authorization of {} {}: {e}", info.verb, info.path);
                     String::new()
                 }
             };
+            if let Some(audit) = audit {
+                audit.add_annotation(crate::audit::DECISION_ANNOTATION, "forbid");
+                audit.add_annotation(crate::audit::REASON_ANNOTATION, &reason);
+            }
             let denied = ForbiddenRequest {
                 user: &user.name,
                 verb: &info.verb,

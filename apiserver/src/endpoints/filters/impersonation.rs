@@ -14,6 +14,8 @@
 //! The first refusal is a 403 in the authorization filter's words. The
 //! impersonated user gets `system:authenticated` unless a group says
 //! otherwise, and a ServiceAccount without groups gets its fixed groups.
+//! The audit record (made before this filter, with the sender as its
+//! user) gets the impersonated user as `impersonatedUser`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -187,6 +189,9 @@ impl Handler for WithImpersonation {
             let names: Vec<http::HeaderName> = req.headers().keys().filter(|k| k.as_str().starts_with("impersonate-")).cloned().collect();
             for n in names {
                 req.headers_mut().remove(n);
+            }
+            if let Some(audit) = crate::audit::AuditContext::of(req.extensions()) {
+                audit.log_impersonated_user(&user);
             }
             req.extensions_mut().insert(user);
             self.next.call(req).await

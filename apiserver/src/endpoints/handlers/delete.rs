@@ -47,6 +47,9 @@ async fn delete_options(scope: &mut Scope) -> Result<DeleteOptions, Status> {
         if !v.is_object() {
             return Err(Status::bad_request("DeleteOptions must be a JSON object"));
         }
+        if let Some(audit) = crate::audit::AuditContext::of(scope.req.extensions()) {
+            audit.log_request_object(&v);
+        }
         v
     };
     let mut causes = Vec::new();

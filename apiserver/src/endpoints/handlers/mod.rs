@@ -147,12 +147,21 @@ impl Scope {
         Ok(WriteOptions { kind, dry_run, field_manager: self.query.get("fieldManager").map(String::from), field_validation })
     }
 
-    /// Reads the request body as a JSON value.
+    /// Reads the request body as a JSON value, and records it for the
+    /// audit log (kube `LogRequestObject`).
     ///
     /// # Errors
     /// 413 for bodies over 3 MiB, 415 for encodings other than JSON, YAML and
     /// the protobuf kinds of [`crate::protobuf`], 400 for malformed bodies.
     pub async fn body_json(&mut self) -> Result<Value, Status> {
+        let v = self.decode_body().await?;
+        if let Some(audit) = crate::audit::AuditContext::of(self.req.extensions()) {
+            audit.log_request_object(&v);
+        }
+        Ok(v)
+    }
+
+    async fn decode_body(&mut self) -> Result<Value, Status> {
         let ct = self.req.headers().get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_string();
         let mime = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
         let bytes = self.body_bytes().await?;

@@ -83,6 +83,9 @@ pub async fn handle(mut scope: Scope) -> Result<Response, Status> {
         _ => return Err(Status::unsupported_media_type(accepted)),
     };
     let patch: Value = scope.decode_json(&bytes)?;
+    if let Some(audit) = crate::audit::AuditContext::of(scope.req.extensions()) {
+        audit.log_request_patch(&patch);
+    }
     let opts = scope.write_options()?;
     let info = Patch { kind: t, patch, schema };
     let updater = scope.rest.updater().ok_or_else(Status::method_not_allowed)?;
