@@ -33,6 +33,7 @@ pub mod event;
 pub mod log;
 pub mod options;
 pub mod policy;
+pub mod webhook;
 
 use std::sync::Arc;
 

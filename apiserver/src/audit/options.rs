@@ -5,9 +5,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::backend::{Buffered, Mode, MODES};
+use super::backend::{Backend, Buffered, Mode, Union, MODES};
 use super::log::{Format, LogWriter, Rotation, FORMATS};
 use super::policy::{self, Evaluator};
+use super::webhook::WebhookWriter;
 use super::Auditor;
 
 /// kube's default queue size in batch mode (`--audit-log-batch-buffer-size`).
@@ -59,6 +60,29 @@ pub struct AuditOptions {
     /// log.
     #[arg(long, default_value = "audit.k8s.io/v1")]
     pub audit_log_version: String,
+    /// Path to a kubeconfig formatted file that defines the audit webhook
+    /// configuration: events are POSTed in batches as `EventList`s to its
+    /// server.
+    #[arg(long)]
+    pub audit_webhook_config_file: Option<PathBuf>,
+    /// Strategy for sending audit events to the webhook: blocking,
+    /// blocking-strict or batch (as `--audit-log-mode`).
+    #[arg(long, default_value = "batch")]
+    pub audit_webhook_mode: String,
+    /// The size of the queue of events waiting to be sent to the webhook.
+    #[arg(long, default_value_t = DEFAULT_BUFFER_SIZE, allow_negative_numbers = true)]
+    pub audit_webhook_batch_buffer_size: i64,
+    /// The maximum number of events sent in one request.
+    #[arg(long, default_value_t = 400, allow_negative_numbers = true)]
+    pub audit_webhook_batch_max_size: i64,
+    /// The time to wait before retrying the first failed request; it
+    /// doubles for the next try.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub audit_webhook_initial_backoff: std::time::Duration,
+    /// API group and version used for serializing audit events sent to the
+    /// webhook.
+    #[arg(long, default_value = "audit.k8s.io/v1")]
+    pub audit_webhook_version: String,
 }
 
 impl AuditOptions {
@@ -67,6 +91,19 @@ impl AuditOptions {
     /// # Errors
     /// kube's messages for a bad format, mode, version, size or count.
     pub fn validate(&self) -> anyhow::Result<()> {
+        if self.audit_webhook_config_file.is_some() {
+            if Mode::parse(&self.audit_webhook_mode).is_none() {
+                anyhow::bail!("invalid audit webhook mode {}, allowed modes are {:?}", self.audit_webhook_mode, MODES.join(","));
+            }
+            anyhow::ensure!(self.audit_webhook_batch_buffer_size > 0, "invalid audit batch webhook buffer size {}, must be a positive number", self.audit_webhook_batch_buffer_size);
+            anyhow::ensure!(self.audit_webhook_batch_max_size > 0, "invalid audit batch webhook max batch size {}, must be a positive number", self.audit_webhook_batch_max_size);
+            anyhow::ensure!(
+                super::policy::API_VERSIONS.contains(&self.audit_webhook_version.as_str()),
+                "invalid audit webhook version {}, version {} is not registered",
+                self.audit_webhook_version,
+                self.audit_webhook_version
+            );
+        }
         if self.audit_log_path.as_deref().unwrap_or("").is_empty() {
             return Ok(());
         }
@@ -91,7 +128,8 @@ impl AuditOptions {
     }
 
     /// The auditor of the flags: `None` without a policy file or without
-    /// a log path (then nothing is audited, at no cost).
+    /// a backend (a log path or a webhook config file); then nothing is
+    /// audited, at no cost. With both backends, each gets every event.
     ///
     /// # Errors
     /// Bad flags ([`AuditOptions::validate`]), a policy file kube would
@@ -104,26 +142,41 @@ impl AuditOptions {
             None => None,
         };
         let path = self.audit_log_path.as_deref().filter(|p| !p.is_empty());
-        let (Some(policy), Some(path)) = (policy, path) else {
-            if self.audit_policy_file.is_some() {
-                tracing::info!("an audit policy but no audit backend (--audit-log-path): nothing is audited");
-            } else if path.is_some() {
-                tracing::info!("no audit policy file provided, no events will be recorded for log backend");
+        let Some(policy) = policy else {
+            if path.is_some() || self.audit_webhook_config_file.is_some() {
+                tracing::info!("no audit policy file provided, no events will be recorded");
             }
             return Ok(None);
         };
-        let format = if self.audit_log_format == "legacy" { Format::Legacy } else { Format::Json };
-        let writer = if path == "-" {
-            LogWriter::stdout(format)
-        } else {
-            let rotation = Rotation { max_size_mb: self.audit_log_maxsize as u64, max_backups: self.audit_log_maxbackup as usize, max_age_days: self.audit_log_maxage as u64 };
-            LogWriter::file(format, std::path::Path::new(path), rotation).map_err(|e| anyhow::anyhow!("ensureLogFile: {e}"))?
+        let mut backends: Vec<Arc<dyn Backend>> = Vec::new();
+        if let Some(path) = path {
+            let format = if self.audit_log_format == "legacy" { Format::Legacy } else { Format::Json };
+            let writer = if path == "-" {
+                LogWriter::stdout(format)
+            } else {
+                let rotation = Rotation { max_size_mb: self.audit_log_maxsize as u64, max_backups: self.audit_log_maxbackup as usize, max_age_days: self.audit_log_maxage as u64 };
+                LogWriter::file(format, std::path::Path::new(path), rotation).map_err(|e| anyhow::anyhow!("ensureLogFile: {e}"))?
+            };
+            let mode = Mode::parse(&self.audit_log_mode).unwrap_or(Mode::Blocking);
+            // Batch sizes bound batch mode's writes, as in kube; the
+            // blocking modes write whatever is queued at once.
+            let max_batch = if mode == Mode::Batch { self.audit_log_batch_max_size as usize } else { BLOCKING_MAX_BATCH };
+            backends.push(Buffered::start("log", mode, self.audit_log_batch_buffer_size as usize, max_batch, Box::new(writer))?);
+        }
+        if let Some(config) = &self.audit_webhook_config_file {
+            let writer = WebhookWriter::new(config, self.audit_webhook_initial_backoff).map_err(|e| anyhow::anyhow!(e))?;
+            let mode = Mode::parse(&self.audit_webhook_mode).unwrap_or(Mode::Batch);
+            let max_batch = if mode == Mode::Batch { self.audit_webhook_batch_max_size as usize } else { BLOCKING_MAX_BATCH };
+            backends.push(Buffered::start("webhook", mode, self.audit_webhook_batch_buffer_size as usize, max_batch, Box::new(writer))?);
+        }
+        let backend: Arc<dyn Backend> = match backends.len() {
+            0 => {
+                tracing::info!("an audit policy but no audit backend (--audit-log-path, --audit-webhook-config-file): nothing is audited");
+                return Ok(None);
+            }
+            1 => backends.remove(0),
+            _ => Arc::new(Union(backends)),
         };
-        let mode = Mode::parse(&self.audit_log_mode).unwrap_or(Mode::Blocking);
-        // Batch sizes bound batch mode's writes, as in kube; the blocking
-        // modes write whatever is queued at once.
-        let max_batch = if mode == Mode::Batch { self.audit_log_batch_max_size as usize } else { BLOCKING_MAX_BATCH };
-        let backend = Buffered::start("log", mode, self.audit_log_batch_buffer_size as usize, max_batch, Box::new(writer))?;
         Ok(Some(Arc::new(Auditor { policy: Arc::new(Evaluator::new(policy)), backend })))
     }
 }

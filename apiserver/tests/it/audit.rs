@@ -409,3 +409,59 @@ fn bad_policy_files_stop_the_start_with_kubes_error() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains(r#"invalid audit log mode later, allowed modes are "batch,blocking,blocking-strict""#), "{out:?}");
 }
+
+/// `--audit-webhook-config-file`: the events go, as `audit.k8s.io/v1`
+/// `EventList`s, to an HTTPS server a kubeconfig names (the test runs it),
+/// with the kubeconfig's credentials; the log backend gets the same events.
+#[test]
+fn audit_webhook_receives_event_lists() {
+    use std::sync::{Arc, Mutex};
+
+    use crate::oidc::{webhook_kubeconfig, HttpsServer, Pki};
+
+    let files = tempfile::tempdir().unwrap();
+    let policy = files.path().join("policy.yaml");
+    std::fs::write(&policy, "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n  resources:\n  - group: \"\"\n    resources: [\"configmaps\"]\n")
+        .unwrap();
+    let received: Arc<Mutex<Vec<(String, Value)>>> = Arc::default();
+    let sink = received.clone();
+    let pki = Arc::new(Pki::new());
+    let hook = HttpsServer::start(
+        0,
+        pki.clone(),
+        Arc::new(move |_method: &str, _path: &str, auth: &str, body: &[u8]| {
+            let list: Value = serde_json::from_slice(body).unwrap_or_default();
+            sink.lock().unwrap().push((auth.to_string(), list));
+            (200, json!({}))
+        }),
+    );
+    let cfg = webhook_kubeconfig(files.path(), "audit", &hook.url, &pki.ca_file);
+    let log = files.path().join("audit.log");
+    let s = Server::start_with(&[format!("--audit-policy-file={}", policy.display()), format!("--audit-webhook-config-file={}", cfg.display()), format!("--audit-log-path={}", log.display())]);
+    s.kubectl(33, &["create", "configmap", "hooked", "--from-literal=k=v"]).ok();
+    s.kubectl(27, &["get", "configmap", "hooked"]).ok();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let events = loop {
+        let got: Vec<(String, Value)> = received.lock().unwrap().clone();
+        let events: Vec<Value> = got.iter().flat_map(|(_, l)| l["items"].as_array().cloned().unwrap_or_default()).collect();
+        let seen = |verb: &str| events.iter().any(|e| e["verb"] == verb && e["objectRef"]["name"] == "hooked" && e["stage"] == "ResponseComplete");
+        if seen("create") && seen("get") {
+            for (auth, list) in &got {
+                assert_eq!(auth, "Bearer apiserver-secret");
+                assert_eq!((&list["kind"], &list["apiVersion"]), (&json!("EventList"), &json!("audit.k8s.io/v1")), "{list}");
+            }
+            break events;
+        }
+        assert!(Instant::now() < deadline, "the webhook never got both events: {got:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for e in &events {
+        check_event(e);
+        assert_eq!(e["level"], "Metadata");
+        assert_ne!(e["stage"], "RequestReceived", "omitted stage sent: {e}");
+    }
+    // The log backend saw the same requests.
+    let logged = wait_events(&log, "the create in the log", |ev| ev.iter().any(|e| e["verb"] == "create" && e["objectRef"]["name"] == "hooked"));
+    let id = |list: &[Value]| list.iter().find(|e| e["verb"] == "create" && e["objectRef"]["name"] == "hooked").map(|e| e["auditID"].clone());
+    assert_eq!(id(&logged), id(&events));
+}

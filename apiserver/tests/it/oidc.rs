@@ -25,20 +25,20 @@ use crate::common::{free_port, kubectl_path, Out, Server};
 
 /// What a test server answers: (method, path, Authorization header, body)
 /// → (status, JSON).
-type Handler = Arc<dyn Fn(&str, &str, &str, &[u8]) -> (u16, Value) + Send + Sync>;
+pub(crate) type Handler = Arc<dyn Fn(&str, &str, &str, &[u8]) -> (u16, Value) + Send + Sync>;
 
 /// A CA and a serving certificate for 127.0.0.1 it signed; the CA's PEM
 /// is also in `ca_file`.
-struct Pki {
+pub(crate) struct Pki {
     ca_pem: String,
-    ca_file: PathBuf,
+    pub(crate) ca_file: PathBuf,
     cert: rustls::pki_types::CertificateDer<'static>,
     key: Vec<u8>,
     _dir: tempfile::TempDir,
 }
 
 impl Pki {
-    fn new() -> Pki {
+    pub(crate) fn new() -> Pki {
         use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
         let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -55,15 +55,15 @@ impl Pki {
 
 /// An HTTPS server on 127.0.0.1 serving `handler` on a tokio runtime of its
 /// own; stopped on drop.
-struct HttpsServer {
-    url: String,
+pub(crate) struct HttpsServer {
+    pub(crate) url: String,
     pki: Arc<Pki>,
     _rt: tokio::runtime::Runtime,
 }
 
 impl HttpsServer {
     /// Starts on `port` (0: any) with the certificate of `pki`.
-    fn start(port: u16, pki: Arc<Pki>, handler: Handler) -> HttpsServer {
+    pub(crate) fn start(port: u16, pki: Arc<Pki>, handler: Handler) -> HttpsServer {
         let key = rustls::pki_types::PrivateKeyDer::Pkcs8(pki.key.clone().into());
         let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
             .with_safe_default_protocol_versions()
@@ -404,7 +404,7 @@ jwt:
 }
 
 /// A kubeconfig naming the webhook at `url` with the test CA.
-fn webhook_kubeconfig(dir: &Path, name: &str, url: &str, ca: &Path) -> PathBuf {
+pub(crate) fn webhook_kubeconfig(dir: &Path, name: &str, url: &str, ca: &Path) -> PathBuf {
     let path = dir.join(format!("{name}.kubeconfig"));
     let cfg = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: hook\n  cluster:\n    server: {url}\n    certificate-authority: {}\nusers:\n- name: apiserver\n  user:\n    token: apiserver-secret\ncontexts:\n- name: hook\n  context:\n    cluster: hook\n    user: apiserver\ncurrent-context: hook\n",
