@@ -24,6 +24,7 @@
 pub mod always;
 pub mod namespace_lifecycle;
 pub mod plugins;
+pub mod service_account;
 
 use std::sync::Arc;
 

@@ -22,6 +22,7 @@
 //! (`endpoints/filters/authentication.rs`) only calls this module.
 
 pub mod anonymous;
+pub mod service_account;
 pub mod token_file;
 pub mod x509;
 
@@ -121,6 +122,11 @@ pub enum Error {
     /// `invalid bearer token`).
     #[error("invalid bearer token")]
     InvalidToken,
+    /// A token this server issued that it refuses (expired, for other
+    /// audiences, its objects gone); the text says why, as TokenReview's
+    /// `status.error` does.
+    #[error("{0}")]
+    Token(String),
     /// Several authenticators failed (a [`Union`] in which none succeeded).
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))]
     All(Vec<Error>),

@@ -74,6 +74,7 @@ async fn resources_come_and_go_at_run_time() {
             authenticator: Arc::new(Anyone),
             authorizer: Arc::new(apiserver::authz::always::AlwaysAllow),
             advertise_address: "127.0.0.1:6443".into(),
+            service_accounts: None,
         },
     )
     .unwrap();
