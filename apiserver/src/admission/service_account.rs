@@ -46,6 +46,28 @@ impl ServiceAccount {
     }
 }
 
+/// How often, and how far apart, a missing ServiceAccount is looked up
+/// again before the Pod is refused: the `default` one of a namespace made a
+/// moment ago is on its way (kube's admission retries its live lookup too).
+const LOOKUP_TRIES: usize = 10;
+const LOOKUP_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
+
+impl ServiceAccount {
+    async fn lookup(&self, ns: &str, name: &str) -> Result<Value, crate::storage::Error> {
+        let key = keys::object("", "serviceaccounts", Some(ns), name);
+        let mut tries = 0;
+        loop {
+            match self.storage.get(&key).await {
+                Err(crate::storage::Error::NotFound) if tries + 1 < LOOKUP_TRIES => {
+                    tries += 1;
+                    tokio::time::sleep(LOOKUP_DELAY).await;
+                }
+                r => return r,
+            }
+        }
+    }
+}
+
 fn volume_name() -> String {
     let suffix: String = (0..5).map(|_| ALPHANUMS[rand::random_range(0..ALPHANUMS.len())] as char).collect();
     format!("{VOLUME_PREFIX}{suffix}")
@@ -126,7 +148,7 @@ impl Mutating for ServiceAccount {
             }
         };
         let ns = attrs.namespace;
-        let sa = match self.storage.get(&keys::object("", "serviceaccounts", Some(ns), &sa_name)).await {
+        let sa = match self.lookup(ns, &sa_name).await {
             Ok(sa) => sa,
             Err(crate::storage::Error::NotFound) => {
                 let why = format!("error looking up service account {ns}/{sa_name}: serviceaccount {sa_name:?} not found");
