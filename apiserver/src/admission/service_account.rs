@@ -47,18 +47,21 @@ impl ServiceAccount {
 }
 
 /// How often, and how far apart, a missing ServiceAccount is looked up
-/// again before the Pod is refused: the `default` one of a namespace made a
-/// moment ago is on its way (kube's admission retries its live lookup too).
+/// again before the Pod is refused (kube's admission retries its live
+/// lookup too); `default` gets longer, since the controller makes it for a
+/// namespace (or a server) that came up a moment ago.
 const LOOKUP_TRIES: usize = 10;
+const DEFAULT_LOOKUP_TRIES: usize = 50;
 const LOOKUP_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl ServiceAccount {
     async fn lookup(&self, ns: &str, name: &str) -> Result<Value, crate::storage::Error> {
         let key = keys::object("", "serviceaccounts", Some(ns), name);
+        let most = if name == "default" { DEFAULT_LOOKUP_TRIES } else { LOOKUP_TRIES };
         let mut tries = 0;
         loop {
             match self.storage.get(&key).await {
-                Err(crate::storage::Error::NotFound) if tries + 1 < LOOKUP_TRIES => {
+                Err(crate::storage::Error::NotFound) if tries + 1 < most => {
                     tries += 1;
                     tokio::time::sleep(LOOKUP_DELAY).await;
                 }
