@@ -16,7 +16,8 @@ use crate::common::{kubectl_path, Out, Server};
 const SA: &str = "system:serviceaccount:default:default";
 const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
 /// kubectl's words for a 401 (newer ones quote client-go's discovery error).
-const UNAUTHORIZED: [&str; 2] = ["error: You must be logged in to the server (Unauthorized)", "error: You must be logged in to the server (the server has asked for the client to provide credentials)"];
+const UNAUTHORIZED: [&str; 2] =
+    ["error: You must be logged in to the server (Unauthorized)", "error: You must be logged in to the server (the server has asked for the client to provide credentials)"];
 
 fn data(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/data").join(name).display().to_string()
