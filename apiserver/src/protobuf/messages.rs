@@ -442,7 +442,7 @@ to_json!(authnv1::BoundObjectReference => |m| Object::new()
     .omit("kind", &m.kind)
     .omit("apiVersion", &m.api_version)
     .omit("name", &m.name)
-    .omit("uid", &m.uid));
+    .omit("uid", &m.u_id));
 
 to_json!(authnv1::TokenReview => |m| Object::new()
     .always("metadata", &m.metadata)
