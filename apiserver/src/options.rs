@@ -69,6 +69,30 @@ pub struct Options {
     /// `--authorization-webhook-*`.
     #[command(flatten)]
     pub authorization_webhook: crate::authz::webhook::Flags,
+    /// PEM files of keys that verify ServiceAccount tokens (kube's
+    /// `--service-account-key-file`, repeatable): public or private RSA or
+    /// ECDSA keys, or certificates. Default: the signing key's.
+    #[arg(long)]
+    pub service_account_key_file: Vec<PathBuf>,
+    /// PEM private key that signs ServiceAccount tokens (kube's
+    /// `--service-account-signing-key-file`). With neither key flag, a key
+    /// is generated as `<pki dir>/sa.key` on first start.
+    #[arg(long)]
+    pub service_account_signing_key_file: Option<PathBuf>,
+    /// Issuers of ServiceAccount tokens (kube's `--service-account-issuer`,
+    /// repeatable): the first one signs, all are accepted. Default:
+    /// `https://kubernetes.default.svc.cluster.local`.
+    #[arg(long)]
+    pub service_account_issuer: Vec<String>,
+    /// Audiences of the API (kube's `--api-audiences`, comma-separated):
+    /// tokens must be for one of them. Default: the issuers.
+    #[arg(long, value_delimiter = ',')]
+    pub api_audiences: Vec<String>,
+    /// Longest ServiceAccount token a TokenRequest gets (kube's
+    /// `--service-account-max-token-expiration`); longer requests are cut
+    /// to it. Default: no limit.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub service_account_max_token_expiration: Option<std::time::Duration>,
     /// Name of the embedded store member.
     #[arg(long, default_value = "default")]
     pub name: String,

@@ -174,6 +174,7 @@ async fn start_up(
     identity: String,
     rbac: Option<crate::controllers::RbacFeed>,
     node: Option<Arc<crate::authz::node::Graph>>,
+    service_accounts: crate::controllers::service_account::Feed,
 ) -> anyhow::Result<crate::controllers::Controllers> {
     if let Some(m) = &member {
         let mut waited = std::time::Duration::ZERO;
@@ -200,7 +201,7 @@ async fn start_up(
     }
     health.mark_started();
     tracing::info!("the store is up: serving the API");
-    Ok(crate::controllers::start(registry, &identity, rbac, node))
+    Ok(crate::controllers::start(registry, &identity, rbac, node, Some(service_accounts)))
 }
 
 /// A client of one set of etcd servers, with its compactor.
@@ -248,6 +249,9 @@ pub struct ApiConfig {
     pub advertise_address: String,
     /// Auditing, when `--audit-policy-file` and a backend are set.
     pub audit: Option<Arc<crate::audit::Auditor>>,
+    /// ServiceAccount tokens: the `serviceaccounts/token` subresource, the
+    /// OpenID discovery documents and TokenReview's default audiences.
+    pub service_accounts: Option<Arc<crate::authn::service_account::Tokens>>,
 }
 
 /// The API over one store, wired: the registry of the built-in resources,
@@ -286,7 +290,17 @@ pub fn build_api(storage: Arc<dyn Storage>, cfg: ApiConfig) -> anyhow::Result<Ap
         None => Arc::new(Direct(storage.clone())),
     };
     let registry = Arc::new(Registry::new(provider, Arc::new(admission), cfg.schemas.clone()));
-    registry.add_all(crate::registry::builtin(cfg.authorizer.clone(), cfg.rbac.clone()))?;
+    let mut defs = crate::registry::builtin(cfg.authorizer.clone(), cfg.rbac.clone());
+    let api_audiences = cfg.service_accounts.as_ref().map(|t| t.config().api_audiences.clone()).unwrap_or_default();
+    defs.push(crate::registry::auth::token_reviews(cfg.authenticator.clone(), api_audiences));
+    if let Some(tokens) = cfg.service_accounts.as_ref().filter(|t| t.can_issue()) {
+        for d in defs.iter_mut().filter(|d| d.gvr() == ("", "v1", "serviceaccounts")) {
+            if let crate::registry::Serving::Stored(subs) = &mut d.serving {
+                subs.push(crate::registry::token_request::subresource(tokens.clone()));
+            }
+        }
+    }
+    registry.add_all(defs)?;
     let health = Arc::new(crate::health::Health::new(storage.clone(), cache.clone()));
     let state = Arc::new(ApiState {
         registry: registry.clone(),
@@ -295,6 +309,7 @@ pub fn build_api(storage: Arc<dyn Storage>, cfg: ApiConfig) -> anyhow::Result<Ap
         discovery: crate::discovery::Service::new(cfg.advertise_address),
         openapi: crate::openapi::Service::new(cfg.schemas.clone()),
         schemas: cfg.schemas,
+        service_accounts: cfg.service_accounts,
     });
     let chain = build_handler_chain(state.clone(), cfg.authenticator, cfg.authorizer, cfg.audit);
     Ok(Api { registry, state, chain, cache })
@@ -324,12 +339,13 @@ async fn bootstrap_namespaces(storage: &dyn Storage) -> anyhow::Result<()> {
 ///
 /// # Errors
 /// An unreadable or malformed token file, bad OIDC or webhook flags.
-fn authenticator(opts: &Options) -> anyhow::Result<Arc<dyn crate::authn::Authenticator>> {
+fn authenticator(opts: &Options, service_accounts: Arc<crate::authn::service_account::Tokens>) -> anyhow::Result<Arc<dyn crate::authn::Authenticator>> {
     use crate::authn::{token_file::TokenFile, x509::X509, Authenticator, Union};
     let mut members: Vec<Arc<dyn Authenticator>> = vec![Arc::new(X509)];
     if let Some(path) = &opts.token_auth_file {
         members.push(Arc::new(TokenFile::read(path).map_err(|e| anyhow::anyhow!("--token-auth-file: {e}"))?));
     }
+    members.push(service_accounts);
     members.extend(crate::authn::oidc::authenticators(&opts.oidc).map_err(|e| anyhow::anyhow!(e))?);
     members.extend(opts.token_webhook.authenticator().map_err(|e| anyhow::anyhow!(e))?);
     members.push(Arc::new(crate::authn::UnknownBearerToken));
@@ -350,6 +366,18 @@ fn anonymous(opts: &Options) -> Arc<dyn crate::authn::Authenticator> {
     } else {
         Arc::new(Anonymous)
     }
+}
+
+/// The ServiceAccount token flags, keys read (or generated in `pki_dir`).
+///
+/// # Errors
+/// Unreadable or unsupported key files.
+fn service_account_config(opts: &Options, pki_dir: &Path) -> anyhow::Result<crate::authn::service_account::Config> {
+    use crate::authn::service_account::{Config, Keys, DEFAULT_ISSUER};
+    let keys = Keys::load(opts.service_account_signing_key_file.as_deref(), &opts.service_account_key_file, pki_dir)?;
+    let issuers = if opts.service_account_issuer.is_empty() { vec![DEFAULT_ISSUER.to_string()] } else { opts.service_account_issuer.clone() };
+    let api_audiences = if opts.api_audiences.is_empty() { issuers.clone() } else { opts.api_audiences.clone() };
+    Ok(Config { issuers, api_audiences, max_expiration: opts.service_account_max_token_expiration, keys })
 }
 
 /// Runs the server until the process is stopped.
@@ -373,13 +401,16 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let (tls, client_verifier) = tls_config(&cert, &key, &client_ca)?;
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
 
-    let authenticator = authenticator(&opts)?;
+    let pki_dir = opts.pki_dir.clone().unwrap_or_else(|| opts.data_dir.join("pki"));
+    let sa_config = service_account_config(&opts, &pki_dir)?;
     let audit = opts.audit.build()?;
     let crate::authz::FromModes { authorizer, rbac, node: node_graph } =
         crate::authz::from_modes_with_webhook(&opts.authorization_mode, opts.authorization_webhook.authorizer()?).map_err(|e| anyhow::anyhow!("--authorization-mode: {e}"))?;
     // Checked before the store starts, so a bad flag fails fast.
     crate::admission::plugins::enabled(&opts.enable_admission_plugins, &opts.disable_admission_plugins)?;
     let Opened { storage, member } = open_storage(&opts).await?;
+    let service_accounts = Arc::new(crate::authn::service_account::Tokens::new(sa_config, storage.clone()));
+    let authenticator = authenticator(&opts, service_accounts.clone())?;
 
     let listener = TcpListener::bind((opts.bind_address.as_str(), opts.secure_port)).await.with_context(|| format!("listen on {}:{}", opts.bind_address, opts.secure_port))?;
     let addr: SocketAddr = listener.local_addr()?;
@@ -406,6 +437,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             rbac: rbac.clone(),
             advertise_address: host_port.clone(),
             audit: audit.clone(),
+            service_accounts: Some(service_accounts.clone()),
         },
     )?;
     // Build the OpenAPI documents off the request path, so the first
@@ -421,7 +453,11 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         health.set_rbac_bootstrap_pending(true);
         crate::controllers::RbacFeed { rbac, health: health.clone() }
     });
-    let mut startup = Some(tokio::spawn(start_up(member, storage, api.registry.clone(), health.clone(), opts.name.clone(), rbac, node_graph)));
+    let sa_feed = crate::controllers::service_account::Feed {
+        tokens: service_accounts.clone(),
+        root_ca: std::fs::read_to_string(&generated.ca_cert).with_context(|| format!("read {}", generated.ca_cert.display()))?,
+    };
+    let mut startup = Some(tokio::spawn(start_up(member, storage, api.registry.clone(), health.clone(), opts.name.clone(), rbac, node_graph, sa_feed)));
     let mut controllers = None;
 
     println!("serving on {server_url}");

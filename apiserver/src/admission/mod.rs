@@ -25,6 +25,7 @@ pub mod always;
 pub mod namespace_lifecycle;
 pub mod node_restriction;
 pub mod plugins;
+pub mod service_account;
 
 use std::sync::Arc;
 

@@ -117,6 +117,7 @@ pub fn build(enable: &[String], disable: &[String], ctx: &Context) -> Result<(Ch
             "AlwaysAdmit" => chain.mutating.push(Arc::new(AlwaysAdmit)),
             "NamespaceLifecycle" => chain.mutating.push(Arc::new(NamespaceLifecycle::new(ctx.storage.clone()))),
             "NodeRestriction" => chain.validating.push(Arc::new(NodeRestriction)),
+            "ServiceAccount" => chain.mutating.push(Arc::new(super::service_account::ServiceAccount::new(ctx.storage.clone()))),
             "AlwaysDeny" => {
                 chain.mutating.push(Arc::new(AlwaysDeny));
                 chain.validating.push(Arc::new(AlwaysDeny));

@@ -31,6 +31,7 @@
 pub mod anonymous;
 pub mod config;
 pub mod oidc;
+pub mod service_account;
 pub mod token_file;
 pub mod webhook;
 pub mod x509;
@@ -135,6 +136,11 @@ pub enum Error {
     /// webhook) but refused, with why.
     #[error("{0}")]
     Rejected(String),
+    /// A token this server issued that it refuses (expired, for other
+    /// audiences, its objects gone); the text says why, as TokenReview's
+    /// `status.error` does.
+    #[error("{0}")]
+    Token(String),
     /// Several authenticators failed (a [`Union`] in which none succeeded).
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))]
     All(Vec<Error>),

@@ -20,6 +20,7 @@
 //! | [`crd`] (cleanup) | `kube-system/crd-finalizer` | deletes a deleted CRD's objects, then drops its finalizer |
 //! | [`aggregation`] | `kube-system/clusterrole-aggregation-controller` | fills aggregating ClusterRoles' rules from the roles their selectors match |
 //! | [`rbac`] | none: every node | feeds the RBAC authorizer; reconciles the bootstrap policy at start |
+//! | [`service_account`] | `kube-system/service-account-controllers` | `default` ServiceAccounts, `kube-root-ca.crt` ConfigMaps, legacy token Secrets |
 
 pub mod aggregation;
 pub mod crd;
@@ -29,6 +30,7 @@ pub mod namespace;
 pub mod node;
 pub mod queue;
 pub mod rbac;
+pub mod service_account;
 
 use std::sync::Arc;
 
@@ -62,10 +64,10 @@ pub struct RbacFeed {
 }
 
 /// Starts every controller on this node, whose identity in Leases is
-/// `identity` (its member name), the RBAC loop when `rbac` is given and
-/// the Node authorizer's feed when `node` is. Call it inside a Tokio
-/// runtime.
-pub fn start(registry: Arc<Registry>, identity: &str, rbac: Option<RbacFeed>, node: Option<Arc<crate::authz::node::Graph>>) -> Controllers {
+/// `identity` (its member name), the RBAC loop when `rbac` is given, the
+/// Node authorizer's feed when `node` is and the ServiceAccount loops when
+/// `service_accounts` is. Call it inside a Tokio runtime.
+pub fn start(registry: Arc<Registry>, identity: &str, rbac: Option<RbacFeed>, node: Option<Arc<crate::authz::node::Graph>>, service_accounts: Option<service_account::Feed>) -> Controllers {
     let (stop, stopped) = watch::channel(false);
     let mut tasks = Vec::new();
     if let Some(graph) = node {
@@ -104,6 +106,17 @@ pub fn start(registry: Arc<Registry>, identity: &str, rbac: Option<RbacFeed>, no
         tasks.push(tokio::spawn(c.run(leading, stopped.clone())));
     } else {
         tracing::warn!("clusterroles or leases are not served: no ClusterRole aggregation");
+    }
+    if let Some(feed) = service_accounts {
+        match (service_account::ServiceAccountController::new(&registry, feed, stopped.clone()), registry.store("coordination.k8s.io", "v1", "leases")) {
+            (Some(c), Some(leases)) => {
+                let (leading_tx, leading) = watch::channel(false);
+                let election = leader::Election::new(leases, service_account::LEASE, identity);
+                tasks.push(tokio::spawn(election.run(leading_tx, stopped.clone())));
+                tasks.push(tokio::spawn(c.run(leading, stopped.clone())));
+            }
+            _ => tracing::warn!("namespaces, serviceaccounts, configmaps, secrets or leases are not served: no service account controllers"),
+        }
     }
     Controllers { stop, tasks }
 }

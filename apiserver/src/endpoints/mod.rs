@@ -44,6 +44,8 @@ pub struct ApiState {
     pub schemas: crate::schema::SchemaStore,
     /// The health checks and whether the store is up yet.
     pub health: Arc<crate::health::Health>,
+    /// ServiceAccount tokens, for the OpenID discovery documents.
+    pub service_accounts: Option<Arc<crate::authn::service_account::Tokens>>,
 }
 
 /// Builds the handler chain. A request passes the stages in this order:

@@ -425,3 +425,29 @@ to_json!(authzv1::SelfSubjectRulesReviewSpec => |m| Object::new()
 
 to_json!(authnv1::SelfSubjectReview, authnv1beta1::SelfSubjectReview, authnv1alpha1::SelfSubjectReview => |m| Object::new()
     .always("metadata", &m.metadata));
+
+// authentication: `kubectl create token` (a ServiceAccount's `token`
+// subresource) and TokenReview.
+
+to_json!(authnv1::TokenRequest => |m| Object::new()
+    .always("metadata", &m.metadata)
+    .always("spec", &m.spec));
+
+to_json!(authnv1::TokenRequestSpec => |m| Object::new()
+    .omit("audiences", &m.audiences)
+    .ptr("expirationSeconds", &m.expiration_seconds)
+    .ptr("boundObjectRef", &m.bound_object_ref));
+
+to_json!(authnv1::BoundObjectReference => |m| Object::new()
+    .omit("kind", &m.kind)
+    .omit("apiVersion", &m.api_version)
+    .omit("name", &m.name)
+    .omit("uid", &m.u_id));
+
+to_json!(authnv1::TokenReview => |m| Object::new()
+    .always("metadata", &m.metadata)
+    .always("spec", &m.spec));
+
+to_json!(authnv1::TokenReviewSpec => |m| Object::new()
+    .omit("token", &m.token)
+    .omit("audiences", &m.audiences));

@@ -95,6 +95,8 @@ pub fn decode(body: &[u8]) -> Result<Value, Status> {
         ("scheduling.k8s.io", "v1", "PriorityClass") => to_json::<scheduling::v1::PriorityClass>(raw)?,
         ("authorization.k8s.io", "v1", "SelfSubjectAccessReview") => to_json::<authorization::v1::SelfSubjectAccessReview>(raw)?,
         ("authorization.k8s.io", "v1", "SelfSubjectRulesReview") => to_json::<authorization::v1::SelfSubjectRulesReview>(raw)?,
+        ("authentication.k8s.io", "v1", "TokenRequest") => to_json::<authentication::v1::TokenRequest>(raw)?,
+        ("authentication.k8s.io", "v1", "TokenReview") => to_json::<authentication::v1::TokenReview>(raw)?,
         ("authentication.k8s.io", "v1", "SelfSubjectReview") => to_json::<authentication::v1::SelfSubjectReview>(raw)?,
         ("authentication.k8s.io", "v1beta1", "SelfSubjectReview") => to_json::<authentication::v1beta1::SelfSubjectReview>(raw)?,
         ("authentication.k8s.io", "v1alpha1", "SelfSubjectReview") => to_json::<authentication::v1alpha1::SelfSubjectReview>(raw)?,

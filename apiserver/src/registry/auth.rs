@@ -4,6 +4,8 @@
 //! `pkg/registry/authorization/*`).
 //!
 //! - SelfSubjectReview: the requesting user;
+//! - TokenReview: the user of `spec.token`, as the server's authenticators
+//!   see it for `spec.audiences` (default `--api-audiences`);
 //! - SelfSubjectAccessReview, SubjectAccessReview, LocalSubjectAccessReview:
 //!   the authorizer's decision for the spec's resource or non-resource
 //!   attributes, for the requesting user (self) or the spec's user;
@@ -148,6 +150,74 @@ impl Creater for Reviews {
         };
         Ok(out)
     }
+}
+
+/// `authentication.k8s.io/v1` TokenReview (kube
+/// `pkg/registry/authentication/tokenreview`): asks `authenticator` about
+/// a bearer token.
+struct TokenReviews {
+    kind: Gvk,
+    authenticator: Arc<dyn crate::authn::Authenticator>,
+    api_audiences: Vec<String>,
+}
+
+impl Rest for TokenReviews {
+    fn kind(&self) -> &Gvk {
+        &self.kind
+    }
+    fn creater(&self) -> Option<&dyn Creater> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Creater for TokenReviews {
+    async fn create(&self, _ctx: &Context<'_>, obj: Value, _opts: &WriteOptions) -> Result<Value, Status> {
+        let spec = obj.get("spec").cloned().unwrap_or_else(|| json!({}));
+        let token = spec["token"].as_str().unwrap_or("");
+        if token.is_empty() {
+            return Err(Status::bad_request("token is required for TokenReview in authentication"));
+        }
+        let asked = strings(&spec["audiences"]);
+        let audiences = if asked.is_empty() { self.api_audiences.clone() } else { asked };
+        let mut req = http::Request::new(());
+        let header = http::HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| Status::bad_request("the token is not a valid header value"))?;
+        req.headers_mut().insert(http::header::AUTHORIZATION, header);
+        req.extensions_mut().insert(crate::authn::service_account::Audiences(audiences.clone()));
+        let mut status = json!({"user": {}});
+        match self.authenticator.authenticate(&crate::authn::Credentials::of(&req)).await {
+            Ok(Some(user)) => {
+                status["authenticated"] = json!(true);
+                status["user"] = user.to_json();
+                status["audiences"] = json!(token_audiences(token, &audiences));
+            }
+            Ok(None) => {}
+            Err(e) => status["error"] = json!(e.to_string()),
+        }
+        Ok(json!({"kind": "TokenReview", "apiVersion": "authentication.k8s.io/v1", "metadata": {"creationTimestamp": null}, "spec": spec, "status": status}))
+    }
+}
+
+/// The audiences a token is good for among `wanted`: the JWT's `aud`
+/// claim intersected with them, or all of them for tokens that name none
+/// (kube's audience-agnostic authenticators).
+fn token_audiences(token: &str, wanted: &[String]) -> Vec<String> {
+    use base64::Engine as _;
+    let aud = token.split('.').nth(1).and_then(|p| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(p).ok()).and_then(|b| serde_json::from_slice::<Value>(&b).ok()).map(|c| c["aud"].clone());
+    let names: Vec<String> = match aud {
+        Some(Value::String(a)) => vec![a],
+        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).map(String::from).collect(),
+        _ => return wanted.to_vec(),
+    };
+    wanted.iter().filter(|w| names.contains(w)).cloned().collect()
+}
+
+/// `authentication.k8s.io/v1` tokenreviews, answered by `authenticator`
+/// (the server's whole authenticator: the token file, ServiceAccount
+/// tokens and whatever else joins it) for `api_audiences` by default.
+pub fn token_reviews(authenticator: Arc<dyn crate::authn::Authenticator>, api_audiences: Vec<String>) -> ResourceDef {
+    let rest = Arc::new(TokenReviews { kind: Gvk::new("authentication.k8s.io", "v1", "TokenReview"), authenticator, api_audiences });
+    ResourceDef::rest(Resource::new("authentication.k8s.io", "v1", "tokenreviews", "tokenreview", "TokenReview", false, Arc::new(DefaultStrategy)), rest)
 }
 
 #[allow(clippy::too_many_arguments)] // a table row of the registry

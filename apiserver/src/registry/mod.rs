@@ -36,6 +36,7 @@ pub mod simple;
 pub mod store;
 pub mod strategy;
 pub mod subresources;
+pub mod token_request;
 pub mod validation;
 
 use std::collections::HashMap;

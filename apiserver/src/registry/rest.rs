@@ -195,6 +195,17 @@ pub trait Creater: Send + Sync {
     async fn create(&self, ctx: &Context<'_>, obj: Value, opts: &WriteOptions) -> Result<Value, Status>;
 }
 
+/// CREATE of a subresource of a named object (kube's `rest.NamedCreater`):
+/// `POST .../serviceaccounts/<name>/token`.
+#[async_trait]
+pub trait NamedCreater: Send + Sync {
+    /// Creates `obj` for the object `name`; returns the answer.
+    ///
+    /// # Errors
+    /// 400, 403, 404 for a missing object, 422 Invalid.
+    async fn create(&self, ctx: &Context<'_>, name: &str, obj: Value, opts: &WriteOptions) -> Result<Value, Status>;
+}
+
 /// UPDATE (PUT) and PATCH.
 #[async_trait]
 pub trait Updater: Send + Sync {
@@ -275,6 +286,10 @@ pub trait Rest: Send + Sync {
     fn creater(&self) -> Option<&dyn Creater> {
         None
     }
+    /// CREATE on a named object (a subresource's POST), if offered.
+    fn named_creater(&self) -> Option<&dyn NamedCreater> {
+        None
+    }
     /// UPDATE, if offered (PATCH too, with a getter).
     fn updater(&self) -> Option<&dyn Updater> {
         None
@@ -297,7 +312,7 @@ pub fn supports(rest: &dyn Rest, verb: &str) -> bool {
         "get" => rest.getter().is_some(),
         "list" => rest.lister().is_some(),
         "watch" => rest.watcher().is_some(),
-        "create" => rest.creater().is_some(),
+        "create" => rest.creater().is_some() || rest.named_creater().is_some(),
         "update" => rest.updater().is_some(),
         "patch" => rest.getter().is_some() && rest.updater().is_some(),
         "delete" => rest.deleter().is_some(),

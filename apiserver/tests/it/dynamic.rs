@@ -76,6 +76,7 @@ async fn resources_come_and_go_at_run_time() {
             rbac: None,
             advertise_address: "127.0.0.1:6443".into(),
             audit: None,
+            service_accounts: None,
         },
     )
     .unwrap();

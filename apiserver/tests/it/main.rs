@@ -23,6 +23,7 @@ mod python;
 mod rbac;
 mod resources;
 mod review;
+mod service_accounts;
 mod shutdown;
 mod start_order;
 mod storage;

@@ -15,7 +15,12 @@ pub async fn handle(mut scope: Scope) -> Result<Response, Status> {
     // gets the Status rather than a reset stream.
     let obj = scope.body_json().await?;
     let opts = scope.write_options()?;
-    let creater = scope.rest.creater().ok_or_else(Status::method_not_allowed)?;
-    let created = creater.create(&scope.context(), obj, &opts).await?;
+    let created = if scope.info.name.is_empty() {
+        let creater = scope.rest.creater().ok_or_else(Status::method_not_allowed)?;
+        creater.create(&scope.context(), obj, &opts).await?
+    } else {
+        let creater = scope.rest.named_creater().ok_or_else(Status::method_not_allowed)?;
+        creater.create(&scope.context(), &scope.info.name, obj, &opts).await?
+    };
     Ok(scope.respond_object(201, created))
 }

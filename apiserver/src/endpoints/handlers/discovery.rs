@@ -122,11 +122,28 @@ pub async fn non_resource(state: &ApiState, req: &Request, info: &RequestInfo) -
             None => responses::status(&Status::resource_not_found()),
         },
         ["version"] => responses::json(200, &version_info()),
+        // kube's service account issuer discovery (`routes/openidmetadata.go`).
+        [".well-known", "openid-configuration"] => match state.service_accounts.as_ref().and_then(|t| t.openid_configuration()) {
+            Some(doc) => openid(responses::json(200, &doc), "application/json"),
+            None => responses::text(404, "404 page not found\n"),
+        },
+        ["openid", "v1", "jwks"] => match state.service_accounts.as_ref().filter(|t| t.openid_configuration().is_some()) {
+            Some(t) => openid(responses::json(200, &t.jwks()), "application/jwk-set+json"),
+            None => responses::text(404, "404 page not found\n"),
+        },
         ["metrics"] => responses::text(200, &crate::watchcache::metrics::render()),
         ["openapi", rest @ ..] => super::openapi::serve(state, req, rest),
         [check @ ("healthz" | "livez" | "readyz"), rest @ ..] => health(state, check, rest, req.uri().query()).await,
         _ => responses::text(404, "404 page not found\n"),
     }
+}
+
+/// An OpenID document's response: its content type and kube's caching
+/// (public, one hour).
+fn openid(mut r: Response, content_type: &'static str) -> Response {
+    r.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(content_type));
+    r.headers_mut().insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("public, max-age=3600"));
+    r
 }
 
 /// `/livez`, `/readyz`, `/healthz` and their single checks

@@ -305,7 +305,10 @@ impl Router {
         // POST names no object; PUT and PATCH always do (kube registers no
         // collection route for them, so its router answers 405).
         let on_collection = info.name.is_empty() && matches!(info.verb.as_str(), "update" | "patch");
-        if !rest::supports(rest.as_ref(), &info.verb) || (info.verb == "create" && !info.name.is_empty()) || on_collection {
+        // POST to a named object only for a named creater (a subresource
+        // such as a service account's `token`), and the other way round.
+        let create_mismatch = info.verb == "create" && (info.name.is_empty() == rest.creater().is_none());
+        if !rest::supports(rest.as_ref(), &info.verb) || create_mismatch || on_collection {
             return reject(req, Status::method_not_allowed()).await;
         }
         let query = Query::parse(req.uri().query());
