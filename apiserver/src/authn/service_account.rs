@@ -698,7 +698,7 @@ mod tests {
         let t = tokens(&["https://a", "https://b"], &["api"], keys.clone());
         let ok = |r: &Result<Option<UserInfo>>| matches!(r, Ok(Some(u)) if u.name == "system:serviceaccount:ns:sa");
         let not_ours = |r: &Result<Option<UserInfo>>| matches!(r, Ok(None));
-        let refused = |r: &Result<Option<UserInfo>>| matches!(r, Err(_));
+        let refused = |r: &Result<Option<UserInfo>>| r.is_err();
         let alg_none = format!("{}.{}.", b64url(br#"{"alg":"none"}"#), b64url(claims("https://a", "api", 600, 0).to_string().as_bytes()));
         let mut forged = sign(&keys, &claims("https://a", "api", 600, 0));
         forged.truncate(forged.len() - 4);
