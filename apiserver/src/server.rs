@@ -158,11 +158,21 @@ async fn open_storage(opts: &Options) -> anyhow::Result<Opened> {
 /// How long the start-up waits between attempts on a store that is not up.
 const STARTUP_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// What the controllers started by [`start_up`] feed: the RBAC
+/// authorizer (when RBAC is a mode), the Node authorizer's graph (when
+/// Node is) and the ServiceAccount controllers' tokens and CA.
+struct Feeds {
+    rbac: Option<crate::controllers::RbacFeed>,
+    node: Option<Arc<crate::authz::node::Graph>>,
+    service_accounts: crate::controllers::service_account::Feed,
+}
+
 /// What runs once the store is up (kube's post-start hooks): waits for the
 /// embedded member's leader, however long its peers take, then creates the
 /// system namespaces (retried until the store takes them), opens the API
 /// ([`crate::health::Health::mark_started`]) and starts the controllers,
-/// with the RBAC loop when RBAC is a mode.
+/// with the loops that feed the authorizers and the ServiceAccount
+/// controllers ([`Feeds`]).
 ///
 /// # Errors
 /// The embedded member stopped.
@@ -172,10 +182,9 @@ async fn start_up(
     registry: Arc<Registry>,
     health: Arc<crate::health::Health>,
     identity: String,
-    rbac: Option<crate::controllers::RbacFeed>,
-    node: Option<Arc<crate::authz::node::Graph>>,
-    service_accounts: crate::controllers::service_account::Feed,
+    feeds: Feeds,
 ) -> anyhow::Result<crate::controllers::Controllers> {
+    let Feeds { rbac, node, service_accounts } = feeds;
     if let Some(m) = &member {
         let mut waited = std::time::Duration::ZERO;
         loop {
@@ -457,7 +466,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         tokens: service_accounts.clone(),
         root_ca: std::fs::read_to_string(&generated.ca_cert).with_context(|| format!("read {}", generated.ca_cert.display()))?,
     };
-    let mut startup = Some(tokio::spawn(start_up(member, storage, api.registry.clone(), health.clone(), opts.name.clone(), rbac, node_graph, sa_feed)));
+    let mut startup = Some(tokio::spawn(start_up(member, storage, api.registry.clone(), health.clone(), opts.name.clone(), Feeds { rbac, node: node_graph, service_accounts: sa_feed })));
     let mut controllers = None;
 
     println!("serving on {server_url}");

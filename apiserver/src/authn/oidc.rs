@@ -507,13 +507,20 @@ mod tests {
         assert_eq!(user_from_claims(&c, &no_hd, now).err().unwrap_or_default(), "oidc: required claim hd not present in ID token");
     }
 
+    /// The flags alone, as a command line parses them.
+    #[derive(clap::Parser)]
+    struct Command {
+        #[command(flatten)]
+        oidc: Flags,
+    }
+
     #[test]
     fn flags_are_checked_as_kube() {
         use clap::Parser as _;
         let flags = |args: &[&str]| {
             let mut all = vec!["apiserver"];
             all.extend_from_slice(args);
-            crate::options::Options::parse_from(all).oidc.jwt_configs()
+            Command::parse_from(all).oidc.jwt_configs()
         };
         assert!(flags(&[]).is_ok_and(|v| v.is_empty()));
         let err = |args: &[&str]| flags(args).err().unwrap_or_default();

@@ -670,6 +670,13 @@ fn deploy_three_node_failover() {
     for i in 0..3 {
         assert_eq!(d.kubectl_at(27, Some(i), &["get", "ns", "default", "-o", "name"], None).ok().trim(), "namespace/default");
     }
+    // The root CA ConfigMaps of every namespace are published before the
+    // watchers start: the probes below count every ConfigMap event.
+    wait_until("kube-root-ca.crt in every namespace", Duration::from_secs(30), || {
+        let ns = d.kubectl_at(33, None, &["get", "ns", "--field-selector", "status.phase=Active", "-o", "name"], None).stdout.lines().count();
+        let cms = d.kubectl_at(33, None, &["get", "cm", "-A", "--field-selector", "metadata.name=kube-root-ca.crt", "-o", "name"], None).stdout.lines().count();
+        ns > 0 && cms >= ns
+    });
     d.kubectl_at(33, None, &["create", "--validate=false", "-f", "-"], Some(&cm("pre"))).ok();
 
     // Watchers through haproxy, at least one of each kind on the leader.
@@ -677,7 +684,14 @@ fn deploy_three_node_failover() {
     // from its node's watch cache.
     let leader = d.leader();
     let mut acked: BTreeSet<String> = ["pre".to_string()].into();
-    let mut tally = vec![0; 3];
+    // Every node's own informers watch ConfigMaps too (the ServiceAccount
+    // controllers' root CA publisher): a first probe, before any test
+    // watcher, counts them.
+    let before = d.configmap_events_dispatched();
+    d.kubectl_at(33, None, &["create", "--validate=false", "-f", "-"], Some(&cm("probe-0"))).ok();
+    acked.insert("probe-0".to_string());
+    std::thread::sleep(Duration::from_secs(2));
+    let mut tally: Vec<u64> = d.configmap_events_dispatched().iter().zip(&before).map(|(n, b)| n - b).collect();
     let mut probe = 0;
     let mut kubectl_watches: Vec<(KubectlWatch, usize)> = Vec::new();
     let mut steer = Steer::new(leader);

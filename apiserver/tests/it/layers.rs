@@ -22,6 +22,8 @@ const LAYERS: &[(&str, usize)] = &[
     ("openapi::Service", 2),
     ("openapi::Document", 2),
     ("openapi", 2),
+    // Audit: records what the filters and handlers saw.
+    ("audit", 2),
     // Loops over the registry's stores.
     ("controllers", 3),
     ("registry", 4),
@@ -43,6 +45,8 @@ const LAYERS: &[(&str, usize)] = &[
     ("selectors", 9),
     ("warning", 9),
     ("protobuf", 9),
+    // The HTTPS client of webhooks (authentication, authorization, audit).
+    ("webhook", 9),
 ];
 
 /// The layer of a module path such as `registry::store::Store`.

@@ -376,10 +376,11 @@ fn list_watch_parameters_over_http() {
 
     let list: Value = serde_json::from_str(raw("/api/v1/namespaces/default/configmaps").ok()).unwrap();
     assert_eq!(list["kind"], "ConfigMapList");
-    assert_eq!(names(list["items"].as_array().unwrap()), ["h1"]);
+    // Besides the root CA ConfigMap every namespace gets.
+    assert_eq!(names(list["items"].as_array().unwrap()), ["h1", "kube-root-ca.crt"]);
     let current: i64 = list["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
     let any: Value = serde_json::from_str(raw("/api/v1/namespaces/default/configmaps?resourceVersion=0").ok()).unwrap();
-    assert_eq!(names(any["items"].as_array().unwrap()), ["h1"]);
+    assert_eq!(names(any["items"].as_array().unwrap()), ["h1", "kube-root-ca.crt"]);
 
     let future = raw(&format!("/api/v1/namespaces/default/configmaps?resourceVersion={}&resourceVersionMatch=NotOlderThan", current + 1000));
     assert_eq!(future.code, 1);
@@ -403,12 +404,13 @@ fn list_watch_parameters_over_http() {
 
     let stream = raw("/api/v1/namespaces/default/configmaps?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=2");
     let events: Vec<Value> = stream.ok().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(events[0]["type"], "ADDED");
-    assert_eq!(events[0]["object"]["metadata"]["name"], "h1");
-    assert_eq!(events[1]["type"], "BOOKMARK");
-    assert!(stream.ok().lines().nth(1).unwrap().starts_with(r#"{"type":"BOOKMARK","object":{"#), "{stream:?}");
-    assert_eq!(events[1]["object"]["kind"], "ConfigMap");
-    assert_eq!(events[1]["object"]["metadata"]["annotations"][INITIAL_EVENTS_END], "true");
+    // h1 and the namespace's root CA ConfigMap, then the bookmark.
+    assert_eq!((&events[0]["type"], &events[1]["type"]), (&json!("ADDED"), &json!("ADDED")));
+    assert_eq!((&events[0]["object"]["metadata"]["name"], &events[1]["object"]["metadata"]["name"]), (&json!("h1"), &json!("kube-root-ca.crt")));
+    assert_eq!(events[2]["type"], "BOOKMARK");
+    assert!(stream.ok().lines().nth(2).unwrap().starts_with(r#"{"type":"BOOKMARK","object":{"#), "{stream:?}");
+    assert_eq!(events[2]["object"]["kind"], "ConfigMap");
+    assert_eq!(events[2]["object"]["metadata"]["annotations"][INITIAL_EVENTS_END], "true");
 
     let metrics = raw("/metrics");
     assert!(metrics.ok().contains("apiserver_watch_cache_events_received_total"), "{metrics:?}");

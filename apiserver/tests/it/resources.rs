@@ -291,7 +291,7 @@ provisioner: example.com/fast
 
         let chunked = s.kubectl(minor, &["get", "cm", "--chunk-size=2", "-o", "name", "-v=6"]);
         let names: Vec<&str> = chunked.ok().lines().collect();
-        assert_eq!(names, ["configmap/c0", "configmap/c1", "configmap/c2", "configmap/c3", "configmap/c4"]);
+        assert_eq!(names, ["configmap/c0", "configmap/c1", "configmap/c2", "configmap/c3", "configmap/c4", "configmap/kube-root-ca.crt"]);
         assert_eq!(chunked.stderr.matches("limit=2").count(), 3, "{}", chunked.stderr);
         assert!(chunked.stderr.contains("continue="), "{}", chunked.stderr);
     }
