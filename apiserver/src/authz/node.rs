@@ -213,6 +213,15 @@ fn no_relationship(node: &str) -> String {
 
 #[async_trait]
 impl Authorizer for NodeAuthorizer {
+    /// Nodes' rules depend on their pods: listed as incomplete, with kube's
+    /// reason; other users get none from this mode (complete).
+    async fn rules_for(&self, user: &crate::authn::UserInfo, _namespace: &str) -> Result<super::Rules> {
+        if node_name(user).is_some() {
+            return Ok(super::Rules { incomplete: true, evaluation_error: "node authorizer does not support user rule resolution".into(), ..Default::default() });
+        }
+        Ok(super::Rules::default())
+    }
+
     async fn authorize(&self, a: &Attributes<'_>) -> Result<Authorized> {
         let Some(node) = node_name(a.user) else { return no_opinion("") };
         if !a.resource_request {

@@ -145,7 +145,21 @@ impl Creater for Reviews {
         out["status"] = match self.review {
             Review::SelfSubject => json!({"userInfo": ctx.user.to_json()}),
             Review::SelfAccess => access(self.authorizer.as_ref(), ctx.user, spec).await,
-            Review::Access => access(self.authorizer.as_ref(), &spec_user(spec), spec).await,
+            Review::Access => {
+                // A LocalSubjectAccessReview answers about its own namespace
+                // only (kube's `localsubjectaccessreview` REST).
+                if !ctx.namespace.is_empty() {
+                    if !spec["resourceAttributes"].is_object() {
+                        let why = if spec["nonResourceAttributes"].is_object() { "disallowed on this kind of request" } else { "Required value" };
+                        return Err(Status::bad_request(format!("spec.resourceAttributes: {why}")));
+                    }
+                    let ns = spec["resourceAttributes"]["namespace"].as_str().unwrap_or("");
+                    if ns != ctx.namespace {
+                        return Err(Status::bad_request(format!("spec.resourceAttributes.namespace must match namespace: {}", ctx.namespace)));
+                    }
+                }
+                access(self.authorizer.as_ref(), &spec_user(spec), spec).await
+            }
             Review::Rules => rules_status(self.authorizer.rules_for(ctx.user, spec["namespace"].as_str().unwrap_or("")).await),
         };
         Ok(out)

@@ -85,12 +85,29 @@ fn binding_validate(o: &Value) -> Vec<Cause> {
     causes
 }
 
+/// A binding's `roleRef` cannot change (kube's `ValidateRoleBindingUpdate`).
+fn binding_validate_update(new: &Value, old: &Value) -> Vec<Cause> {
+    if new["roleRef"] != old["roleRef"] {
+        return vec![Cause::invalid("roleRef", &new["roleRef"], "cannot change roleRef")];
+    }
+    Vec::new()
+}
+
 /// rbac.authorization.k8s.io/v1 resources; with `rbac` (RBAC is an
 /// authorization mode), writes are checked against escalation with
 /// `authorizer` and RBAC's rules.
 pub fn resources(authorizer: &Arc<dyn Authorizer>, rbac: Option<&Arc<Rbac>>) -> Vec<ResourceDef> {
     let role = || Box::new(Simple::new().with_names(NameRule::PathSegment).with_table(role_columns, role_cells));
-    let binding = || Box::new(Simple::new().with_names(NameRule::PathSegment).with_defaults(binding_defaults).with_validation(binding_validate).with_table(binding_columns, binding_cells));
+    let binding = || {
+        Box::new(
+            Simple::new()
+                .with_names(NameRule::PathSegment)
+                .with_defaults(binding_defaults)
+                .with_validation(binding_validate)
+                .with_update_validation(binding_validate_update)
+                .with_table(binding_columns, binding_cells),
+        )
+    };
     let guarded = |d: ResourceDef, kind: Guarded| match rbac {
         Some(rbac) => d.decorated(guard(kind, authorizer.clone(), rbac.clone())),
         None => d,

@@ -23,13 +23,14 @@ pub struct Simple {
     cells: Option<fn(&Value) -> Vec<Value>>,
     defaults: Option<fn(&mut Value)>,
     validate: Option<fn(&Value) -> Vec<Cause>>,
+    validate_update: Option<fn(&Value, &Value) -> Vec<Cause>>,
     fields: &'static [&'static str],
 }
 
 impl Simple {
     /// NAME and AGE columns, no status, no generation, subdomain names.
     pub fn new() -> Self {
-        Simple { status: false, generation: false, name_rule: NameRule::Subdomain, columns: None, cells: None, defaults: None, validate: None, fields: &[] }
+        Simple { status: false, generation: false, name_rule: NameRule::Subdomain, columns: None, cells: None, defaults: None, validate: None, validate_update: None, fields: &[] }
     }
 
     /// A status subresource and a generation bumped on spec changes.
@@ -70,6 +71,13 @@ impl Simple {
         self
     }
 
+    /// Validation of an update against the stored object, besides
+    /// [`Simple::with_validation`]'s (immutable fields).
+    pub fn with_update_validation(mut self, f: fn(&Value, &Value) -> Vec<Cause>) -> Self {
+        self.validate_update = Some(f);
+        self
+    }
+
     /// Extra field-selector fields.
     pub fn with_fields(mut self, fields: &'static [&'static str]) -> Self {
         self.fields = fields;
@@ -100,6 +108,11 @@ impl Strategy for Simple {
     }
     fn validate(&self, obj: &Value) -> Vec<Cause> {
         self.validate.map(|f| f(obj)).unwrap_or_default()
+    }
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<Cause> {
+        let mut causes = self.validate(new);
+        causes.extend(self.validate_update.map(|f| f(new, old)).unwrap_or_default());
+        causes
     }
     fn selectable_fields(&self) -> &'static [&'static str] {
         self.fields

@@ -84,6 +84,18 @@ fn escalation_is_denied_without_the_permissions_or_escalate_and_bind() {
     assert!(out.stderr.contains(r#"role.rbac.authorization.k8s.io "ghost" not found"#), "{out:?}");
     // The admin (system:masters) is never checked.
     s.kubectl(33, &["create", "clusterrole", "anything", "--verb=*", "--resource=*.*"]).ok();
+    // A binding's roleRef cannot change, not even for the admin.
+    let out = s.kubectl(33, &["patch", "rolebinding", "eve-view-33", "-n", "team", "--type=merge", "-p", r#"{"roleRef":{"name":"cluster-admin"}}"#]);
+    assert!(out.code != 0 && out.stderr.contains("roleRef: Invalid value") && out.stderr.contains("cannot change roleRef"), "{out:?}");
+    // A LocalSubjectAccessReview answers about its own namespace only.
+    let lsar = dir.path().join("lsar.json");
+    std::fs::write(
+        &lsar,
+        r#"{"apiVersion":"authorization.k8s.io/v1","kind":"LocalSubjectAccessReview","metadata":{"namespace":"team"},"spec":{"user":"x","resourceAttributes":{"verb":"get","resource":"nodes"}}}"#,
+    )
+    .unwrap();
+    let out = kubectl_as(&s, &bob, 33, &["create", "--validate=false", "-f", &lsar.display().to_string(), "-o", "json"]);
+    assert!(out.code != 0 && out.stderr.contains("spec.resourceAttributes.namespace must match namespace: team"), "{out:?}");
 }
 
 /// With RBAC and `--anonymous-auth` (on by default) a request without

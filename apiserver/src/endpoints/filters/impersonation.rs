@@ -78,6 +78,14 @@ fn values<'a>(headers: &'a http::HeaderMap, name: &str) -> Vec<&'a str> {
 /// # Errors
 /// A 400 for groups, extras or a uid without a user.
 fn impersonation(headers: &http::HeaderMap) -> Result<Option<(UserInfo, Vec<Ask>)>, Status> {
+    // A header we cannot read must not be dropped (the request would run
+    // as the sender, who meant to give up rights).
+    for (name, value) in headers {
+        let n = name.as_str();
+        if (n == USER || n == GROUP || n == UID || n.starts_with(EXTRA_PREFIX)) && value.to_str().is_err() {
+            return Err(Status::bad_request(format!("invalid impersonation header {n}: not visible ASCII")));
+        }
+    }
     let user = values(headers, USER).first().copied().unwrap_or("");
     let groups = values(headers, GROUP);
     let uid = values(headers, UID).first().copied().unwrap_or("");
