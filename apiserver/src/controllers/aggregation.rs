@@ -129,20 +129,7 @@ impl AggregationController {
             _ = stop.wait_for(|s| *s) => return,
         }
         loop {
-            tokio::select! {
-                l = leading.wait_for(|l| *l) => if l.is_err() { return },
-                _ = stop.wait_for(|s| *s) => return,
-            }
-            let key = tokio::select! {
-                k = self.queue.get() => k,
-                _ = stop.wait_for(|s| *s) => return,
-            };
-            let Some(key) = key else { return };
-            if !*leading.borrow() {
-                self.queue.done(&key);
-                self.queue.add(&key);
-                continue;
-            }
+            let Some(key) = self.queue.next_while_leading(&mut leading, &mut stop).await else { return };
             if let Err(e) = self.sync(&key).await {
                 tracing::warn!("aggregating clusterrole {key}: {}", e.message);
                 self.queue.add_after(&key, RETRY);

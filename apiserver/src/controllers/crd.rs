@@ -368,20 +368,7 @@ impl CrdController {
             _ = stop.wait_for(|s| *s) => return,
         }
         loop {
-            tokio::select! {
-                l = leading.wait_for(|l| *l) => if l.is_err() { return },
-                _ = stop.wait_for(|s| *s) => return,
-            }
-            let key = tokio::select! {
-                k = self.cleanup.get() => k,
-                _ = stop.wait_for(|s| *s) => return,
-            };
-            let Some(key) = key else { return };
-            if !*leading.borrow() {
-                self.cleanup.done(&key);
-                self.cleanup.add(&key);
-                continue;
-            }
+            let Some(key) = self.cleanup.next_while_leading(&mut leading, &mut stop).await else { return };
             match self.clean(&key).await {
                 Ok(true) => {}
                 Ok(false) => self.cleanup.add_after(&key, RETRY),

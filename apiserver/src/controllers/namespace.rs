@@ -103,22 +103,7 @@ impl NamespaceController {
             _ = stop.wait_for(|s| *s) => return,
         }
         loop {
-            tokio::select! {
-                l = leading.wait_for(|l| *l) => if l.is_err() { return },
-                _ = stop.wait_for(|s| *s) => return,
-            }
-            let key = tokio::select! {
-                k = self.queue.get() => k,
-                _ = stop.wait_for(|s| *s) => return,
-            };
-            let Some(key) = key else { return };
-            if !*leading.borrow() {
-                // Lost the Lease while waiting: the next leader's informer
-                // has the namespace queued too.
-                self.queue.done(&key);
-                self.queue.add(&key);
-                continue;
-            }
+            let Some(key) = self.queue.next_while_leading(&mut leading, &mut stop).await else { return };
             match self.sync(&key).await {
                 Ok(true) => {
                     self.backoff.lock().remove(&key);

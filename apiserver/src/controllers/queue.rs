@@ -90,6 +90,29 @@ impl Queue {
         }
     }
 
+    /// The next key for a controller that works only while its node holds
+    /// the controller's Lease: waits until `leading` is true, then for a
+    /// key; a key taken just as the Lease was lost goes back (the next
+    /// leader's queue has it too) and the wait starts again. `None` once
+    /// `stop` is true, `leading`'s sender is gone or the queue is shut down.
+    pub async fn next_while_leading(&self, leading: &mut tokio::sync::watch::Receiver<bool>, stop: &mut tokio::sync::watch::Receiver<bool>) -> Option<String> {
+        loop {
+            tokio::select! {
+                l = leading.wait_for(|l| *l) => if l.is_err() { return None },
+                _ = stop.wait_for(|s| *s) => return None,
+            }
+            let key = tokio::select! {
+                k = self.get() => k?,
+                _ = stop.wait_for(|s| *s) => return None,
+            };
+            if *leading.borrow() {
+                return Some(key);
+            }
+            self.done(&key);
+            self.add(&key);
+        }
+    }
+
     /// Marks `key` finished; if it was added meanwhile, it is queued again.
     pub fn done(&self, key: &str) {
         let mut s = self.state.lock();

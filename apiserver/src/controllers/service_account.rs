@@ -151,20 +151,7 @@ impl ServiceAccountController {
             }
         }
         loop {
-            tokio::select! {
-                l = leading.wait_for(|l| *l) => if l.is_err() { return },
-                _ = stop.wait_for(|s| *s) => return,
-            }
-            let key = tokio::select! {
-                k = self.queue.get() => k,
-                _ = stop.wait_for(|s| *s) => return,
-            };
-            let Some(key) = key else { return };
-            if !*leading.borrow() {
-                self.queue.done(&key);
-                self.queue.add(&key);
-                continue;
-            }
+            let Some(key) = self.queue.next_while_leading(&mut leading, &mut stop).await else { return };
             let r = if let Some(ns) = key.strip_prefix("ns/") {
                 self.sync_namespace(ns).await
             } else if let Some(k) = key.strip_prefix("secret/") {
