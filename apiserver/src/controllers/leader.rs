@@ -18,14 +18,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::informer::internal_user;
 use crate::errors::Status;
-use crate::registry::rest::{Context, Creater as _, GetOptions, Getter as _, UpdatedObjectInfo, Updater as _, WriteOptions};
+use crate::registry::rest::{Context, Creater as _, GetOptions, Getter as _, Replace, Updater as _, WriteOptions};
 use crate::registry::store::Store;
 use crate::warning::Warnings;
 
@@ -42,19 +41,6 @@ pub const NAMESPACE: &str = "kube-system";
 /// A `metav1.MicroTime` of now.
 fn micro_now() -> String {
     humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string()
-}
-
-/// Replaces the whole Lease (a PUT carrying its resourceVersion).
-struct Replace(Value);
-
-#[async_trait]
-impl UpdatedObjectInfo for Replace {
-    async fn updated_object(&self, _current: Option<&Value>) -> Result<Value, Status> {
-        Ok(self.0.clone())
-    }
-    fn may_create(&self) -> bool {
-        false
-    }
 }
 
 /// One election.

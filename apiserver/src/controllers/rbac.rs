@@ -16,7 +16,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use serde_json::Value;
 use tokio::sync::watch;
 
@@ -26,7 +25,7 @@ use crate::authz::rbac::{Kind, Rbac, GROUP};
 use crate::errors::Status;
 use crate::health::Health;
 use crate::meta;
-use crate::registry::rest::{Context, Creater as _, DeleteOptions, Deleter as _, FieldValidation, UpdatedObjectInfo, Updater as _, WriteOptions};
+use crate::registry::rest::{Context, Creater as _, DeleteOptions, Deleter as _, FieldValidation, Replace, Updater as _, WriteOptions};
 use crate::registry::store::Store;
 use crate::registry::Registry;
 use crate::warning::Warnings;
@@ -95,21 +94,6 @@ pub fn start(registry: Arc<Registry>, rbac: Arc<Rbac>, health: Arc<Health>, stop
             }
         }
     })
-}
-
-/// Replaces the stored object with the reconciled one (a PUT carrying the
-/// stored resourceVersion, so a concurrent change is a conflict and the
-/// pass is retried).
-struct Replace(Value);
-
-#[async_trait]
-impl UpdatedObjectInfo for Replace {
-    async fn updated_object(&self, _current: Option<&Value>) -> Result<Value, Status> {
-        Ok(self.0.clone())
-    }
-    fn may_create(&self) -> bool {
-        false
-    }
 }
 
 /// One pass over the bootstrap ClusterRoles, then ClusterRoleBindings,

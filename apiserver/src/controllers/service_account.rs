@@ -20,7 +20,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use base64::Engine as _;
 use serde_json::{json, Value};
 use tokio::sync::watch;
@@ -30,7 +29,7 @@ use super::queue::Queue;
 use crate::authn::service_account::{Tokens, SECRET_SA_NAME, SECRET_SA_UID, SECRET_TYPE};
 use crate::errors::Status;
 use crate::meta;
-use crate::registry::rest::{Context, Creater as _, FieldValidation, UpdatedObjectInfo, Updater as _, WriteOptions};
+use crate::registry::rest::{Context, Creater as _, FieldValidation, Replace, Updater as _, WriteOptions};
 use crate::registry::store::Store;
 use crate::registry::Registry;
 use crate::warning::Warnings;
@@ -96,19 +95,6 @@ impl EventHandler for Enqueue {
     }
     fn on_delete(&self, obj: &Value) {
         self.consider(obj);
-    }
-}
-
-/// Replaces the object with a given one (no create).
-struct Replace(Value);
-
-#[async_trait]
-impl UpdatedObjectInfo for Replace {
-    async fn updated_object(&self, _current: Option<&Value>) -> Result<Value, Status> {
-        Ok(self.0.clone())
-    }
-    fn may_create(&self) -> bool {
-        false
     }
 }
 

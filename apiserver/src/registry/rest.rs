@@ -256,6 +256,21 @@ impl Gvk {
     }
 }
 
+/// An update to a given object, whatever the current one (a PUT body;
+/// never a create). Controllers write with it: the object's
+/// resourceVersion makes a concurrent change a conflict.
+pub struct Replace(pub Value);
+
+#[async_trait]
+impl UpdatedObjectInfo for Replace {
+    async fn updated_object(&self, _current: Option<&Value>) -> Result<Value, Status> {
+        Ok(self.0.clone())
+    }
+    fn may_create(&self) -> bool {
+        false
+    }
+}
+
 /// A resource or subresource as served (kube's `rest.Storage` and the
 /// optional interfaces an installer looks for).
 pub trait Rest: Send + Sync {

@@ -5,40 +5,18 @@
 //! the `default` ServiceAccount and `kube-root-ca.crt` in new namespaces,
 //! and the ServiceAccount admission plugin on Pods.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::common::{kubectl_path, Out, Server};
+use crate::common::{Out, Server};
+use crate::rbac::{data, kubectl_as, token_kubeconfig};
 
 const SA: &str = "system:serviceaccount:default:default";
 const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
 /// kubectl's words for a 401 (newer ones quote client-go's discovery error).
 const UNAUTHORIZED: [&str; 2] =
     ["error: You must be logged in to the server (Unauthorized)", "error: You must be logged in to the server (the server has asked for the client to provide credentials)"];
-
-fn data(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/data").join(name).display().to_string()
-}
-
-/// A kubeconfig for `token`, trusting the server's CA.
-fn token_kubeconfig(s: &Server, name: &str, token: &str) -> PathBuf {
-    let path = s.dir.path().join(format!("{name}.kubeconfig"));
-    let cfg = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: {name}\n  user:\n    token: {token}\ncontexts:\n- name: {name}\n  context:\n    cluster: c\n    user: {name}\n    namespace: default\ncurrent-context: {name}\n",
-        s.url,
-        s.ca().display()
-    );
-    std::fs::write(&path, cfg).unwrap();
-    path
-}
-
-fn kubectl_as(s: &Server, kubeconfig: &Path, minor: u32, args: &[&str]) -> Out {
-    let o = Command::new(kubectl_path(minor)).arg("--kubeconfig").arg(kubeconfig).arg("--cache-dir").arg(s.dir.path().join(format!("kubectl-cache-{minor}"))).args(args).output().expect("run kubectl");
-    Out { code: o.status.code().unwrap_or(-1), stdout: String::from_utf8_lossy(&o.stdout).into_owned(), stderr: String::from_utf8_lossy(&o.stderr).into_owned() }
-}
 
 /// Retries `f` for up to 20 s until it gives `Some`.
 #[track_caller]
