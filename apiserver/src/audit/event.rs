@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
 use crate::authn::UserInfo;
+use crate::schema::field::go_quote;
 
 /// How much of a request is recorded (kube `audit.Level`), in increasing
 /// order.
@@ -199,26 +200,6 @@ pub fn format_micro_time(t: SystemTime) -> String {
 
 fn micro_time<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&format_micro_time(*t))
-}
-
-/// Go's `%q` of a string, close enough for the legacy format: quotes,
-/// backslashes and control characters escaped.
-fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 impl Event {

@@ -45,6 +45,7 @@ use crate::authz::rbac::{Rbac, GROUP};
 use crate::authz::{Attributes, Authorizer, Decision};
 use crate::errors::Status;
 use crate::meta;
+use crate::schema::field::go_quote;
 
 /// Which of the four RBAC resources a guard protects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,7 +102,7 @@ fn is_master(user: &UserInfo) -> bool {
 
 /// Go's `%q` of a string slice: `["a" "b"]`.
 fn go_quoted(list: &[String]) -> String {
-    format!("[{}]", list.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(" "))
+    format!("[{}]", list.iter().map(|s| go_quote(s)).collect::<Vec<_>>().join(" "))
 }
 
 /// kube's `CompactString` of a rule: the non-empty fields in the order
