@@ -26,6 +26,7 @@ pub mod admission;
 pub mod audit;
 pub mod authn;
 pub mod authz;
+pub mod cel;
 pub mod controllers;
 pub mod discovery;
 pub mod endpoints;

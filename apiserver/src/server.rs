@@ -162,6 +162,7 @@ const STARTUP_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 /// authorizer (when RBAC is a mode), the Node authorizer's graph (when
 /// Node is) and the ServiceAccount controllers' tokens and CA.
 struct Feeds {
+    admission: Arc<crate::admission::sources::Sources>,
     rbac: Option<crate::controllers::RbacFeed>,
     node: Option<Arc<crate::authz::node::Graph>>,
     service_accounts: crate::controllers::service_account::Feed,
@@ -184,7 +185,7 @@ async fn start_up(
     identity: String,
     feeds: Feeds,
 ) -> anyhow::Result<crate::controllers::Controllers> {
-    let Feeds { rbac, node, service_accounts } = feeds;
+    let Feeds { admission, rbac, node, service_accounts } = feeds;
     if let Some(m) = &member {
         let mut waited = std::time::Duration::ZERO;
         loop {
@@ -210,7 +211,7 @@ async fn start_up(
     }
     health.mark_started();
     tracing::info!("the store is up: serving the API");
-    Ok(crate::controllers::start(registry, &identity, rbac, node, Some(service_accounts)))
+    Ok(crate::controllers::start(registry, &identity, Some(admission), rbac, node, Some(service_accounts)))
 }
 
 /// A client of one set of etcd servers, with its compactor.
@@ -274,6 +275,9 @@ pub struct Api {
     pub chain: Arc<dyn Handler>,
     /// The watch cache, when on.
     pub cache: Option<Arc<crate::watchcache::CachedStorage>>,
+    /// The local copies the admission plugins read, for the controllers'
+    /// admission feed to fill ([`crate::controllers::start`]).
+    pub admission_sources: Arc<crate::admission::sources::Sources>,
 }
 
 /// Wires the API over `storage`: the admission chain of the flags, the
@@ -288,7 +292,8 @@ pub struct Api {
 /// # Errors
 /// Unknown admission plugin names.
 pub fn build_api(storage: Arc<dyn Storage>, cfg: ApiConfig) -> anyhow::Result<Api> {
-    let plugins = crate::admission::plugins::Context { storage: storage.clone() };
+    let admission_sources = crate::admission::sources::Sources::new();
+    let plugins = crate::admission::plugins::Context { storage: storage.clone(), sources: admission_sources.clone(), authorizer: cfg.authorizer.clone() };
     let (admission, missing) = crate::admission::plugins::build(&cfg.enable_admission_plugins, &cfg.disable_admission_plugins, &plugins)?;
     if !missing.is_empty() {
         tracing::debug!("admission plugins not implemented yet, skipped: {}", missing.join(", "));
@@ -321,7 +326,7 @@ pub fn build_api(storage: Arc<dyn Storage>, cfg: ApiConfig) -> anyhow::Result<Ap
         service_accounts: cfg.service_accounts,
     });
     let chain = build_handler_chain(state.clone(), cfg.authenticator, cfg.authorizer, cfg.audit);
-    Ok(Api { registry, state, chain, cache })
+    Ok(Api { registry, state, chain, cache, admission_sources })
 }
 
 async fn bootstrap_namespaces(storage: &dyn Storage) -> anyhow::Result<()> {
@@ -466,7 +471,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         tokens: service_accounts.clone(),
         root_ca: std::fs::read_to_string(&generated.ca_cert).with_context(|| format!("read {}", generated.ca_cert.display()))?,
     };
-    let mut startup = Some(tokio::spawn(start_up(member, storage, api.registry.clone(), health.clone(), opts.name.clone(), Feeds { rbac, node: node_graph, service_accounts: sa_feed })));
+    let mut startup = Some(tokio::spawn(start_up(member, storage, api.registry.clone(), health.clone(), opts.name.clone(), Feeds { admission: api.admission_sources.clone(), rbac, node: node_graph, service_accounts: sa_feed })));
     let mut controllers = None;
 
     println!("serving on {server_url}");

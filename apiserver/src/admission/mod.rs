@@ -22,18 +22,22 @@
 //! line in [`plugins::build`].
 
 pub mod always;
+pub mod matching;
 pub mod namespace_lifecycle;
 pub mod node_restriction;
 pub mod plugins;
 pub mod service_account;
+pub mod sources;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::Value;
 
+use crate::audit::AuditContext;
 use crate::authn::UserInfo;
 use crate::errors::Status;
+use crate::warning::Warnings;
 
 /// The operation being admitted (kube's `admission.Operation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -114,6 +118,25 @@ pub struct Attributes<'a> {
     /// Whether nothing will be stored (`dryRun=All`): plugins with side
     /// effects must not have them.
     pub dry_run: bool,
+    /// Warnings for the client (`Warning` headers): admission webhooks'
+    /// warnings and the `Warn` action of ValidatingAdmissionPolicy.
+    pub warnings: &'a Warnings,
+    /// The request's audit record, when the request is audited.
+    pub audit: Option<&'a AuditContext>,
+    /// Whether this is the second run of the reinvocable mutating plugins
+    /// (`reinvocationPolicy: IfNeeded`), because a later plugin changed the
+    /// object after they ran; see [`Chain::admit`].
+    pub reinvocation: bool,
+}
+
+impl Attributes<'_> {
+    /// Adds an audit annotation (`key` is `<plugin or webhook>/<name>`, as
+    /// kube writes them); a key set already keeps its first value.
+    pub fn add_audit_annotation(&self, key: &str, value: &str) {
+        if let Some(a) = self.audit {
+            a.add_annotation(key, value);
+        }
+    }
 }
 
 /// A plugin that may change what is written (kube's
@@ -132,6 +155,14 @@ pub trait Mutating: Send + Sync {
     /// The Status refusing the request (usually 403 Forbidden, 404 for a
     /// missing namespace).
     async fn admit(&self, attrs: &mut Attributes<'_>) -> Result<(), Status>;
+
+    /// Whether the plugin asks to run again when a later plugin changed the
+    /// object after it ran (kube's `reinvocationPolicy: IfNeeded`, for
+    /// admission webhooks and MutatingAdmissionPolicies). The second run has
+    /// [`Attributes::reinvocation`] set.
+    fn reinvocable(&self) -> bool {
+        false
+    }
 }
 
 /// A plugin that may refuse what is written, without changing it (kube's
@@ -187,13 +218,33 @@ impl Chain {
 
     /// Runs the mutating plugins that handle the operation, in order.
     ///
+    /// Reinvocation (kube's `reinvokeAdmissionHandler`): a plugin that is
+    /// [`Mutating::reinvocable`] is remembered with the object as it left
+    /// it; when a later plugin changed the object after that, the
+    /// reinvocable plugins run once more, in order, with
+    /// [`Attributes::reinvocation`] set. There is no third run.
+    ///
     /// # Errors
     /// The first plugin's refusal; later plugins do not run.
     pub async fn admit(&self, attrs: &mut Attributes<'_>) -> Result<(), Status> {
+        let mut left_by_reinvocable: Vec<Value> = Vec::new();
         for p in &self.mutating {
             if p.handles(attrs.operation) {
                 p.admit(attrs).await?;
+                if p.reinvocable() {
+                    left_by_reinvocable.push(attrs.object.clone().unwrap_or(Value::Null));
+                }
             }
+        }
+        let now = attrs.object.as_ref().unwrap_or(&Value::Null);
+        if left_by_reinvocable.iter().any(|o| o != now) {
+            attrs.reinvocation = true;
+            for p in &self.mutating {
+                if p.handles(attrs.operation) && p.reinvocable() {
+                    p.admit(attrs).await?;
+                }
+            }
+            attrs.reinvocation = false;
         }
         Ok(())
     }

@@ -230,6 +230,7 @@ mod tests {
 
     fn run(user: &UserInfo, op: Operation, resource: &str, sub: &str, name: &str, obj: Option<Value>, old: Option<&Value>) -> Result<(), String> {
         let opts = json!({});
+        let warnings = crate::warning::Warnings::default();
         let attrs = Attributes {
             operation: op,
             name,
@@ -243,6 +244,9 @@ mod tests {
             options: &opts,
             user,
             dry_run: false,
+            warnings: &warnings,
+            audit: None,
+            reinvocation: false,
         };
         futures::executor::block_on(NodeRestriction.validate(&attrs)).map_err(|s| s.message)
     }

@@ -101,6 +101,12 @@ pub fn enabled(enable: &[String], disable: &[String]) -> Result<Vec<&'static str
 pub struct Context {
     /// The store, read by plugins that look objects up (namespaces).
     pub storage: Arc<dyn Storage>,
+    /// Local copies of the objects plugins read on every write (filled
+    /// once the registry serves them; see [`super::sources`]).
+    pub sources: Arc<super::sources::Sources>,
+    /// The authorizer of `--authorization-mode`: the `authorizer` of CEL
+    /// policies.
+    pub authorizer: Arc<dyn crate::authz::Authorizer>,
 }
 
 /// The chain of the plugins `enable`/`disable` select (see [`enabled`]).

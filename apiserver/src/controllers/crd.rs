@@ -276,7 +276,7 @@ impl CrdController {
         let others: Vec<Arc<Value>> = self.lister.list().into_iter().filter(|o| meta::name(o) != name).collect();
         if desired(&crd, &others)["status"] != crd["status"] {
             let (user, warnings) = (internal_user(), Warnings::default());
-            let ctx = Context { namespace: "", user: &user, user_agent: Some("apiextensions-controller"), warnings: &warnings };
+            let ctx = Context { namespace: "", user: &user, user_agent: Some("apiextensions-controller"), warnings: &warnings, audit: None };
             match self.crds.update_part(&ctx, name, &Conditions { others }, &write_options(), Part::STATUS).await {
                 // The informer brings the new state back; serving follows it.
                 Ok(_) => return Ok(()),
@@ -387,7 +387,7 @@ impl CrdController {
         let Some(crd) = self.lister.get(name) else { return Ok(true) };
         let held = crd["metadata"]["finalizers"].as_array().is_some_and(|l| l.contains(&json!(CLEANUP_FINALIZER)));
         let (user, warnings) = (internal_user(), Warnings::default());
-        let ctx = Context { namespace: "", user: &user, user_agent: Some("apiextensions-controller"), warnings: &warnings };
+        let ctx = Context { namespace: "", user: &user, user_agent: Some("apiextensions-controller"), warnings: &warnings, audit: None };
         if meta::is_deleting(&crd) && !meta::has_finalizers(&crd) {
             // Nothing holds it, yet it is stored: an update that let go of
             // the last finalizer did not delete it (seen once; see

@@ -67,6 +67,17 @@ impl Lister {
         self.objects.load().values().cloned().collect()
     }
 
+    /// Every object as one snapshot, keyed by [`key_of`]: the same `Arc`
+    /// until something changes.
+    pub fn snapshot(&self) -> Arc<imbl::OrdMap<String, Arc<Value>>> {
+        self.objects.load_full()
+    }
+
+    /// Whether the first list is in.
+    pub fn is_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
     /// Waits until the first list is in.
     pub async fn wait_synced(&mut self) {
         let _ = self.synced.wait_for(|s| *s).await;
@@ -88,7 +99,7 @@ pub fn start(store: Arc<Store>, handler: Arc<dyn EventHandler>, mut stop: watch:
     tokio::spawn(async move {
         let user = internal_user();
         let warnings = Warnings::default();
-        let ctx = Context { namespace: "", user: &user, user_agent: Some("informer"), warnings: &warnings };
+        let ctx = Context { namespace: "", user: &user, user_agent: Some("informer"), warnings: &warnings, audit: None };
         loop {
             let run = run_once(&store, &ctx, &objects, handler.as_ref(), &synced_tx);
             tokio::select! {

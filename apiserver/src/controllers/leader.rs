@@ -92,7 +92,7 @@ impl Election {
     }
 
     fn ctx<'a>(user: &'a crate::authn::UserInfo, warnings: &'a Warnings) -> Context<'a> {
-        Context { namespace: NAMESPACE, user, user_agent: Some("leader-election"), warnings }
+        Context { namespace: NAMESPACE, user, user_agent: Some("leader-election"), warnings, audit: None }
     }
 
     /// One round: whether this node holds the Lease afterwards.

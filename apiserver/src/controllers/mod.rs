@@ -20,8 +20,10 @@
 //! | [`crd`] (cleanup) | `kube-system/crd-finalizer` | deletes a deleted CRD's objects, then drops its finalizer |
 //! | [`aggregation`] | `kube-system/clusterrole-aggregation-controller` | fills aggregating ClusterRoles' rules from the roles their selectors match |
 //! | [`rbac`] | none: every node | feeds the RBAC authorizer; reconciles the bootstrap policy at start |
+//! | [`admission`] | none: every node | keeps the local copies admission plugins read (webhook configurations, policies, namespaces, …) |
 //! | [`service_account`] | `kube-system/service-account-controllers` | `default` ServiceAccounts, `kube-root-ca.crt` ConfigMaps, legacy token Secrets |
 
+pub mod admission;
 pub mod aggregation;
 pub mod crd;
 pub mod informer;
@@ -64,12 +66,23 @@ pub struct RbacFeed {
 }
 
 /// Starts every controller on this node, whose identity in Leases is
-/// `identity` (its member name), the RBAC loop when `rbac` is given, the
+/// `identity` (its member name), the admission plugins' informers when
+/// `admission` is given, the RBAC loop when `rbac` is given, the
 /// Node authorizer's feed when `node` is and the ServiceAccount loops when
 /// `service_accounts` is. Call it inside a Tokio runtime.
-pub fn start(registry: Arc<Registry>, identity: &str, rbac: Option<RbacFeed>, node: Option<Arc<crate::authz::node::Graph>>, service_accounts: Option<service_account::Feed>) -> Controllers {
+pub fn start(
+    registry: Arc<Registry>,
+    identity: &str,
+    admission: Option<Arc<crate::admission::sources::Sources>>,
+    rbac: Option<RbacFeed>,
+    node: Option<Arc<crate::authz::node::Graph>>,
+    service_accounts: Option<service_account::Feed>,
+) -> Controllers {
     let (stop, stopped) = watch::channel(false);
     let mut tasks = Vec::new();
+    if let Some(sources) = admission {
+        admission::start(&registry, &sources, stopped.clone());
+    }
     if let Some(graph) = node {
         node::start(&registry, graph, stopped.clone());
     }

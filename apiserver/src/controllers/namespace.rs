@@ -142,7 +142,7 @@ impl NamespaceController {
             return Ok(false);
         }
         let (user, warnings) = (internal_user(), Warnings::default());
-        let ctx = Context { namespace: "", user: &user, user_agent: Some("namespace-controller"), warnings: &warnings };
+        let ctx = Context { namespace: "", user: &user, user_agent: Some("namespace-controller"), warnings: &warnings, audit: None };
         let opts = WriteOptions { kind: "UpdateOptions", dry_run: false, field_manager: Some("namespace-controller".into()), field_validation: FieldValidation::Ignore };
         match self.namespaces.update_part(&ctx, name, &Finalize, &opts, Part { subresource: "finalize", status_only: false }).await {
             Ok(_) => Ok(true),
@@ -155,7 +155,7 @@ impl NamespaceController {
     /// by finalizers.
     async fn delete_content(&self, namespace: &str) -> Result<usize, Status> {
         let (user, warnings) = (internal_user(), Warnings::default());
-        let ctx = Context { namespace, user: &user, user_agent: Some("namespace-controller"), warnings: &warnings };
+        let ctx = Context { namespace, user: &user, user_agent: Some("namespace-controller"), warnings: &warnings, audit: None };
         let mut remaining = 0;
         for store in self.registry.namespaced_stores() {
             let (objs, _) = store.delete_collection(&ctx, &DeleteOptions::default(), &ListOptions::default()).await?;

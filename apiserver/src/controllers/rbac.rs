@@ -101,7 +101,7 @@ pub fn start(registry: Arc<Registry>, rbac: Arc<Rbac>, health: Arc<Health>, stop
 async fn reconcile_all(roles: &Store, role_lister: &Lister, bindings: &Store, binding_lister: &Lister) -> Result<(), Status> {
     let user = internal_user();
     let warnings = Warnings::default();
-    let ctx = Context { namespace: "", user: &user, user_agent: Some("rbac-bootstrap"), warnings: &warnings };
+    let ctx = Context { namespace: "", user: &user, user_agent: Some("rbac-bootstrap"), warnings: &warnings, audit: None };
     let opts = |kind| WriteOptions { kind, dry_run: false, field_manager: Some("kube-apiserver".into()), field_validation: FieldValidation::Ignore };
     let sets = [(roles, role_lister, bootstrap::cluster_roles()), (bindings, binding_lister, bootstrap::cluster_role_bindings())];
     for (store, lister, expected) in sets {

@@ -160,7 +160,7 @@ impl ServiceAccountController {
             return Ok(());
         }
         let (user, warnings) = (internal_user(), Warnings::default());
-        let ctx = Context { namespace: ns, user: &user, user_agent: Some("service-account-controllers"), warnings: &warnings };
+        let ctx = Context { namespace: ns, user: &user, user_agent: Some("service-account-controllers"), warnings: &warnings, audit: None };
         if self.service_accounts.get(&format!("{ns}/default")).is_none() {
             let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": ns}});
             ignore_exists(self.stores.service_accounts.create(&ctx, sa, &opts("CreateOptions", "service-account-controller")).await)?;
@@ -209,7 +209,7 @@ impl ServiceAccountController {
         updated["data"]["ca.crt"] = json!(b64(&self.feed.root_ca));
         updated["data"]["namespace"] = json!(b64(ns));
         let (user, warnings) = (internal_user(), Warnings::default());
-        let ctx = Context { namespace: ns, user: &user, user_agent: Some("tokens-controller"), warnings: &warnings };
+        let ctx = Context { namespace: ns, user: &user, user_agent: Some("tokens-controller"), warnings: &warnings, audit: None };
         ignore_gone(self.stores.secrets.update(&ctx, meta::name(&secret), &Replace(updated), &opts("UpdateOptions", "tokens-controller")).await)
     }
 }

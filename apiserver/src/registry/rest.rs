@@ -39,6 +39,9 @@ pub struct Context<'a> {
     pub user_agent: Option<&'a str>,
     /// Warnings for the client.
     pub warnings: &'a Warnings,
+    /// The request's audit record, when it is audited: admission adds its
+    /// annotations there.
+    pub audit: Option<&'a crate::audit::AuditContext>,
 }
 
 /// How unknown and duplicate fields of a body are treated

@@ -477,6 +477,9 @@ impl Store {
             options,
             user: ctx.user,
             dry_run,
+            warnings: ctx.warnings,
+            audit: ctx.audit,
+            reinvocation: false,
         }
     }
 

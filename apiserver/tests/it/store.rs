@@ -87,7 +87,7 @@ async fn suite(registry: &Registry, raw: &dyn Storage, k: &Kind, ns: &str) {
     let rest: &dyn Rest = entry.rest("").unwrap().as_ref();
     let user = UserInfo { name: "suite".into(), groups: vec!["system:authenticated".into()], ..Default::default() };
     let warnings = Warnings::default();
-    let ctx = Context { namespace: ns, user: &user, user_agent: Some("suite/1"), warnings: &warnings };
+    let ctx = Context { namespace: ns, user: &user, user_agent: Some("suite/1"), warnings: &warnings, audit: None };
     let (creater, getter, updater, deleter, lister) = (rest.creater().unwrap(), rest.getter().unwrap(), rest.updater().unwrap(), rest.deleter().unwrap(), rest.lister().unwrap());
     let what = format!("{}/{}", k.resource, k.version);
 
