@@ -22,12 +22,22 @@
 //! line in [`plugins::build`].
 
 pub mod always;
+pub mod default_storage_class;
+pub mod default_toleration_seconds;
+pub mod limit_ranger;
+pub mod lookup;
 pub mod matching;
 pub mod namespace_lifecycle;
 pub mod node_restriction;
 pub mod plugins;
+pub mod pod_resources;
+pub mod priority;
+pub mod quantity;
+pub mod resource_quota;
+pub mod runtime_class;
 pub mod service_account;
 pub mod sources;
+pub mod storage_object_in_use_protection;
 
 use std::sync::Arc;
 

@@ -124,6 +124,25 @@ pub fn build(enable: &[String], disable: &[String], ctx: &Context) -> Result<(Ch
             "NamespaceLifecycle" => chain.mutating.push(Arc::new(NamespaceLifecycle::new(ctx.storage.clone()))),
             "NodeRestriction" => chain.validating.push(Arc::new(NodeRestriction)),
             "ServiceAccount" => chain.mutating.push(Arc::new(super::service_account::ServiceAccount::new(ctx.storage.clone()))),
+            "LimitRanger" => {
+                let p = Arc::new(super::limit_ranger::LimitRanger::new(ctx.storage.clone(), ctx.sources.clone()));
+                chain.mutating.push(p.clone());
+                chain.validating.push(p);
+            }
+            "Priority" => {
+                let p = Arc::new(super::priority::Priority::new(ctx.storage.clone(), ctx.sources.clone()));
+                chain.mutating.push(p.clone());
+                chain.validating.push(p);
+            }
+            "DefaultTolerationSeconds" => chain.mutating.push(Arc::new(super::default_toleration_seconds::DefaultTolerationSeconds)),
+            "DefaultStorageClass" => chain.mutating.push(Arc::new(super::default_storage_class::DefaultStorageClass::new(ctx.storage.clone(), ctx.sources.clone()))),
+            "StorageObjectInUseProtection" => chain.mutating.push(Arc::new(super::storage_object_in_use_protection::StorageObjectInUseProtection)),
+            "RuntimeClass" => {
+                let p = Arc::new(super::runtime_class::RuntimeClass::new(ctx.storage.clone(), ctx.sources.clone()));
+                chain.mutating.push(p.clone());
+                chain.validating.push(p);
+            }
+            "ResourceQuota" => chain.validating.push(Arc::new(super::resource_quota::ResourceQuota::new(ctx.storage.clone(), ctx.sources.clone()))),
             "AlwaysDeny" => {
                 chain.mutating.push(Arc::new(AlwaysDeny));
                 chain.validating.push(Arc::new(AlwaysDeny));

@@ -22,6 +22,7 @@
 //! | [`rbac`] | none: every node | feeds the RBAC authorizer; reconciles the bootstrap policy at start |
 //! | [`admission`] | none: every node | keeps the local copies admission plugins read (webhook configurations, policies, namespaces, …) |
 //! | [`service_account`] | `kube-system/service-account-controllers` | `default` ServiceAccounts, `kube-root-ca.crt` ConfigMaps, legacy token Secrets |
+//! | [`resource_quota`] | `kube-system/resourcequota-controller` | ResourceQuotas' `status.hard` and `status.used`, recounted |
 
 pub mod admission;
 pub mod aggregation;
@@ -32,6 +33,7 @@ pub mod namespace;
 pub mod node;
 pub mod queue;
 pub mod rbac;
+pub mod resource_quota;
 pub mod service_account;
 
 use std::sync::Arc;
@@ -130,6 +132,15 @@ pub fn start(
             }
             _ => tracing::warn!("namespaces, serviceaccounts, configmaps, secrets or leases are not served: no service account controllers"),
         }
+    }
+    match (resource_quota::QuotaController::new(registry.clone(), stopped.clone()), registry.store("coordination.k8s.io", "v1", "leases")) {
+        (Some(c), Some(leases)) => {
+            let (leading_tx, leading) = watch::channel(false);
+            let election = leader::Election::new(leases, resource_quota::LEASE, identity);
+            tasks.push(tokio::spawn(election.run(leading_tx, stopped.clone())));
+            tasks.push(tokio::spawn(c.run(leading, stopped.clone())));
+        }
+        _ => tracing::warn!("resourcequotas or leases are not served: no resource quota controller"),
     }
     Controllers { stop, tasks }
 }
