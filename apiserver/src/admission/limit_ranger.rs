@@ -133,9 +133,9 @@ fn fill_container(c: &mut Value, limits: &ResourceList, requests: &ResourceList,
         }
         added
     };
-    let name = c["name"].as_str().unwrap_or("").to_string();
     let limits_set = set(Side::Limits, limits);
     let requests_set = set(Side::Requests, requests);
+    let name = c["name"].as_str().unwrap_or("");
     if !requests_set.is_empty() {
         notes.push(format!("{} request for {what} {name}", requests_set.join(", ")));
     }
@@ -350,11 +350,11 @@ mod tests {
             "initContainers": [{"name": "setup"}],
         }});
         fill_pod(&mut pod, &lr);
-        assert_eq!(pod["spec"]["containers"][0]["resources"], json!({"limits": {"cpu": "500m", "memory": "1Gi"}, "requests": {"cpu": "100m"}}));
-        assert_eq!(pod["spec"]["initContainers"][0]["resources"], json!({"limits": {"cpu": "500m", "memory": "256Mi"}, "requests": {"cpu": "100m"}}));
+        assert_eq!(pod["spec"]["containers"][0]["resources"], json!({"limits": {"cpu": "500m", "memory": "1Gi"}, "requests": {"cpu": "100m", "memory": "256Mi"}}));
+        assert_eq!(pod["spec"]["initContainers"][0]["resources"], json!({"limits": {"cpu": "500m", "memory": "256Mi"}, "requests": {"cpu": "100m", "memory": "256Mi"}}));
         assert_eq!(
             pod["metadata"]["annotations"][ANNOTATION],
-            "LimitRanger plugin set: cpu request for container app; cpu limit for container app; cpu request for init container setup; cpu, memory limit for init container setup"
+            "LimitRanger plugin set: cpu, memory request for container app; cpu limit for container app; cpu, memory request for init container setup; cpu, memory limit for init container setup"
         );
         let mut bare = json!({"spec": {"containers": [{"name": "c"}]}});
         fill_pod(&mut bare, &range(json!([{"type": "Container", "max": {"cpu": "1"}, "min": {"memory": "64Mi"}}])));
