@@ -451,7 +451,9 @@ mod tests {
 
     #[test]
     fn bad_text_gets_kubes_messages() {
-        for (input, want) in [("", Error::Format), ("abc", Error::Format), ("1Kb", Error::Format), ("1K", Error::Suffix), ("1x", Error::Format), ("1.2.3", Error::Format), ("1e", Error::Suffix), ("--1", Error::Format)] {
+        for (input, want) in
+            [("", Error::Format), ("abc", Error::Format), ("1Kb", Error::Format), ("1K", Error::Suffix), ("1x", Error::Format), ("1.2.3", Error::Format), ("1e", Error::Suffix), ("--1", Error::Format)]
+        {
             assert_eq!(Quantity::parse(input).err(), Some(want.clone()), "{input:?}");
         }
         assert_eq!(Error::Suffix.to_string(), "unable to parse quantity's suffix");

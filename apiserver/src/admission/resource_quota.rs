@@ -69,18 +69,8 @@ const STORAGE_CLASS_SUFFIX: &str = ".storageclass.storage.k8s.io/";
 const LEGACY_COUNTED: &[&str] = &["configmaps", "secrets", "replicationcontrollers", "resourcequotas"];
 
 /// Pod compute resources with names of their own.
-const POD_RESOURCES: &[&str] = &[
-    "pods",
-    "cpu",
-    "memory",
-    "ephemeral-storage",
-    "requests.cpu",
-    "requests.memory",
-    "requests.ephemeral-storage",
-    "limits.cpu",
-    "limits.memory",
-    "limits.ephemeral-storage",
-];
+const POD_RESOURCES: &[&str] =
+    &["pods", "cpu", "memory", "ephemeral-storage", "requests.cpu", "requests.memory", "requests.ephemeral-storage", "limits.cpu", "limits.memory", "limits.ephemeral-storage"];
 
 /// The resources kube makes every container name when a quota limits them.
 const MUST_SPECIFY: &[&str] = &["cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory"];
@@ -238,7 +228,8 @@ pub fn usage(group: &str, resource: &str, obj: &Value) -> ResourceList {
 
 /// A quota's scope requirements: (scope, operator, values).
 fn scope_selectors(quota: &Value) -> Vec<(String, String, Vec<String>)> {
-    let mut out: Vec<(String, String, Vec<String>)> = quota["spec"]["scopes"].as_array().into_iter().flatten().filter_map(Value::as_str).map(|s| (s.to_string(), "Exists".to_string(), Vec::new())).collect();
+    let mut out: Vec<(String, String, Vec<String>)> =
+        quota["spec"]["scopes"].as_array().into_iter().flatten().filter_map(Value::as_str).map(|s| (s.to_string(), "Exists".to_string(), Vec::new())).collect();
     for e in quota["spec"]["scopeSelector"]["matchExpressions"].as_array().into_iter().flatten() {
         let values = e["values"].as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect();
         out.push((e["scopeName"].as_str().unwrap_or("").to_string(), e["operator"].as_str().unwrap_or("").to_string(), values));
@@ -501,7 +492,12 @@ impl Validating for ResourceQuota {
             return Ok(());
         }
         let Some(obj) = attrs.object.as_ref() else { return Ok(()) };
-        let mut names: Vec<String> = lookup::list(&self.sources, self.storage.as_ref(), "", "resourcequotas", attrs.namespace).await?.iter().filter(|q| meta::namespace(q) == attrs.namespace).map(|q| meta::name(q).to_string()).collect();
+        let mut names: Vec<String> = lookup::list(&self.sources, self.storage.as_ref(), "", "resourcequotas", attrs.namespace)
+            .await?
+            .iter()
+            .filter(|q| meta::namespace(q) == attrs.namespace)
+            .map(|q| meta::name(q).to_string())
+            .collect();
         if names.is_empty() {
             return Ok(());
         }
@@ -554,10 +550,7 @@ mod tests {
     #[test]
     fn usage_of_each_kind() {
         let pod = json!({"spec": {"containers": [{"name": "a", "resources": {"requests": {"cpu": "250m", "memory": "64Mi", "example.com/gpu": "1"}, "limits": {"cpu": "500m"}}}]}});
-        assert_eq!(
-            shown(&usage("", "pods", &pod)),
-            "count/pods=1,cpu=250m,limits.cpu=500m,memory=64Mi,pods=1,requests.cpu=250m,requests.example.com/gpu=1,requests.memory=64Mi"
-        );
+        assert_eq!(shown(&usage("", "pods", &pod)), "count/pods=1,cpu=250m,limits.cpu=500m,memory=64Mi,pods=1,requests.cpu=250m,requests.example.com/gpu=1,requests.memory=64Mi");
         let done = json!({"spec": {"containers": [{"name": "a"}]}, "status": {"phase": "Succeeded"}});
         assert_eq!(shown(&usage("", "pods", &done)), "count/pods=1");
         let svc = json!({"spec": {"type": "NodePort", "ports": [{"port": 80}, {"port": 443}]}});

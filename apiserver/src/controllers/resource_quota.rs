@@ -40,7 +40,7 @@ use crate::admission::quantity::{self, Quantity};
 use crate::admission::resource_quota::{counted_resource, scopes_match, usage};
 use crate::errors::Status;
 use crate::meta;
-use crate::registry::rest::{Context, Lister as _, ListOptions};
+use crate::registry::rest::{Context, ListOptions, Lister as _};
 use crate::registry::store::Store;
 use crate::registry::Registry;
 use crate::storage::{Preconditions, Update};
