@@ -175,11 +175,9 @@ pub fn usage(group: &str, resource: &str, obj: &Value) -> ResourceList {
         return out;
     }
     match resource {
-        "pods" => {
-            if pod_is_live(obj, std::time::SystemTime::now()) {
-                let (requests, limits) = (pod_resources::pod(obj, Side::Requests, true), pod_resources::pod(obj, Side::Limits, true));
-                out.extend(pod_compute(&requests, &limits));
-            }
+        "pods" if pod_is_live(obj, std::time::SystemTime::now()) => {
+            let (requests, limits) = (pod_resources::pod(obj, Side::Requests, true), pod_resources::pod(obj, Side::Limits, true));
+            out.extend(pod_compute(&requests, &limits));
         }
         "services" => {
             out.insert("services".into(), one());
@@ -264,7 +262,7 @@ fn has_cross_namespace_affinity(pod: &Value) -> bool {
 fn pod_matches_scope(pod: &Value, scope: &str, operator: &str, values: &[String]) -> bool {
     let selected = match scope {
         "Terminating" => pod["spec"]["activeDeadlineSeconds"].as_i64().is_some_and(|s| s >= 0),
-        "NotTerminating" => !pod["spec"]["activeDeadlineSeconds"].as_i64().is_some_and(|s| s >= 0),
+        "NotTerminating" => pod["spec"]["activeDeadlineSeconds"].as_i64().is_none_or(|s| s < 0),
         "BestEffort" => is_best_effort(pod),
         "NotBestEffort" => !is_best_effort(pod),
         "CrossNamespacePodAffinity" => has_cross_namespace_affinity(pod),
