@@ -2,9 +2,9 @@
 //! `plugin/pkg/admission/storageobjectinuseprotection`): a new
 //! PersistentVolumeClaim gets the finalizer `kubernetes.io/pvc-protection`
 //! and a new PersistentVolume `kubernetes.io/pv-protection`, so neither
-//! goes away while a Pod or a claim still uses it (kube's protection
-//! controllers remove the finalizers; this server has none yet, so the
-//! objects stay until a client removes the finalizer). Creates only.
+//! goes away while a Pod or a claim still uses it; the protection
+//! controller (`controllers::storage_protection`) removes the finalizers
+//! once nothing does. Creates only.
 
 use async_trait::async_trait;
 use serde_json::{json, Value};

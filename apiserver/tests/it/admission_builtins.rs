@@ -212,6 +212,21 @@ fn defaults_from_storage_classes_priorities_runtime_classes_and_tolerations() {
     create(&s, 27, "d", &pv).ok();
     assert_eq!(get(&s, "d", "pv/vol")["metadata"]["finalizers"], json!(["kubernetes.io/pv-protection"]));
 
+    // The protection controller lets an unused claim go at once, and a used
+    // one only when its Pod is gone.
+    s.kubectl(33, &["delete", "pvc", "none", "-n", "d"]).ok();
+    assert_eq!(s.kubectl(33, &["get", "pvc", "none", "-n", "d"]).code, 1);
+    create(&s, 33, "d", &pod("user", json!({"volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "claim-33"}}]}))).ok();
+    s.kubectl(33, &["delete", "pvc", "claim-33", "-n", "d", "--wait=false"]).ok();
+    std::thread::sleep(Duration::from_millis(1000));
+    let held = get(&s, "d", "pvc/claim-33");
+    assert!(held["metadata"]["deletionTimestamp"].is_string(), "{held}");
+    assert_eq!(held["metadata"]["finalizers"], json!(["kubernetes.io/pvc-protection"]), "{held}");
+    s.kubectl(33, &["delete", "pod", "user", "-n", "d"]).ok();
+    until("claim-33 gone", || s.kubectl(33, &["get", "pvc", "claim-33", "-n", "d"]).code == 1);
+    s.kubectl(27, &["delete", "pv", "vol"]).ok();
+    assert_eq!(s.kubectl(33, &["get", "pv", "vol"]).code, 1);
+
     // Priority.
     let high = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 1000, "preemptionPolicy": "Never"});
     create(&s, 33, "d", &high).ok();
