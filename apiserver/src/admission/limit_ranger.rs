@@ -337,6 +337,8 @@ impl Validating for LimitRanger {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::sources::Fixed;
+    use crate::admission::testing::{MemStorage, Parts};
 
     fn range(limits: Value) -> Value {
         json!({"metadata": {"name": "lr", "namespace": "ns"}, "spec": {"limits": limits}})
@@ -394,5 +396,28 @@ mod tests {
         assert_eq!(claim_violations(&claim("20Gi"), &lr), vec!["maximum storage usage per PersistentVolumeClaim is 10Gi, but request is 20Gi".to_string()]);
         assert_eq!(claim_violations(&claim("500Mi"), &lr), vec!["minimum storage usage per PersistentVolumeClaim is 1Gi, but request is 500Mi".to_string()]);
         assert!(claim_violations(&claim("5Gi"), &lr).is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_plugin_fills_then_refuses() {
+        let sources = Sources::new();
+        sources.set("", "limitranges", Fixed::of([range(json!([{"type": "Container", "max": {"cpu": "1"}}]))]));
+        let plugin = LimitRanger::new(MemStorage::with([]), sources);
+        let run = |cpu: Option<&str>| {
+            let resources = cpu.map_or(json!({}), |c| json!({"limits": {"cpu": c}}));
+            let pod = json!({"metadata": {"name": "p", "namespace": "ns"}, "spec": {"containers": [{"name": "c", "resources": resources}]}});
+            let plugin = &plugin;
+            async move {
+                let parts = Parts::of(&pod);
+                let mut a = parts.attrs(Operation::Create, "pods", "Pod", "ns", pod, false);
+                Mutating::admit(plugin, &mut a).await.map_err(|s| s.message)?;
+                Validating::validate(plugin, &a).await.map_err(|s| s.message)?;
+                Ok::<Value, String>(a.object.take().unwrap_or_default())
+            }
+        };
+        let filled = run(None).await.unwrap_or_default();
+        assert_eq!(filled["spec"]["containers"][0]["resources"], json!({"limits": {"cpu": "1"}, "requests": {"cpu": "1"}}));
+        assert_eq!(filled["metadata"]["annotations"][ANNOTATION], "LimitRanger plugin set: cpu request for container c; cpu limit for container c");
+        assert_eq!(run(Some("1500m")).await.err(), Some("pods \"p\" is forbidden: maximum cpu usage per Container is 1, but limit is 1500m".into()));
     }
 }

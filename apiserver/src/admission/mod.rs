@@ -38,6 +38,8 @@ pub mod runtime_class;
 pub mod service_account;
 pub mod sources;
 pub mod storage_object_in_use_protection;
+#[cfg(test)]
+pub(crate) mod testing;
 
 use std::sync::Arc;
 

@@ -173,6 +173,8 @@ impl Validating for Priority {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+    use crate::admission::sources::Fixed;
+    use crate::admission::testing::{MemStorage, Parts};
 
     use super::*;
 
@@ -182,5 +184,38 @@ mod tests {
         let classes = vec![c("a", 100, true), c("b", 50, true), c("c", 10, false)];
         assert_eq!(global_default(&classes).map(meta::name), Some("b"));
         assert_eq!(global_default(&classes[2..]), None);
+    }
+
+    async fn admit(plugin: &Priority, spec: Value) -> Result<Value, String> {
+        let pod = json!({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec});
+        let parts = Parts::of(&pod);
+        let mut a = parts.attrs(Operation::Create, "pods", "Pod", "ns", pod, false);
+        plugin.admit(&mut a).await.map_err(|s| s.message)?;
+        Ok(a.object.take().map(|p| p["spec"].clone()).unwrap_or_default())
+    }
+
+    #[tokio::test]
+    async fn classes_resolve_and_disagreements_are_refused() {
+        let sources = Sources::new();
+        sources.set(GROUP, "priorityclasses", Fixed::of([json!({"metadata": {"name": "high"}, "value": 1000, "preemptionPolicy": "Never"})]));
+        let plugin = Priority::new(MemStorage::with([]), sources.clone());
+        let spec = admit(&plugin, json!({"priorityClassName": "high"})).await.unwrap_or_default();
+        assert_eq!((spec["priority"].clone(), spec["preemptionPolicy"].clone()), (json!(1000), json!("Never")));
+        let spec = admit(&plugin, json!({"priorityClassName": "system-cluster-critical"})).await.unwrap_or_default();
+        assert_eq!((spec["priority"].clone(), spec["preemptionPolicy"].clone()), (json!(2_000_000_000), json!("PreemptLowerPriority")));
+        let spec = admit(&plugin, json!({})).await.unwrap_or_default();
+        assert_eq!((spec["priority"].clone(), spec.get("priorityClassName")), (json!(0), None));
+        assert_eq!(admit(&plugin, json!({"priorityClassName": "nope"})).await, Err("pods \"p\" is forbidden: no PriorityClass with name nope was found".into()));
+        assert_eq!(
+            admit(&plugin, json!({"priorityClassName": "high", "priority": 5})).await,
+            Err("pods \"p\" is forbidden: the integer value of priority (5) must not be provided in pod spec; priority admission controller computed 1000 from the given PriorityClass name".into())
+        );
+        assert_eq!(
+            admit(&plugin, json!({"priorityClassName": "high", "preemptionPolicy": "PreemptLowerPriority"})).await,
+            Err("pods \"p\" is forbidden: the string value of PreemptionPolicy (PreemptLowerPriority) must not be provided in pod spec; priority admission controller computed Never from the given PriorityClass name".into())
+        );
+        sources.set(GROUP, "priorityclasses", Fixed::of([json!({"metadata": {"name": "base"}, "value": 7, "globalDefault": true})]));
+        let spec = admit(&plugin, json!({})).await.unwrap_or_default();
+        assert_eq!((spec["priority"].clone(), spec["priorityClassName"].clone()), (json!(7), json!("base")));
     }
 }

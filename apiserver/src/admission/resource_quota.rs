@@ -540,6 +540,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::admission::sources::Fixed;
+    use crate::admission::testing::{MemStorage, Parts};
 
     fn shown(list: &ResourceList) -> String {
         pretty(list)
@@ -598,4 +600,79 @@ mod tests {
         let old: ResourceList = [("a".to_string(), q("1")), ("b".to_string(), q("2")), ("c".to_string(), q("1"))].into();
         assert_eq!(shown(&added_usage(&new, &old)), "a=2,b=0,c=0");
     }
+
+    fn quota(name: &str, hard: Value, used: Option<Value>) -> Value {
+        let mut q = json!({"metadata": {"name": name, "namespace": "ns"}, "spec": {"hard": hard.clone()}, "status": {"hard": hard}});
+        if let Some(u) = used {
+            q["status"]["used"] = u;
+        }
+        q
+    }
+
+    fn plugin(quotas: &[Value]) -> (Arc<MemStorage>, Arc<ResourceQuota>) {
+        let storage = MemStorage::with(quotas.iter().map(|q| (keys::object("", "resourcequotas", Some("ns"), meta::name(q)), q.clone())));
+        let sources = Sources::new();
+        sources.set("", "resourcequotas", Fixed::of(quotas.iter().cloned()));
+        (storage.clone(), Arc::new(ResourceQuota::new(storage, sources)))
+    }
+
+    async fn create_cm(plugin: &ResourceQuota, name: &str, dry_run: bool) -> Result<(), String> {
+        let cm = json!({"metadata": {"name": name, "namespace": "ns"}});
+        let p = Parts::of(&cm);
+        let a = p.attrs(Operation::Create, "configmaps", "ConfigMap", "ns", cm, dry_run);
+        plugin.validate(&a).await.map_err(|s| s.message)
+    }
+
+    async fn used_of(storage: &MemStorage, name: &str) -> Value {
+        storage.get(&keys::object("", "resourcequotas", Some("ns"), name)).await.map(|q| q["status"]["used"].clone()).unwrap_or_default()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_charges_never_overshoot() {
+        let (storage, plugin) = plugin(&[quota("q", json!({"count/configmaps": "5"}), Some(json!({"count/configmaps": "0"})))]);
+        let tasks: Vec<_> = (0..40)
+            .map(|i| {
+                let plugin = plugin.clone();
+                tokio::spawn(async move { (i, create_cm(&plugin, &format!("c{i}"), false).await) })
+            })
+            .collect();
+        let mut admitted = 0;
+        for t in tasks {
+            let (i, r) = t.await.unwrap_or((0, Err("join".into())));
+            match r {
+                Ok(()) => admitted += 1,
+                Err(m) => assert_eq!(m, format!("configmaps \"c{i}\" is forbidden: exceeded quota: q, requested: count/configmaps=1, used: count/configmaps=5, limited: count/configmaps=5")),
+            }
+        }
+        assert_eq!(admitted, 5);
+        assert_eq!(used_of(&storage, "q").await, json!({"count/configmaps": "5"}));
+    }
+
+    #[tokio::test]
+    async fn dry_runs_check_without_charging() {
+        let (storage, plugin) = plugin(&[quota("q", json!({"configmaps": "1"}), Some(json!({"configmaps": "0"})))]);
+        assert_eq!(create_cm(&plugin, "a", true).await, Ok(()));
+        assert_eq!(used_of(&storage, "q").await, json!({"configmaps": "0"}));
+        assert_eq!(create_cm(&plugin, "a", false).await, Ok(()));
+        assert_eq!(used_of(&storage, "q").await, json!({"configmaps": "1"}));
+        assert!(create_cm(&plugin, "b", true).await.is_err_and(|m| m.contains("exceeded quota: q")));
+    }
+
+    #[tokio::test]
+    async fn a_refusing_quota_gives_back_the_earlier_charges() {
+        let (storage, plugin) = plugin(&[
+            quota("a", json!({"count/configmaps": "10"}), Some(json!({"count/configmaps": "3"}))),
+            quota("b", json!({"configmaps": "1"}), Some(json!({"configmaps": "1"}))),
+        ]);
+        let r = create_cm(&plugin, "x", false).await;
+        assert_eq!(r, Err("configmaps \"x\" is forbidden: exceeded quota: b, requested: configmaps=1, used: configmaps=1, limited: configmaps=1".into()));
+        assert_eq!(used_of(&storage, "a").await, json!({"count/configmaps": "3"}));
+        let (_, unknown) = plugin_unknown();
+        assert_eq!(create_cm(&unknown, "y", false).await, Err("configmaps \"y\" is forbidden: status unknown for quota: q, resources: count/configmaps".into()));
+    }
+
+    fn plugin_unknown() -> (Arc<MemStorage>, Arc<ResourceQuota>) {
+        plugin(&[quota("q", json!({"count/configmaps": "1"}), None)])
+    }
+
 }

@@ -196,6 +196,8 @@ impl Validating for RuntimeClass {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+    use crate::admission::sources::Fixed;
+    use crate::admission::testing::{MemStorage, Parts};
 
     use super::*;
 
@@ -211,5 +213,35 @@ mod tests {
         assert_eq!(merge_tolerations(&timed, &forever), forever);
         assert!(same_resources(&json!({"cpu": "0.1"}), &json!({"cpu": "100m"})));
         assert!(!same_resources(&json!({"cpu": "0.1"}), &json!({"cpu": "100m", "memory": "1"})));
+    }
+
+    async fn run(plugin: &RuntimeClass, spec: Value) -> Result<Value, String> {
+        let pod = json!({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec});
+        let parts = Parts::of(&pod);
+        let mut a = parts.attrs(Operation::Create, "pods", "Pod", "ns", pod, false);
+        plugin.admit(&mut a).await.map_err(|s| s.message)?;
+        Validating::validate(plugin, &a).await.map_err(|s| s.message)?;
+        Ok(a.object.take().map(|p| p["spec"].clone()).unwrap_or_default())
+    }
+
+    #[tokio::test]
+    async fn overhead_and_scheduling_come_from_the_class() {
+        let sources = Sources::new();
+        let class = json!({"metadata": {"name": "kata"}, "handler": "kata", "overhead": {"podFixed": {"cpu": "250m"}}, "scheduling": {"nodeSelector": {"rt": "kata"}}});
+        sources.set("node.k8s.io", "runtimeclasses", Fixed::of([class]));
+        let plugin = RuntimeClass::new(MemStorage::with([]), sources);
+        let spec = run(&plugin, json!({"runtimeClassName": "kata", "nodeSelector": {"zone": "a"}})).await.unwrap_or_default();
+        assert_eq!((spec["overhead"].clone(), spec["nodeSelector"].clone()), (json!({"cpu": "250m"}), json!({"zone": "a", "rt": "kata"})));
+        assert_eq!(run(&plugin, json!({"runtimeClassName": "kata", "overhead": {"cpu": "0.25"}})).await.map(|s| s["overhead"].clone()), Ok(json!({"cpu": "250m"})));
+        assert_eq!(run(&plugin, json!({"runtimeClassName": "kata", "overhead": {"cpu": "1"}})).await, Err(format!("pods \"p\" is forbidden: {MISMATCH}")));
+        assert_eq!(run(&plugin, json!({"runtimeClassName": "nope"})).await, Err("pods \"p\" is forbidden: pod rejected: RuntimeClass \"nope\" not found".into()));
+        assert_eq!(
+            run(&plugin, json!({"overhead": {"cpu": "1"}})).await,
+            Err("pods \"p\" is forbidden: pod rejected: Pod Overhead set without corresponding RuntimeClass defined Overhead".into())
+        );
+        assert_eq!(
+            run(&plugin, json!({"runtimeClassName": "kata", "nodeSelector": {"rt": "runc"}})).await,
+            Err("pods \"p\" is forbidden: conflict: runtimeClass.scheduling.nodeSelector[rt] = kata; pod.spec.nodeSelector[rt] = runc".into())
+        );
     }
 }
