@@ -172,9 +172,9 @@ impl Validating for Priority {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
     use crate::admission::sources::Fixed;
     use crate::admission::testing::{MemStorage, Parts};
+    use serde_json::json;
 
     use super::*;
 

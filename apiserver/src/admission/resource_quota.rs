@@ -660,10 +660,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_refusing_quota_gives_back_the_earlier_charges() {
-        let (storage, plugin) = plugin(&[
-            quota("a", json!({"count/configmaps": "10"}), Some(json!({"count/configmaps": "3"}))),
-            quota("b", json!({"configmaps": "1"}), Some(json!({"configmaps": "1"}))),
-        ]);
+        let (storage, plugin) =
+            plugin(&[quota("a", json!({"count/configmaps": "10"}), Some(json!({"count/configmaps": "3"}))), quota("b", json!({"configmaps": "1"}), Some(json!({"configmaps": "1"})))]);
         let r = create_cm(&plugin, "x", false).await;
         assert_eq!(r, Err("configmaps \"x\" is forbidden: exceeded quota: b, requested: configmaps=1, used: configmaps=1, limited: configmaps=1".into()));
         assert_eq!(used_of(&storage, "a").await, json!({"count/configmaps": "3"}));
@@ -674,5 +672,4 @@ mod tests {
     fn plugin_unknown() -> (Arc<MemStorage>, Arc<ResourceQuota>) {
         plugin(&[quota("q", json!({"count/configmaps": "1"}), None)])
     }
-
 }

@@ -195,9 +195,9 @@ impl Validating for RuntimeClass {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
     use crate::admission::sources::Fixed;
     use crate::admission::testing::{MemStorage, Parts};
+    use serde_json::json;
 
     use super::*;
 
@@ -235,10 +235,7 @@ mod tests {
         assert_eq!(run(&plugin, json!({"runtimeClassName": "kata", "overhead": {"cpu": "0.25"}})).await.map(|s| s["overhead"].clone()), Ok(json!({"cpu": "250m"})));
         assert_eq!(run(&plugin, json!({"runtimeClassName": "kata", "overhead": {"cpu": "1"}})).await, Err(format!("pods \"p\" is forbidden: {MISMATCH}")));
         assert_eq!(run(&plugin, json!({"runtimeClassName": "nope"})).await, Err("pods \"p\" is forbidden: pod rejected: RuntimeClass \"nope\" not found".into()));
-        assert_eq!(
-            run(&plugin, json!({"overhead": {"cpu": "1"}})).await,
-            Err("pods \"p\" is forbidden: pod rejected: Pod Overhead set without corresponding RuntimeClass defined Overhead".into())
-        );
+        assert_eq!(run(&plugin, json!({"overhead": {"cpu": "1"}})).await, Err("pods \"p\" is forbidden: pod rejected: Pod Overhead set without corresponding RuntimeClass defined Overhead".into()));
         assert_eq!(
             run(&plugin, json!({"runtimeClassName": "kata", "nodeSelector": {"rt": "runc"}})).await,
             Err("pods \"p\" is forbidden: conflict: runtimeClass.scheduling.nodeSelector[rt] = kata; pod.spec.nodeSelector[rt] = runc".into())

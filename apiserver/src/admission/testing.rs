@@ -15,10 +15,13 @@ use crate::authn::UserInfo;
 use crate::storage::{Error, ListOptions, ListResult, Preconditions, Result, Storage, TryUpdate, Update, WatchOptions, WatchStream};
 use crate::warning::Warnings;
 
+/// The last revision, and each key's object with its revision.
+type State = (i64, BTreeMap<String, (Value, i64)>);
+
 /// Objects by key with their revisions.
 #[derive(Default)]
 pub struct MemStorage {
-    objects: Mutex<(i64, BTreeMap<String, (Value, i64)>)>,
+    objects: Mutex<State>,
 }
 
 impl MemStorage {
