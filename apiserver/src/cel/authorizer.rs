@@ -339,3 +339,57 @@ fn errored(This(this): This<Value>) -> Result<bool, ExecutionError> {
 fn error(This(this): This<Value>) -> Result<Arc<String>, ExecutionError> {
     Ok(Arc::new(decision("error", &this)?.error.clone().unwrap_or_default()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cel::{Activation, Budget, Program, PER_CALL_LIMIT};
+
+    /// Allows alice everything in namespace `a` and `/healthz`, nothing else.
+    struct Alice;
+
+    #[async_trait::async_trait]
+    impl Authorizer for Alice {
+        async fn authorize(&self, attrs: &Attributes<'_>) -> crate::authz::Result<crate::authz::Authorized> {
+            if attrs.resource == "boom" {
+                return Err(crate::authz::Error::Evaluation("the authorizer failed".into()));
+            }
+            let ok = attrs.user.name == "alice" && ((attrs.resource_request && attrs.namespace == "a") || attrs.path == "/healthz");
+            Ok(crate::authz::Authorized { decision: if ok { Decision::Allow } else { Decision::NoOpinion }, reason: format!("asked {} {}", attrs.verb, attrs.api_version) })
+        }
+    }
+
+    fn eval(src: &str, user: &str) -> Result<serde_json::Value, String> {
+        let p = Program::compile(src).map_err(|e| e.to_string())?;
+        let mut a = Activation::new();
+        let request = RequestResource { group: "apps".into(), version: "v1".into(), resource: "deployments".into(), namespace: "a".into(), ..Default::default() };
+        a.bind("authorizer", variable(&UserInfo { name: user.into(), ..Default::default() }, Arc::new(Alice), request));
+        blocking(|| p.eval(&a, &mut Budget::new(PER_CALL_LIMIT))).map_err(|e| e.to_string()).and_then(|v| crate::cel::to_json(&v))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn checks_ask_the_authorizer_as_the_user_or_a_service_account() {
+        let cases: Vec<(&str, &str, serde_json::Value)> = vec![
+            ("authorizer.group('').resource('pods').namespace('a').check('get').allowed()", "alice", serde_json::json!(true)),
+            ("authorizer.group('').resource('pods').namespace('b').name('x').subresource('log').check('get').allowed()", "alice", serde_json::json!(false)),
+            ("authorizer.group('').resource('pods').namespace('a').check('get').reason()", "alice", serde_json::json!("asked get *")),
+            ("authorizer.requestResource.check('create').reason()", "alice", serde_json::json!("asked create v1")),
+            ("authorizer.requestResource.check('create').allowed()", "bob", serde_json::json!(false)),
+            ("authorizer.path('/healthz').check('get').allowed()", "alice", serde_json::json!(true)),
+            ("authorizer.serviceAccount('a', 'robot').group('').resource('pods').namespace('a').check('get').allowed()", "alice", serde_json::json!(false)),
+            ("authorizer.group('').resource('boom').check('get').errored()", "alice", serde_json::json!(true)),
+            ("authorizer.group('').resource('boom').check('get').error()", "alice", serde_json::json!("the authorizer failed")),
+            ("authorizer.group('').resource('pods').check('get').error()", "alice", serde_json::json!("")),
+        ];
+        for (src, user, want) in cases {
+            let got = tokio::task::spawn_blocking(move || eval(src, user)).await.unwrap_or_else(|e| Err(e.to_string()));
+            assert_eq!(got, Ok(want), "{src}");
+        }
+        // Off the blocking pool a check does not block: it errs.
+        let p = Program::compile("authorizer.path('/healthz').check('get').errored()").unwrap_or_else(|e| panic!("{e}"));
+        let mut a = Activation::new();
+        a.bind("authorizer", variable(&UserInfo::default(), Arc::new(Alice), RequestResource::default()));
+        assert_eq!(p.eval(&a, &mut Budget::new(PER_CALL_LIMIT)), Ok(Value::Bool(true)));
+        assert!(eval("authorizer.check('get')", "alice").is_err());
+    }
+}

@@ -225,7 +225,7 @@ mod tests {
         assert_eq!(refs, ["spec.validations[1].expression", "spec.validations[2].expression"], "{w:#?}");
         assert_eq!(
             w[0]["warning"],
-            "apps/v1, Kind=Deployment: ERROR: <input>:1:12: undefined field 'replica'\n | object.spec.replica > 1 && has(oldObject.spec.replica)\n | ...........^\nERROR: <input>:1:43: undefined field 'replica'\n | object.spec.replica > 1 && has(oldObject.spec.replica)\n | ..........................................^\n"
+            "apps/v1, Kind=Deployment: ERROR: <input>:1:12: undefined field 'replica'\n | object.spec.replica > 1 && has(oldObject.spec.replica)\n | ...........^\nERROR: <input>:1:46: undefined field 'replica'\n | object.spec.replica > 1 && has(oldObject.spec.replica)\n | .............................................^\n"
         );
         assert!(w[1]["warning"].as_str().is_some_and(|s| s.starts_with("apps/v1, Kind=Deployment: ERROR: <input>:1:")), "{w:#?}");
         assert!(expression_warnings(&p, &[], &schemas).is_empty());
