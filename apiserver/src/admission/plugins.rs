@@ -127,7 +127,9 @@ pub fn build(enable: &[String], disable: &[String], ctx: &Context) -> Result<(Ch
             "NamespaceLifecycle" => chain.mutating.push(Arc::new(NamespaceLifecycle::new(ctx.storage.clone()))),
             "NodeRestriction" => chain.validating.push(Arc::new(NodeRestriction)),
             "ServiceAccount" => chain.mutating.push(Arc::new(super::service_account::ServiceAccount::new(ctx.storage.clone()))),
-            "MutatingAdmissionPolicy" => chain.mutating.push(Arc::new(super::policy::mutating::MutatingAdmissionPolicy::new(ctx.sources.clone(), ctx.storage.clone(), ctx.authorizer.clone(), ctx.schemas.clone()))),
+            "MutatingAdmissionPolicy" => {
+                chain.mutating.push(Arc::new(super::policy::mutating::MutatingAdmissionPolicy::new(ctx.sources.clone(), ctx.storage.clone(), ctx.authorizer.clone(), ctx.schemas.clone())))
+            }
             "ValidatingAdmissionPolicy" => chain.validating.push(Arc::new(super::policy::validating::ValidatingAdmissionPolicy::new(ctx.sources.clone(), ctx.storage.clone(), ctx.authorizer.clone()))),
             "AlwaysDeny" => {
                 chain.mutating.push(Arc::new(AlwaysDeny));

@@ -198,7 +198,7 @@ fn no_overload(function: &str, target: &Value) -> ExecutionError {
     ExecutionError::function_error(function, format!("no such overload for {}", super::type_name(target)))
 }
 
-fn opaque<'a, T: 'static>(v: &'a Value) -> Option<&'a T> {
+fn opaque<T: 'static>(v: &Value) -> Option<&T> {
     match v {
         Value::Opaque(o) => o.downcast_ref::<T>(),
         _ => None,
@@ -228,11 +228,7 @@ fn group(This(this): This<Value>, g: Arc<String>) -> Result<Value, ExecutionErro
 /// ServiceAccount (its user name and kube's two ServiceAccount groups).
 fn service_account(This(this): This<Value>, ns: Arc<String>, name: Arc<String>) -> Result<Value, ExecutionError> {
     let p = principal("serviceAccount", &this)?;
-    let user = UserInfo {
-        name: crate::authn::service_account_user(&ns, &name),
-        groups: vec!["system:serviceaccounts".to_string(), format!("system:serviceaccounts:{ns}")],
-        ..Default::default()
-    };
+    let user = UserInfo { name: crate::authn::service_account_user(&ns, &name), groups: vec!["system:serviceaccounts".to_string(), format!("system:serviceaccounts:{ns}")], ..Default::default() };
     Ok(Value::Opaque(Arc::new(AuthorizerVal(Arc::new(Principal { user, authorizer: p.authorizer.clone(), runtime: p.runtime.clone() })))))
 }
 

@@ -113,7 +113,16 @@ fn fixture_policies_deny_too_many_replicas_and_annotate_new_deployments() {
     let got = s.kubectl(27, &["get", "deployment", "annotated", "-o", "jsonpath={.metadata.annotations.admission\\.example\\.com/managed-by}"]);
     assert_eq!(got.ok(), "mutating-admission-policy");
     for version in ["v1", "v1beta1", "v1alpha1"] {
-        let out = s.kubectl(33, &["get", &format!("mutatingadmissionpolicies.{version}.admissionregistration.k8s.io"), "add-managed-by-annotation.example.com", "-o", "jsonpath={.apiVersion} {.spec.mutations[0].patchType}"]);
+        let out = s.kubectl(
+            33,
+            &[
+                "get",
+                &format!("mutatingadmissionpolicies.{version}.admissionregistration.k8s.io"),
+                "add-managed-by-annotation.example.com",
+                "-o",
+                "jsonpath={.apiVersion} {.spec.mutations[0].patchType}",
+            ],
+        );
         assert_eq!(out.ok(), format!("admissionregistration.k8s.io/{version} ApplyConfiguration"));
     }
 
@@ -364,7 +373,10 @@ fn actions_params_failure_policies_and_type_checking() {
     wait_for("the failing policy", || create(&s, 33, &deployment("probe", "bad-fail", 1), &["--dry-run=server"]).code != 0);
     for minor in [33, 27] {
         let out = create(&s, minor, &deployment(&format!("f{minor}"), "bad-fail", 1), &[]);
-        assert!(out.code == 1 && out.stderr.contains("ValidatingAdmissionPolicy 'bad-fail.example.com' with binding 'bad-fail' denied request: compilation error: compilation failed: ERROR: <input>:1:"), "{out:?}");
+        assert!(
+            out.code == 1 && out.stderr.contains("ValidatingAdmissionPolicy 'bad-fail.example.com' with binding 'bad-fail' denied request: compilation error: compilation failed: ERROR: <input>:1:"),
+            "{out:?}"
+        );
         create(&s, minor, &deployment(&format!("i{minor}"), "bad-ignore", 1), &[]).ok();
     }
 

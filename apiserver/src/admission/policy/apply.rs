@@ -162,6 +162,7 @@ fn merge_value(obj: &mut Value, patch: &Value, schema: Option<SchemaRef<'_>>) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use serde_json::json;

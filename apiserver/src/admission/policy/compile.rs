@@ -215,8 +215,12 @@ impl ValidatingPolicy {
                 reason: v["reason"].as_str().filter(|s| !s.is_empty()).map(str::to_string),
             })
             .collect();
-        let audit_annotations: Vec<(String, Expression)> =
-            spec["auditAnnotations"].as_array().into_iter().flatten().map(|a| (a["key"].as_str().unwrap_or("").to_string(), Expression::compile(a["valueExpression"].as_str().unwrap_or("")))).collect();
+        let audit_annotations: Vec<(String, Expression)> = spec["auditAnnotations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|a| (a["key"].as_str().unwrap_or("").to_string(), Expression::compile(a["valueExpression"].as_str().unwrap_or(""))))
+            .collect();
         common.uses_authorizer |= validations.iter().any(|v| v.expression.uses_authorizer || v.message_expression.as_ref().is_some_and(|m| m.uses_authorizer));
         common.uses_authorizer |= audit_annotations.iter().any(|(_, e)| e.uses_authorizer);
         ValidatingPolicy { common, validations, audit_annotations }

@@ -271,7 +271,9 @@ pub fn namespace_object(attrs: &Attributes<'_>, sources: &Sources) -> Result<Val
     }
     let Some(ns) = sources.namespace(attrs.namespace) else { return Err(Status::not_found("", "namespaces", attrs.namespace)) };
     let mut meta = serde_json::Map::new();
-    for f in ["name", "generateName", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations", "finalizers"] {
+    for f in
+        ["name", "generateName", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations", "finalizers"]
+    {
         if let Some(v) = ns["metadata"].get(f) {
             meta.insert(f.into(), v.clone());
         }
@@ -415,7 +417,8 @@ impl<'p> Evaluator<'p> {
         };
         let out = r.as_ref().map(|_| ()).map_err(String::clone);
         self.slots[i] = Slot::Done(r);
-        let map: HashMap<Key, Cel> = self.variables.iter().zip(&self.slots).filter_map(|((n, _), s)| if let Slot::Done(Ok(v)) = s { Some((Key::String(Arc::new(n.clone())), v.clone())) } else { None }).collect();
+        let map: HashMap<Key, Cel> =
+            self.variables.iter().zip(&self.slots).filter_map(|((n, _), s)| if let Slot::Done(Ok(v)) = s { Some((Key::String(Arc::new(n.clone())), v.clone())) } else { None }).collect();
         self.activation.bind("variables", Cel::Map(Map { map: Arc::new(map) }));
         Some(out)
     }
@@ -545,6 +548,7 @@ pub(crate) mod testing {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

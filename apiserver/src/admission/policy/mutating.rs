@@ -157,8 +157,9 @@ impl Mutating for MutatingAdmissionPolicy {
         "MutatingAdmissionPolicy"
     }
 
+    /// Creates and updates, while some policy has a binding.
     fn handles(&self, op: Operation) -> bool {
-        matches!(op, Operation::Create | Operation::Update)
+        matches!(op, Operation::Create | Operation::Update) && !self.cache.hooks(&self.sources).is_empty()
     }
 
     fn reinvocable(&self) -> bool {
@@ -254,6 +255,7 @@ impl Mutating for MutatingAdmissionPolicy {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::admission::sources::Fixed;

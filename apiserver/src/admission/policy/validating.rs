@@ -146,7 +146,9 @@ pub fn evaluate(policy: &ValidatingPolicy, inputs: &Inputs, params: Option<&Valu
                 }
             }
             Ok(Cel::Null) => AuditAnnotation::Exclude,
-            Ok(other) => AuditAnnotation::Error(format!("valueExpression '{}' resulted in unsupported return type: {}. Return type must be either string or null.", e.source, crate::cel::type_name(&other))),
+            Ok(other) => {
+                AuditAnnotation::Error(format!("valueExpression '{}' resulted in unsupported return type: {}. Return type must be either string or null.", e.source, crate::cel::type_name(&other)))
+            }
         };
         audit.push(a);
     }
@@ -195,8 +197,10 @@ impl Validating for ValidatingAdmissionPolicy {
         "ValidatingAdmissionPolicy"
     }
 
+    /// Every operation, while some policy has a binding (so that writes
+    /// skip building admission attributes when there is none).
     fn handles(&self, _op: Operation) -> bool {
-        true
+        !self.cache.hooks(&self.sources).is_empty()
     }
 
     async fn validate(&self, attrs: &Attributes<'_>) -> Result<(), Status> {
@@ -310,6 +314,7 @@ impl Validating for ValidatingAdmissionPolicy {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::admission::sources::Fixed;
@@ -383,7 +388,11 @@ mod tests {
         let warn = json!({"metadata": {"name": "warn"}, "spec": {"policyName": "limit", "validationActions": ["Warn"], "matchResources": {"namespaceSelector": {"matchLabels": {"env": "test"}}}}});
         sources.set(super::super::GROUP, "validatingadmissionpolicies", Fixed::of([vap]));
         sources.set(super::super::GROUP, "validatingadmissionpolicybindings", Fixed::of([deny, warn]));
-        sources.set("", "namespaces", Fixed::of([json!({"metadata": {"name": "default", "labels": {"kubernetes.io/metadata.name": "default"}}}), json!({"metadata": {"name": "t", "labels": {"env": "test"}}})]));
+        sources.set(
+            "",
+            "namespaces",
+            Fixed::of([json!({"metadata": {"name": "default", "labels": {"kubernetes.io/metadata.name": "default"}}}), json!({"metadata": {"name": "t", "labels": {"env": "test"}}})]),
+        );
         let storage: Arc<dyn Storage> = Arc::new(super::super::testing::Fixed(Default::default()));
         let plugin = ValidatingAdmissionPolicy::new(sources.clone(), storage, Arc::new(crate::authz::always::AlwaysAllow));
         let user = UserInfo::default();
