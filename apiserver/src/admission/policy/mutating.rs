@@ -25,9 +25,11 @@
 //! for evaluation and patch errors (`Forbidden` for configuration errors),
 //! and every error as a cause.
 //!
-//! `reinvocationPolicy: IfNeeded`: the plugin is reinvocable while such a
-//! policy exists; on the chain's second run (a later plugin changed the
-//! object) only those policies run again.
+//! `reinvocationPolicy: IfNeeded`: when a later policy of this plugin
+//! changed the object after such a policy ran, the IfNeeded policies run
+//! once more at the end of the plugin's run; and the plugin is reinvocable
+//! while such a policy exists, so that on the chain's second run (a later
+//! plugin, a webhook, changed the object) only those policies run again.
 //!
 //! Deletes and connects are not looked at (there is no object to mutate).
 
@@ -222,13 +224,34 @@ impl Mutating for MutatingAdmissionPolicy {
             let schema = self.schemas.of_kind(attrs.kind.group, attrs.kind.version, attrs.kind.kind);
             let obj = attrs.object.take().unwrap_or(Value::Null);
             let hooks = hooks.clone();
+            let reinvoking = attrs.reinvocation;
             let (obj, found) = super::run(blocking, move || {
                 let mut obj = obj;
                 let mut errors = Vec::new();
-                for step in steps {
+                // (step, object as it left the step) of IfNeeded policies.
+                let mut left_by_reinvocable: Vec<(usize, Value)> = Vec::new();
+                for (i, step) in steps.iter().enumerate() {
                     match step {
-                        Step::Error(e) => errors.push(e),
-                        Step::Invoke { hook, binding, param } => errors.extend(invoke(&hooks[hook].policy, &binding, &inputs, param.as_ref(), &mut obj, schema.as_ref())),
+                        Step::Error(e) => errors.push(e.clone()),
+                        Step::Invoke { hook, binding, param } => {
+                            errors.extend(invoke(&hooks[*hook].policy, binding, &inputs, param.as_ref(), &mut obj, schema.as_ref()));
+                            if hooks[*hook].policy.reinvoke_if_needed {
+                                left_by_reinvocable.push((i, obj.clone()));
+                            }
+                        }
+                    }
+                }
+                // A later policy changed the object after an IfNeeded one
+                // ran: those run once more (kube's policy reinvocation).
+                if !reinvoking && left_by_reinvocable.iter().any(|(_, o)| *o != obj) {
+                    for (i, _) in &left_by_reinvocable {
+                        if let Step::Invoke { hook, binding, param } = &steps[*i] {
+                            for e in invoke(&hooks[*hook].policy, binding, &inputs, param.as_ref(), &mut obj, schema.as_ref()) {
+                                if !errors.contains(&e) {
+                                    errors.push(e);
+                                }
+                            }
+                        }
                     }
                 }
                 (obj, errors)
@@ -320,6 +343,21 @@ mod tests {
         assert_eq!(out["metadata"]["annotations"], json!({"a": "1"}));
         assert_eq!(out["metadata"]["labels"], json!({"b": "1"}));
         assert!(!p.reinvocable());
+    }
+
+    #[tokio::test]
+    async fn if_needed_policies_run_again_after_a_later_change() {
+        let copy = json!([{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": "Object{metadata: Object.metadata{annotations: {\"copied\": \"labels\" in object.metadata && \"b\" in object.metadata.labels ? object.metadata.labels[\"b\"] : \"none\"}}}"}}]);
+        let label = json!([{"patchType": "JSONPatch", "jsonPatch": {"expression": "[JSONPatch{op: \"add\", path: \"/metadata/labels\", value: {\"b\": \"set\"}}]"}}]);
+        let mut a = policy("a", "Fail", copy);
+        let obj = json!({"metadata": {"name": "web", "namespace": "default"}});
+        let p = plugin(vec![a.clone(), policy("b", "Fail", label.clone())], vec![binding("a"), binding("b")]);
+        assert_eq!(admit(&p, obj.clone()).await.unwrap()["metadata"]["annotations"]["copied"], "none", "Never: not run again");
+        a["spec"]["reinvocationPolicy"] = json!("IfNeeded");
+        let p = plugin(vec![a, policy("b", "Fail", label)], vec![binding("a"), binding("b")]);
+        let out = admit(&p, obj).await.unwrap();
+        assert_eq!((&out["metadata"]["annotations"]["copied"], &out["metadata"]["labels"]["b"]), (&json!("set"), &json!("set")));
+        assert!(p.reinvocable());
     }
 
     #[tokio::test]
