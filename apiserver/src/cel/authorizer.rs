@@ -1,6 +1,7 @@
 //! The `authorizer` variable of admission policies: kube's CEL
 //! authorizer library (`k8s.io/apiserver/pkg/cel/library/authz.go`), over
-//! this server's [`crate::authz::Authorizer`].
+//! a [`Checker`] that the caller supplies (the admission policies answer
+//! with the server's authorizer, as the request's user).
 //!
 //! ```text
 //! authorizer.group('apps').resource('deployments').subresource('scale')
@@ -22,13 +23,9 @@
 //! from maps, and `authorizer.requestResource` is a field. Methods accept
 //! the map or an `Authorizer` (what `serviceAccount` returns).
 //!
-//! `check` is synchronous, as CEL evaluation is, and the authorizer is
-//! async: it runs the authorizer's future with [`tokio::runtime::Handle::block_on`]
-//! on the runtime the variable was made on. Evaluations that may call it
-//! must therefore run off the async workers, inside
-//! `tokio::task::spawn_blocking` and [`blocking`], as the admission policy
-//! plugins do; anywhere else `check` answers an errored Decision instead of
-//! blocking a worker.
+//! `check` is synchronous, as CEL evaluation is: a [`Checker`] over an
+//! async authorizer must block (the admission policies evaluate on Tokio's
+//! blocking pool for that).
 //!
 //! Not implemented: `fieldSelector`/`labelSelector` on resource checks
 //! (kube 1.31+), and kube's per-call cost of a check.
@@ -40,30 +37,67 @@ use kube_cel::cel::extractors::This;
 use kube_cel::cel::objects::{Key, Map, Opaque};
 use kube_cel::cel::{Context, ExecutionError, Value};
 
-use crate::authn::UserInfo;
-use crate::authz::{Attributes, Authorizer, Decision};
-
 /// The key of the hidden entry holding the `Authorizer` in the variable's
 /// map; `@` cannot start a CEL identifier, so no expression can name it.
 const HIDDEN: &str = "@authorizer";
 
-/// Who asks, and whom.
-#[derive(Clone)]
-struct Principal {
-    user: UserInfo,
-    authorizer: Arc<dyn Authorizer>,
-    runtime: tokio::runtime::Handle,
+/// What a `check` asks (kube's authorizer attributes; who asks is the
+/// [`Checker`]'s business).
+#[derive(Debug, Clone, Copy)]
+pub struct Check<'a> {
+    /// The verb (`get`, `create`, …; for a path, the lowercase HTTP verb).
+    pub verb: &'a str,
+    /// A resource check (else a path check).
+    pub resource_request: bool,
+    /// The URL path (path checks).
+    pub path: &'a str,
+    /// API group.
+    pub group: &'a str,
+    /// API version (`*` for every version).
+    pub version: &'a str,
+    /// Resource (plural).
+    pub resource: &'a str,
+    /// Subresource, or empty.
+    pub subresource: &'a str,
+    /// Namespace, or empty.
+    pub namespace: &'a str,
+    /// Object name, or empty.
+    pub name: &'a str,
 }
+
+/// An answer to a [`Check`] (kube's `Decision`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Decision {
+    /// The authorizer allowed it.
+    pub allowed: bool,
+    /// Why, in the authorizer's words; may be empty.
+    pub reason: String,
+    /// The authorizer failed, with this message.
+    pub error: Option<String>,
+}
+
+/// Answers checks for one user.
+pub trait Checker: Send + Sync {
+    /// The decision for `check`, made as this checker's user.
+    fn check(&self, check: &Check<'_>) -> Decision;
+
+    /// A checker asking as the ServiceAccount `namespace/name` instead.
+    fn service_account(&self, namespace: &str, name: &str) -> Arc<dyn Checker>;
+}
+
+/// Who asks.
+#[derive(Clone)]
+struct Principal(Arc<dyn Checker>);
 
 impl fmt::Debug for Principal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Authorizer({})", self.user.name)
+        write!(f, "Authorizer")
     }
 }
 
 impl PartialEq for Principal {
     fn eq(&self, other: &Self) -> bool {
-        self.user == other.user && std::ptr::addr_eq(Arc::as_ptr(&self.authorizer), Arc::as_ptr(&other.authorizer))
+        std::ptr::addr_eq(Arc::as_ptr(&self.0), Arc::as_ptr(&other.0))
     }
 }
 
@@ -71,26 +105,26 @@ impl Eq for Principal {}
 
 /// kube's `Authorizer` type.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct AuthorizerVal(Arc<Principal>);
+struct AuthorizerVal(Principal);
 
 /// kube's `PathCheck`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct PathCheck {
-    principal: Arc<Principal>,
+    principal: Principal,
     path: String,
 }
 
 /// kube's `GroupCheck`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct GroupCheck {
-    principal: Arc<Principal>,
+    principal: Principal,
     group: String,
 }
 
 /// kube's `ResourceCheck`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct ResourceCheck {
-    principal: Arc<Principal>,
+    principal: Principal,
     group: String,
     version: String,
     resource: String,
@@ -99,13 +133,9 @@ struct ResourceCheck {
     name: String,
 }
 
-/// kube's `Decision`.
+/// kube's `Decision` type.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct DecisionVal {
-    allowed: bool,
-    reason: String,
-    error: Option<String>,
-}
+struct DecisionVal(Decision);
 
 impl Opaque for AuthorizerVal {
     fn runtime_type_name(&self) -> &str {
@@ -155,14 +185,10 @@ pub struct RequestResource {
     pub name: String,
 }
 
-/// The `authorizer` variable for `user`, asking `authorizer`, with
-/// `authorizer.requestResource` set to `request`. Call it inside a Tokio
-/// runtime: checks run on that runtime.
-///
-/// # Panics
-/// Outside a Tokio runtime.
-pub fn variable(user: &UserInfo, authorizer: Arc<dyn Authorizer>, request: RequestResource) -> Value {
-    let principal = Arc::new(Principal { user: user.clone(), authorizer, runtime: tokio::runtime::Handle::current() });
+/// The `authorizer` variable asking `checker`, with
+/// `authorizer.requestResource` set to `request`.
+pub fn variable(checker: Arc<dyn Checker>, request: RequestResource) -> Value {
+    let principal = Principal(checker);
     let rr = ResourceCheck {
         principal: principal.clone(),
         group: request.group,
@@ -206,7 +232,7 @@ fn opaque<T: 'static>(v: &Value) -> Option<&T> {
 }
 
 /// The principal of the `authorizer` map or of an `Authorizer`.
-fn principal(function: &str, this: &Value) -> Result<Arc<Principal>, ExecutionError> {
+fn principal(function: &str, this: &Value) -> Result<Principal, ExecutionError> {
     let inner = match this {
         Value::Map(m) => m.map.get(&Key::String(Arc::new(HIDDEN.to_string()))),
         other => Some(other),
@@ -225,11 +251,10 @@ fn group(This(this): This<Value>, g: Arc<String>) -> Result<Value, ExecutionErro
 }
 
 /// `serviceAccount(namespace, name)`: an `Authorizer` asking as that
-/// ServiceAccount (its user name and kube's two ServiceAccount groups).
+/// ServiceAccount.
 fn service_account(This(this): This<Value>, ns: Arc<String>, name: Arc<String>) -> Result<Value, ExecutionError> {
     let p = principal("serviceAccount", &this)?;
-    let user = UserInfo { name: crate::authn::service_account_user(&ns, &name), groups: vec!["system:serviceaccounts".to_string(), format!("system:serviceaccounts:{ns}")], ..Default::default() };
-    Ok(Value::Opaque(Arc::new(AuthorizerVal(Arc::new(Principal { user, authorizer: p.authorizer.clone(), runtime: p.runtime.clone() })))))
+    Ok(Value::Opaque(Arc::new(AuthorizerVal(Principal(p.0.service_account(&ns, &name))))))
 }
 
 fn resource(This(this): This<Value>, r: Arc<String>) -> Result<Value, ExecutionError> {
@@ -264,60 +289,23 @@ fn name(This(this): This<Value>, n: Arc<String>) -> Result<Value, ExecutionError
     with("name", &this, |r| r.name = n.to_string())
 }
 
-/// `check(verb)` on a PathCheck or a ResourceCheck: asks the authorizer.
+/// `check(verb)` on a PathCheck or a ResourceCheck: asks the checker.
 fn check(This(this): This<Value>, verb: Arc<String>) -> Result<Value, ExecutionError> {
     let decision = if let Some(p) = opaque::<PathCheck>(&this) {
-        let attrs = Attributes { user: &p.principal.user, verb: &verb, resource_request: false, path: &p.path, namespace: "", api_group: "", api_version: "", resource: "", subresource: "", name: "" };
-        ask(&p.principal, &attrs)
+        let c = Check { verb: &verb, resource_request: false, path: &p.path, group: "", version: "", resource: "", subresource: "", namespace: "", name: "" };
+        p.principal.0.check(&c)
     } else if let Some(r) = opaque::<ResourceCheck>(&this) {
-        let attrs = Attributes {
-            user: &r.principal.user,
-            verb: &verb,
-            resource_request: true,
-            path: "",
-            namespace: &r.namespace,
-            api_group: &r.group,
-            api_version: &r.version,
-            resource: &r.resource,
-            subresource: &r.subresource,
-            name: &r.name,
-        };
-        ask(&r.principal, &attrs)
+        let c =
+            Check { verb: &verb, resource_request: true, path: "", group: &r.group, version: &r.version, resource: &r.resource, subresource: &r.subresource, namespace: &r.namespace, name: &r.name };
+        r.principal.0.check(&c)
     } else {
         return Err(no_overload("check", &this));
     };
-    Ok(Value::Opaque(Arc::new(decision)))
+    Ok(Value::Opaque(Arc::new(DecisionVal(decision))))
 }
 
-thread_local! {
-    /// Whether this thread may block on the authorizer (see [`blocking`]).
-    static MAY_BLOCK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Runs `f`, in which `check` may block this thread on the authorizer.
-/// Call it only off the async workers (inside `spawn_blocking`): there
-/// `Handle::block_on` is sound. Elsewhere `check` answers an errored
-/// Decision rather than block a worker.
-pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
-    let before = MAY_BLOCK.with(|b| b.replace(true));
-    let out = f();
-    MAY_BLOCK.with(|b| b.set(before));
-    out
-}
-
-/// Runs the authorizer on the principal's runtime.
-fn ask(p: &Principal, attrs: &Attributes<'_>) -> DecisionVal {
-    if !MAY_BLOCK.with(std::cell::Cell::get) {
-        return DecisionVal { allowed: false, reason: String::new(), error: Some("authorizer checks are not available here".into()) };
-    }
-    match p.runtime.block_on(p.authorizer.authorize(attrs)) {
-        Ok(a) => DecisionVal { allowed: a.decision == Decision::Allow, reason: a.reason, error: None },
-        Err(e) => DecisionVal { allowed: false, reason: String::new(), error: Some(e.to_string()) },
-    }
-}
-
-fn decision<'a>(function: &str, this: &'a Value) -> Result<&'a DecisionVal, ExecutionError> {
-    opaque::<DecisionVal>(this).ok_or_else(|| no_overload(function, this))
+fn decision<'a>(function: &str, this: &'a Value) -> Result<&'a Decision, ExecutionError> {
+    opaque::<DecisionVal>(this).map(|d| &d.0).ok_or_else(|| no_overload(function, this))
 }
 
 fn allowed(This(this): This<Value>) -> Result<bool, ExecutionError> {
@@ -341,17 +329,20 @@ mod tests {
     use super::*;
     use crate::cel::{Activation, Budget, Program, PER_CALL_LIMIT};
 
-    /// Allows alice everything in namespace `a` and `/healthz`, nothing else.
-    struct Alice;
+    /// Allows alice everything in namespace `a` and `/healthz`; fails on
+    /// resource `boom`; tells what it was asked.
+    struct Alice(String);
 
-    #[async_trait::async_trait]
-    impl Authorizer for Alice {
-        async fn authorize(&self, attrs: &Attributes<'_>) -> crate::authz::Result<crate::authz::Authorized> {
-            if attrs.resource == "boom" {
-                return Err(crate::authz::Error::Evaluation("the authorizer failed".into()));
+    impl Checker for Alice {
+        fn check(&self, c: &Check<'_>) -> Decision {
+            if c.resource == "boom" {
+                return Decision { error: Some("the authorizer failed".into()), ..Default::default() };
             }
-            let ok = attrs.user.name == "alice" && ((attrs.resource_request && attrs.namespace == "a") || attrs.path == "/healthz");
-            Ok(crate::authz::Authorized { decision: if ok { Decision::Allow } else { Decision::NoOpinion }, reason: format!("asked {} {}", attrs.verb, attrs.api_version) })
+            let allowed = self.0 == "alice" && ((c.resource_request && c.namespace == "a") || c.path == "/healthz");
+            Decision { allowed, reason: format!("{} asked {} {}", self.0, c.verb, c.version), error: None }
+        }
+        fn service_account(&self, namespace: &str, name: &str) -> Arc<dyn Checker> {
+            Arc::new(Alice(format!("system:serviceaccount:{namespace}:{name}")))
         }
     }
 
@@ -359,33 +350,28 @@ mod tests {
         let p = Program::compile(src).map_err(|e| e.to_string())?;
         let mut a = Activation::new();
         let request = RequestResource { group: "apps".into(), version: "v1".into(), resource: "deployments".into(), namespace: "a".into(), ..Default::default() };
-        a.bind("authorizer", variable(&UserInfo { name: user.into(), ..Default::default() }, Arc::new(Alice), request));
-        blocking(|| p.eval(&a, &mut Budget::new(PER_CALL_LIMIT))).map_err(|e| e.to_string()).and_then(|v| crate::cel::to_json(&v))
+        a.bind("authorizer", variable(Arc::new(Alice(user.into())), request));
+        p.eval(&a, &mut Budget::new(PER_CALL_LIMIT)).map_err(|e| e.to_string()).and_then(|v| crate::cel::to_json(&v))
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
-    async fn checks_ask_the_authorizer_as_the_user_or_a_service_account() {
+    #[test]
+    fn checks_ask_the_checker_as_the_user_or_a_service_account() {
         let cases: Vec<(&str, &str, serde_json::Value)> = vec![
             ("authorizer.group('').resource('pods').namespace('a').check('get').allowed()", "alice", serde_json::json!(true)),
             ("authorizer.group('').resource('pods').namespace('b').name('x').subresource('log').check('get').allowed()", "alice", serde_json::json!(false)),
-            ("authorizer.group('').resource('pods').namespace('a').check('get').reason()", "alice", serde_json::json!("asked get *")),
-            ("authorizer.requestResource.check('create').reason()", "alice", serde_json::json!("asked create v1")),
+            ("authorizer.group('').resource('pods').namespace('a').check('get').reason()", "alice", serde_json::json!("alice asked get *")),
+            ("authorizer.requestResource.check('create').reason()", "alice", serde_json::json!("alice asked create v1")),
             ("authorizer.requestResource.check('create').allowed()", "bob", serde_json::json!(false)),
             ("authorizer.path('/healthz').check('get').allowed()", "alice", serde_json::json!(true)),
-            ("authorizer.serviceAccount('a', 'robot').group('').resource('pods').namespace('a').check('get').allowed()", "alice", serde_json::json!(false)),
+            ("authorizer.serviceAccount('a', 'robot').group('').resource('pods').namespace('a').check('get').reason()", "alice", serde_json::json!("system:serviceaccount:a:robot asked get *")),
             ("authorizer.group('').resource('boom').check('get').errored()", "alice", serde_json::json!(true)),
             ("authorizer.group('').resource('boom').check('get').error()", "alice", serde_json::json!("the authorizer failed")),
             ("authorizer.group('').resource('pods').check('get').error()", "alice", serde_json::json!("")),
         ];
         for (src, user, want) in cases {
-            let got = tokio::task::spawn_blocking(move || eval(src, user)).await.unwrap_or_else(|e| Err(e.to_string()));
-            assert_eq!(got, Ok(want), "{src}");
+            assert_eq!(eval(src, user), Ok(want), "{src}");
         }
-        // Off the blocking pool a check does not block: it errs.
-        let p = Program::compile("authorizer.path('/healthz').check('get').errored()").unwrap_or_else(|e| panic!("{e}"));
-        let mut a = Activation::new();
-        a.bind("authorizer", variable(&UserInfo::default(), Arc::new(Alice), RequestResource::default()));
-        assert_eq!(p.eval(&a, &mut Budget::new(PER_CALL_LIMIT)), Ok(Value::Bool(true)));
         assert!(eval("authorizer.check('get')", "alice").is_err());
+        assert!(eval("authorizer.group('').allowed()", "alice").is_err());
     }
 }
