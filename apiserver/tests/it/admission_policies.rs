@@ -92,6 +92,10 @@ fn fixture_policies_deny_too_many_replicas_and_annotate_new_deployments() {
         assert_eq!(s.kubectl(minor, &["get", "configmap", "before", "-o", "jsonpath={.data.a}"]).ok(), "1");
         assert!(s.kubectl(minor, &["get", "configmaps", "-o", "name"]).ok().contains("configmap/before"));
     }
+    // A delete is a write: `oldObject` is the ConfigMap, `object` null.
+    let kept = s.kubectl(33, &["delete", "configmap", "before"]);
+    assert!(kept.code == 1 && kept.stderr.contains("denied request: no ConfigMaps here"), "{kept:?}");
+    assert_eq!(s.kubectl(33, &["get", "configmap", "before", "-o", "name"]).ok().trim(), "configmap/before");
 
     // The mutating fixture: the annotation shows in a server dry run.
     s.kubectl(33, &["apply", "--validate=false", "-f", fixtures().join("mutating-admission-policy.yaml").to_str().unwrap()]).ok();

@@ -54,7 +54,7 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 use super::matching;
-use super::sources::{Snapshot, Sources};
+use super::sources::{Snapshot, Source, Sources};
 use super::Attributes;
 use crate::cel::{Activation, Budget, EvalError, PER_CALL_LIMIT, RUNTIME_BUDGET};
 use crate::errors::{Cause, Status};
@@ -79,6 +79,8 @@ pub struct Cache<P> {
     policies: &'static str,
     bindings: &'static str,
     compile: fn(&Value) -> P,
+    /// The two copies, once the admission feed has plugged them in.
+    copies: std::sync::OnceLock<(Arc<dyn Source>, Arc<dyn Source>)>,
     state: Mutex<Option<CacheState<P>>>,
 }
 
@@ -93,13 +95,20 @@ impl<P> Cache<P> {
     /// A cache of the policies of resource `policies` and the bindings of
     /// `bindings` (both of [`GROUP`]), compiled with `compile`.
     pub fn new(policies: &'static str, bindings: &'static str, compile: fn(&Value) -> P) -> Self {
-        Cache { policies, bindings, compile, state: Mutex::new(None) }
+        Cache { policies, bindings, compile, copies: std::sync::OnceLock::new(), state: Mutex::new(None) }
     }
 
     /// The hooks of the current snapshots (policies in name order).
     pub fn hooks(&self, sources: &Sources) -> Arc<Vec<Hook<P>>> {
-        let policies = sources.snapshot(GROUP, self.policies);
-        let bindings = sources.snapshot(GROUP, self.bindings);
+        let copies = match self.copies.get() {
+            Some(c) => Some(c),
+            None => match (sources.get(GROUP, self.policies), sources.get(GROUP, self.bindings)) {
+                (Some(p), Some(b)) => Some(self.copies.get_or_init(|| (p, b))),
+                _ => None,
+            },
+        };
+        let Some((policies, bindings)) = copies else { return Arc::new(Vec::new()) };
+        let (policies, bindings) = (policies.snapshot(), bindings.snapshot());
         let mut state = self.state.lock();
         if let Some(s) = state.as_ref() {
             if Arc::ptr_eq(&s.policies, &policies) && Arc::ptr_eq(&s.bindings, &bindings) {
