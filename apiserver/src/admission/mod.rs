@@ -31,6 +31,7 @@ pub mod namespace_lifecycle;
 pub mod node_restriction;
 pub mod plugins;
 pub mod pod_resources;
+pub mod policy;
 pub mod priority;
 pub mod quantity;
 pub mod resource_quota;

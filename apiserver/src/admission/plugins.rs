@@ -107,6 +107,9 @@ pub struct Context {
     /// The authorizer of `--authorization-mode`: the `authorizer` of CEL
     /// policies.
     pub authorizer: Arc<dyn crate::authz::Authorizer>,
+    /// The kinds' schemas (MutatingAdmissionPolicy merges apply
+    /// configurations along them).
+    pub schemas: crate::schema::SchemaStore,
 }
 
 /// The chain of the plugins `enable`/`disable` select (see [`enabled`]).
@@ -143,6 +146,10 @@ pub fn build(enable: &[String], disable: &[String], ctx: &Context) -> Result<(Ch
                 chain.validating.push(p);
             }
             "ResourceQuota" => chain.validating.push(Arc::new(super::resource_quota::ResourceQuota::new(ctx.storage.clone(), ctx.sources.clone()))),
+            "MutatingAdmissionPolicy" => {
+                chain.mutating.push(Arc::new(super::policy::mutating::MutatingAdmissionPolicy::new(ctx.sources.clone(), ctx.storage.clone(), ctx.authorizer.clone(), ctx.schemas.clone())))
+            }
+            "ValidatingAdmissionPolicy" => chain.validating.push(Arc::new(super::policy::validating::ValidatingAdmissionPolicy::new(ctx.sources.clone(), ctx.storage.clone(), ctx.authorizer.clone()))),
             "AlwaysDeny" => {
                 chain.mutating.push(Arc::new(AlwaysDeny));
                 chain.validating.push(Arc::new(AlwaysDeny));
