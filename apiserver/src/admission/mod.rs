@@ -26,6 +26,7 @@ pub mod matching;
 pub mod namespace_lifecycle;
 pub mod node_restriction;
 pub mod plugins;
+pub mod pod_security;
 pub mod service_account;
 pub mod sources;
 

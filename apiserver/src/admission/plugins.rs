@@ -124,6 +124,7 @@ pub fn build(enable: &[String], disable: &[String], ctx: &Context) -> Result<(Ch
             "NamespaceLifecycle" => chain.mutating.push(Arc::new(NamespaceLifecycle::new(ctx.storage.clone()))),
             "NodeRestriction" => chain.validating.push(Arc::new(NodeRestriction)),
             "ServiceAccount" => chain.mutating.push(Arc::new(super::service_account::ServiceAccount::new(ctx.storage.clone()))),
+            "PodSecurity" => chain.validating.push(Arc::new(super::pod_security::PodSecurity::new(ctx.storage.clone(), ctx.sources.clone()))),
             "AlwaysDeny" => {
                 chain.mutating.push(Arc::new(AlwaysDeny));
                 chain.validating.push(Arc::new(AlwaysDeny));
