@@ -250,7 +250,7 @@ fn setters(pod: bool, containers: &[&str]) -> String {
     parts.join(" and ")
 }
 
-fn string_items(v: Option<&Value>, key: &str) -> impl Iterator<Item = &str> {
+fn string_items<'a>(v: Option<&'a Value>, key: &str) -> impl Iterator<Item = &'a str> {
     v.and_then(|v| v.get(key)).and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str)
 }
 

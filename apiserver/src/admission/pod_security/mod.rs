@@ -497,8 +497,12 @@ impl PodSecurity {
             let controller =
                 pod["metadata"]["ownerReferences"].as_array().and_then(|refs| refs.iter().find(|r| r["controller"] == Value::Bool(true))).and_then(|r| r["uid"].as_str()).map(str::to_string);
             match controller {
-                Some(uid) if !controllers.insert(uid) => rest.push(pod),
-                _ => first.push(pod),
+                Some(uid) if controllers.contains(&uid) => rest.push(pod),
+                Some(uid) => {
+                    controllers.insert(uid);
+                    first.push(pod);
+                }
+                None => first.push(pod),
             }
         }
         first.extend(rest);
@@ -777,7 +781,9 @@ mod tests {
                 audit: None,
                 reinvocation: false,
             };
-            let r = futures::executor::block_on(p.validate(&attrs));
+            // A runtime with a clock: the pod list has a timeout.
+            let rt = tokio::runtime::Builder::new_current_thread().enable_time().build();
+            let r = rt.map_err(|e| Status::internal(e)).and_then(|rt| rt.block_on(p.validate(&attrs)));
             (r.err().map(|s| (s.code, s.message)), warnings.texts())
         }
     }
