@@ -1,10 +1,11 @@
 //! PodSecurity admission (the Pod Security Standards by namespace label)
 //! through real kubectl 1.33 and 1.27, with kube-apiserver's messages word
 //! for word: `enforce` refuses a root pod, `warn` warns on kubectl's
-//! stderr, a Deployment is warned about and never refused, raising a
-//! namespace's enforce level warns about its pods, `-version` labels pick
-//! older checks, `audit` annotates the audit log, and
-//! `--disable-admission-plugins=PodSecurity` turns it all off.
+//! stderr, `kubectl debug` containers are checked too, a Deployment is
+//! warned about and never refused, raising a namespace's enforce level
+//! warns about its pods, `-version` labels pick older checks, `audit`
+//! annotates the audit log, and `--disable-admission-plugins=PodSecurity`
+//! turns it all off.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -69,6 +70,26 @@ fn levels_and_modes(s: &Server, minor: u32) {
     let admitted = s.kubectl_stdin(minor, &["create", "-n", &enforced, "-f", "-"], Some(&compliant_pod("ok", json!({}))));
     assert_eq!(admitted.ok().trim(), "pod/ok created");
     assert!(warnings(&admitted).is_empty(), "{admitted:?}");
+
+    // kubectl debug adds an ephemeral container, checked as any other.
+    let debug = s.kubectl(minor, &["debug", "ok", "-n", &enforced, "--image=busybox", "--container=dbg"]);
+    assert_eq!(debug.code, 1, "{debug:?}");
+    assert!(
+        debug.stderr.contains(r#"pods "ok" is forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false (container "dbg" must set securityContext.allowPrivilegeEscalation=false), unrestricted capabilities (container "dbg" must set securityContext.capabilities.drop=["ALL"])"#),
+        "{debug:?}"
+    );
+    // kubectl 1.33's restricted profile makes a container that passes;
+    // 1.27's did not set allowPrivilegeEscalation yet.
+    let debug = s.kubectl(minor, &["debug", "ok", "-n", &enforced, "--image=busybox", "--container=dbg", "--profile=restricted"]);
+    if minor >= 33 {
+        assert_eq!(debug.code, 0, "{debug:?}");
+        assert_eq!(s.kubectl(minor, &["get", "pod", "ok", "-n", &enforced, "-o", "jsonpath={.spec.ephemeralContainers[*].name}"]).ok(), "dbg");
+    } else {
+        assert_eq!(
+            debug.stderr.trim(),
+            r#"Error from server (Forbidden): pods "ok" is forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false (container "dbg" must set securityContext.allowPrivilegeEscalation=false)"#
+        );
+    }
 
     // A Deployment is warned about (enforce also warns) and created.
     let deploy = s.kubectl(minor, &["create", "deployment", "web", "--image=nginx", "-n", &enforced]);

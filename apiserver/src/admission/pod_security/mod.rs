@@ -783,7 +783,7 @@ mod tests {
             };
             // A runtime with a clock: the pod list has a timeout.
             let rt = tokio::runtime::Builder::new_current_thread().enable_time().build();
-            let r = rt.map_err(|e| Status::internal(e)).and_then(|rt| rt.block_on(p.validate(&attrs)));
+            let r = rt.map_err(Status::internal).and_then(|rt| rt.block_on(p.validate(&attrs)));
             (r.err().map(|s| (s.code, s.message)), warnings.texts())
         }
     }
