@@ -687,6 +687,8 @@ impl Validating for PodSecurity {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use serde_json::json;
 
     use super::*;
@@ -760,6 +762,13 @@ mod tests {
 
         /// (the refusal's code and message, the warnings).
         fn run(&self, p: &PodSecurity) -> (Option<(u16, String)>, Vec<String>) {
+            let (refusal, warnings, _) = self.run_audited(p);
+            (refusal, warnings)
+        }
+
+        /// As [`Req::run`], with the audit annotations.
+        fn run_audited(&self, p: &PodSecurity) -> (Option<(u16, String)>, Vec<String>, BTreeMap<String, String>) {
+            let audit = Recorder::default();
             let opts = json!({});
             let warnings = Warnings::default();
             let user = UserInfo { name: self.user.into(), ..Default::default() };
@@ -778,13 +787,24 @@ mod tests {
                 user: &user,
                 dry_run: false,
                 warnings: &warnings,
-                audit: None,
+                audit: Some(&audit),
                 reinvocation: false,
             };
             // A runtime with a clock: the pod list has a timeout.
             let rt = tokio::runtime::Builder::new_current_thread().enable_time().build();
             let r = rt.map_err(Status::internal).and_then(|rt| rt.block_on(p.validate(&attrs)));
-            (r.err().map(|s| (s.code, s.message)), warnings.texts())
+            let annotations = audit.0.lock().clone();
+            (r.err().map(|s| (s.code, s.message)), warnings.texts(), annotations)
+        }
+    }
+
+    /// The audit annotations of a request.
+    #[derive(Debug, Default)]
+    struct Recorder(parking_lot::Mutex<BTreeMap<String, String>>);
+
+    impl crate::admission::AuditAnnotations for Recorder {
+        fn add_annotation(&self, key: &str, value: &str) {
+            self.0.lock().entry(key.to_string()).or_insert_with(|| value.to_string());
         }
     }
 
@@ -892,6 +912,42 @@ mod tests {
     }
 
     #[test]
+    fn audit_annotations_record_the_policy_and_violations() {
+        let p = plugin(
+            vec![
+                namespace("ns", json!({ENFORCE_LABEL: "restricted"})),
+                namespace("audited", json!({AUDIT_LABEL: "restricted", AUDIT_VERSION_LABEL: "v1.24"})),
+                namespace("open", json!({})),
+                namespace("broken", json!({ENFORCE_LABEL: "baseline", WARN_LABEL: "everything"})),
+            ],
+            vec![],
+            Config::default(),
+        );
+        let map = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (format!("{PREFIX}{k}"), v.to_string())).collect::<BTreeMap<_, _>>();
+        let (_, _, refused) = Req::create("", "pods", "ns", root_pod("x", "i")).run_audited(&p);
+        assert_eq!(refused, map(&[("enforce-policy", "restricted:latest")]));
+        let (_, warnings, audited) = Req::create("", "pods", "audited", root_pod("x", "i")).run_audited(&p);
+        // v1.24 had no Windows exemptions, but the same checks for a Linux pod.
+        assert_eq!(audited, map(&[("enforce-policy", "privileged:latest"), ("audit-violations", &format!(r#"would violate PodSecurity "restricted:v1.24": {ROOT_POD_RESTRICTED}"#))]));
+        assert!(warnings.is_empty());
+        let deployment = json!({"metadata": {"name": "d"}, "spec": {"template": root_pod("", "i")}});
+        let (_, _, audited) = Req::create("apps", "deployments", "audited", deployment).run_audited(&p);
+        assert_eq!(audited, map(&[("audit-violations", &format!(r#"would violate PodSecurity "restricted:v1.24": {ROOT_POD_RESTRICTED}"#))]));
+        assert_eq!(Req::create("", "pods", "open", root_pod("x", "i")).run_audited(&p).2, map(&[("enforce-policy", "privileged:latest")]));
+        // Bad labels are reported, and the bad mode falls back (warn to
+        // privileged).
+        let (refusal, warnings, broken) = Req::create("", "pods", "broken", root_pod("x", "i")).run_audited(&p);
+        assert_eq!((refusal, warnings), (None, vec![]));
+        assert_eq!(
+            broken,
+            map(&[
+                ("enforce-policy", "baseline:latest"),
+                ("error", r#"Failed to parse policy: metadata.labels[pod-security.kubernetes.io/warn]: Invalid value: "everything": must be one of privileged, baseline, restricted"#)
+            ])
+        );
+    }
+
+    #[test]
     fn pod_updates_are_checked_only_when_they_can_weaken_the_pod() {
         let p = plugin(vec![namespace("ns", json!({ENFORCE_LABEL: "restricted"}))], vec![], Config::default());
         let old = root_pod("x", "i");
@@ -987,7 +1043,7 @@ mod tests {
     fn exemptions_skip_checks() {
         let config = Config { defaults: Policy::default(), exemptions: Exemptions { usernames: vec!["ci".into()], namespaces: vec!["kube-system".into()], runtime_classes: vec!["kata".into()] } };
         let p = plugin(vec![namespace("ns", json!({ENFORCE_LABEL: "restricted"})), namespace("kube-system", json!({ENFORCE_LABEL: "restricted"}))], vec![], config);
-        assert_eq!(Req::create("", "pods", "kube-system", root_pod("x", "i")).run(&p), (None, vec![]));
+        assert_eq!(Req::create("", "pods", "kube-system", root_pod("x", "i")).run_audited(&p), (None, vec![], BTreeMap::from([(format!("{PREFIX}exempt"), "namespace".to_string())])));
         let mut by_ci = Req::create("", "pods", "ns", root_pod("x", "i"));
         by_ci.user = "ci";
         assert_eq!(by_ci.run(&p), (None, vec![]));
