@@ -737,6 +737,9 @@ mod tests {
         PodSecurity::with_config(Arc::new(PodsOnly(pods)), sources, config)
     }
 
+    /// A request's refusal (code, message), warnings and audit annotations.
+    type Outcome = (Option<(u16, String)>, Vec<String>, BTreeMap<String, String>);
+
     /// One request to the plugin.
     struct Req<'a> {
         op: Operation,
@@ -767,7 +770,7 @@ mod tests {
         }
 
         /// As [`Req::run`], with the audit annotations.
-        fn run_audited(&self, p: &PodSecurity) -> (Option<(u16, String)>, Vec<String>, BTreeMap<String, String>) {
+        fn run_audited(&self, p: &PodSecurity) -> Outcome {
             let audit = Recorder::default();
             let opts = json!({});
             let warnings = Warnings::default();
