@@ -22,6 +22,7 @@
 //! line in [`plugins::build`].
 
 pub mod always;
+pub mod config;
 pub mod matching;
 pub mod namespace_lifecycle;
 pub mod node_restriction;
@@ -287,4 +288,12 @@ pub enum Error {
     /// A plugin both enabled and disabled.
     #[error("{0:?} is in both --enable-admission-plugins and --disable-admission-plugins")]
     EnabledAndDisabled(String),
+    /// A plugin's `--admission-control-config-file` entry is wrong.
+    #[error("couldn't init admission plugin {plugin:?}: {message}")]
+    PluginConfig {
+        /// The plugin.
+        plugin: &'static str,
+        /// What is wrong.
+        message: String,
+    },
 }

@@ -107,6 +107,8 @@ pub struct Context {
     /// The authorizer of `--authorization-mode`: the `authorizer` of CEL
     /// policies.
     pub authorizer: Arc<dyn crate::authz::Authorizer>,
+    /// The plugins' entries of `--admission-control-config-file`.
+    pub config: Arc<super::config::AdmissionConfig>,
 }
 
 /// The chain of the plugins `enable`/`disable` select (see [`enabled`]).
@@ -114,7 +116,8 @@ pub struct Context {
 /// with it.
 ///
 /// # Errors
-/// As [`enabled`].
+/// As [`enabled`]; [`Error::PluginConfig`] for a plugin's bad entry in
+/// the admission configuration file.
 pub fn build(enable: &[String], disable: &[String], ctx: &Context) -> Result<(Chain, Vec<&'static str>), Error> {
     let mut chain = Chain::default();
     let mut missing = Vec::new();
@@ -124,7 +127,10 @@ pub fn build(enable: &[String], disable: &[String], ctx: &Context) -> Result<(Ch
             "NamespaceLifecycle" => chain.mutating.push(Arc::new(NamespaceLifecycle::new(ctx.storage.clone()))),
             "NodeRestriction" => chain.validating.push(Arc::new(NodeRestriction)),
             "ServiceAccount" => chain.mutating.push(Arc::new(super::service_account::ServiceAccount::new(ctx.storage.clone()))),
-            "PodSecurity" => chain.validating.push(Arc::new(super::pod_security::PodSecurity::new(ctx.storage.clone(), ctx.sources.clone()))),
+            "PodSecurity" => {
+                let config = ctx.config.plugin(name).map(super::pod_security::Config::from_value).transpose().map_err(|message| Error::PluginConfig { plugin: name, message })?;
+                chain.validating.push(Arc::new(super::pod_security::PodSecurity::with_config(ctx.storage.clone(), ctx.sources.clone(), config.unwrap_or_default())))
+            }
             "AlwaysDeny" => {
                 chain.mutating.push(Arc::new(AlwaysDeny));
                 chain.validating.push(Arc::new(AlwaysDeny));

@@ -233,3 +233,50 @@ fn disabled_plugin_admits_any_pod() {
         assert_eq!(s.kubectl(minor, &["label", "ns", &ns, "pod-security.kubernetes.io/enforce=strict", "--overwrite"]).ok().trim(), format!("namespace/{ns} labeled"));
     }
 }
+
+/// `--admission-control-config-file` with a `PodSecurityConfiguration`:
+/// the defaults apply to unlabelled namespaces, exempt namespaces are not
+/// checked (and their labels draw a warning), and a bad configuration
+/// stops the start.
+#[test]
+fn configuration_file_sets_defaults_and_exemptions() {
+    let files = tempfile::tempdir().unwrap();
+    let config = files.path().join("admission.yaml");
+    std::fs::write(&config, "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n- name: PodSecurity\n  path: podsecurity.yaml\n").unwrap();
+    std::fs::write(
+        files.path().join("podsecurity.yaml"),
+        "apiVersion: pod-security.admission.config.k8s.io/v1\nkind: PodSecurityConfiguration\ndefaults:\n  enforce: baseline\nexemptions:\n  namespaces: [exempt]\n",
+    )
+    .unwrap();
+    let s = Server::start_with(&[format!("--admission-control-config-file={}", config.display())]);
+    let privileged =
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "priv"}, "spec": {"containers": [{"name": "c", "image": "nginx", "securityContext": {"privileged": true}}]}}).to_string();
+    for minor in [33, 27] {
+        let open = format!("open-{minor}");
+        namespace(&s, minor, &open, json!({}));
+        let refused = s.kubectl_stdin(minor, &["create", "-n", &open, "-f", "-"], Some(&privileged));
+        assert_eq!(
+            refused.stderr.trim(),
+            r#"Error from server (Forbidden): error when creating "STDIN": pods "priv" is forbidden: violates PodSecurity "baseline:latest": privileged (container "c" must not set securityContext.privileged=true)"#,
+            "kubectl 1.{minor}"
+        );
+        // A root pod meets baseline.
+        assert_eq!(s.kubectl(minor, &["run", "root", "--image=nginx", "-n", &open]).ok().trim(), "pod/root created");
+    }
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "exempt", "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}}).to_string();
+    let created = s.kubectl_stdin(33, &["create", "-f", "-"], Some(&ns));
+    assert_eq!(created.ok().trim(), "namespace/exempt created");
+    assert_eq!(warnings(&created), [r#"namespace "exempt" is exempt from Pod Security, and the policy (enforce=restricted:latest) will be ignored"#], "{created:?}");
+    assert_eq!(s.kubectl_stdin(33, &["create", "-n", "exempt", "-f", "-"], Some(&privileged)).ok().trim(), "pod/priv created");
+
+    std::fs::write(files.path().join("podsecurity.yaml"), "apiVersion: pod-security.admission.config.k8s.io/v1\nkind: PodSecurityConfiguration\ndefaults:\n  warn: loud\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_apiserver"))
+        .args(["--secure-port", "0", "--data-dir"])
+        .arg(files.path().join("data"))
+        .arg(format!("--admission-control-config-file={}", config.display()))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(r#"couldn't init admission plugin "PodSecurity": defaults.warn: Invalid value: "loud": must be one of privileged, baseline, restricted"#), "{stderr}");
+}

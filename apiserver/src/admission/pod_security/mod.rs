@@ -317,6 +317,106 @@ pub struct Config {
     pub exemptions: Exemptions,
 }
 
+/// The `apiVersion`s of `PodSecurityConfiguration`.
+const CONFIG_API_VERSIONS: &[&str] = &["pod-security.admission.config.k8s.io/v1", "pod-security.admission.config.k8s.io/v1beta1", "pod-security.admission.config.k8s.io/v1alpha1"];
+
+const DNS1123_LABEL_ERROR: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+const DNS1123_SUBDOMAIN_ERROR: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+
+fn is_dns_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty() && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-') && b[0] != b'-' && b[b.len() - 1] != b'-'
+}
+
+/// Why a namespace name (`label`) or runtime class name (subdomain) is
+/// not one, in kube's words.
+fn name_errors(name: &str, subdomain: bool) -> Vec<&'static str> {
+    let mut errors = Vec::new();
+    if subdomain {
+        if name.len() > 253 {
+            errors.push("must be no more than 253 characters");
+        }
+        if !name.split('.').all(is_dns_label) {
+            errors.push(DNS1123_SUBDOMAIN_ERROR);
+        }
+    } else {
+        if name.len() > 63 {
+            errors.push("must be no more than 63 characters");
+        }
+        if !is_dns_label(name) {
+            errors.push(DNS1123_LABEL_ERROR);
+        }
+    }
+    errors
+}
+
+impl Config {
+    /// Reads a `PodSecurityConfiguration`
+    /// (`pod-security.admission.config.k8s.io/v1`, `v1beta1` or
+    /// `v1alpha1`), kube's `--admission-control-config-file` entry for
+    /// `PodSecurity`:
+    ///
+    /// ```yaml
+    /// defaults: {enforce: baseline, enforce-version: latest, audit: restricted, warn: restricted}
+    /// exemptions: {usernames: [], namespaces: [kube-system], runtimeClasses: []}
+    /// ```
+    ///
+    /// Unset defaults are `privileged` and `latest`.
+    ///
+    /// # Errors
+    /// Another kind; bad levels or versions; namespace names that are not
+    /// RFC 1123 labels, runtime class names that are not subdomains, empty
+    /// user names, and duplicates, all in kube's field error wording (a
+    /// list in brackets when there are several).
+    pub fn from_value(v: &Value) -> Result<Config, String> {
+        let kind = v.get("kind").and_then(Value::as_str).unwrap_or("");
+        let api_version = v.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+        if kind != "PodSecurityConfiguration" || !CONFIG_API_VERSIONS.contains(&api_version) {
+            return Err(format!("no kind {kind:?} is registered for version {api_version:?}: expected a PodSecurityConfiguration of {}", CONFIG_API_VERSIONS.join(", ")));
+        }
+        let mut errors: Vec<String> = Vec::new();
+        let defaults = &v["defaults"];
+        let field = |key: &str, fallback: &'static str| defaults.get(key).and_then(Value::as_str).filter(|s| !s.is_empty()).unwrap_or(fallback).to_string();
+        let mut mode = |name: &str| -> LevelVersion {
+            let (level, version) = (field(name, "privileged"), field(&format!("{name}-version"), "latest"));
+            let level = Level::parse(&level).unwrap_or_else(|| {
+                errors.push(format!("defaults.{name}: Invalid value: {}: {LEVEL_ERROR}", go_quote(&level)));
+                Level::Restricted
+            });
+            let version = Version::parse(&version).unwrap_or_else(|| {
+                errors.push(format!("defaults.{name}-version: Invalid value: {}: {VERSION_ERROR}", go_quote(&version)));
+                Version::Latest
+            });
+            LevelVersion { level, version }
+        };
+        // kube checks enforce, warn, then audit.
+        let (enforce, warn, audit) = (mode("enforce"), mode("warn"), mode("audit"));
+        let mut list = |key: &str, check: &dyn Fn(&str) -> Vec<&'static str>| -> Vec<String> {
+            let mut seen: Vec<String> = Vec::new();
+            for (i, item) in v["exemptions"].get(key).and_then(Value::as_array).into_iter().flatten().enumerate() {
+                let item = item.as_str().unwrap_or("");
+                let problems = check(item);
+                if !problems.is_empty() {
+                    errors.push(format!("exemptions.{key}[{i}]: Invalid value: {}: {}", go_quote(item), problems.join(", ")));
+                } else if seen.iter().any(|s| s == item) {
+                    errors.push(format!("exemptions.{key}[{i}]: Duplicate value: {}", go_quote(item)));
+                } else {
+                    seen.push(item.to_string());
+                }
+            }
+            seen
+        };
+        let namespaces = list("namespaces", &|n| name_errors(n, false));
+        let runtime_classes = list("runtimeClasses", &|n| name_errors(n, true));
+        let usernames = list("usernames", &|n| if n.is_empty() { vec!["username must not be empty"] } else { vec![] });
+        match errors.len() {
+            0 => Ok(Config { defaults: Policy { enforce, audit, warn }, exemptions: Exemptions { usernames, namespaces, runtime_classes } }),
+            1 => Err(errors.concat()),
+            _ => Err(format!("[{}]", errors.join(", "))),
+        }
+    }
+}
+
 /// The plugin.
 pub struct PodSecurity {
     storage: Arc<dyn Storage>,
@@ -1040,6 +1140,49 @@ mod tests {
         assert_eq!(Req::create("", "namespaces", "", relabelled).update(restricted).run(&p), (None, vec![]));
         let (_, warnings) = Req::create("", "namespaces", "", baseline).update(open).run(&p);
         assert_eq!(warnings, vec![r#"existing pods in namespace "ns" violate the new PodSecurity enforce level "baseline:latest""#.to_string(), "h: host namespaces".to_string()]);
+    }
+
+    #[test]
+    fn configuration_sets_defaults_and_exemptions() {
+        let doc = json!({
+            "apiVersion": "pod-security.admission.config.k8s.io/v1",
+            "kind": "PodSecurityConfiguration",
+            "defaults": {"enforce": "baseline", "enforce-version": "v1.30", "warn": "restricted"},
+            "exemptions": {"namespaces": ["kube-system"], "runtimeClasses": ["kata.io"], "usernames": ["system:serviceaccount:ci:deployer"]}
+        });
+        let config = Config::from_value(&doc).unwrap_or_else(|e| panic!("{e}"));
+        let lv = |level, version| LevelVersion { level, version };
+        assert_eq!(config.defaults, Policy { enforce: lv(Level::Baseline, Version::Minor(30)), audit: LevelVersion::PRIVILEGED, warn: lv(Level::Restricted, Version::Latest) });
+        assert_eq!(config.exemptions, Exemptions { usernames: vec!["system:serviceaccount:ci:deployer".into()], namespaces: vec!["kube-system".into()], runtime_classes: vec!["kata.io".into()] });
+        let empty = json!({"apiVersion": "pod-security.admission.config.k8s.io/v1beta1", "kind": "PodSecurityConfiguration"});
+        assert_eq!(Config::from_value(&empty), Ok(Config::default()));
+
+        // Unlabelled namespaces take the defaults; labels still win.
+        let p = plugin(vec![namespace("open", json!({})), namespace("labelled", json!({ENFORCE_LABEL: "privileged"}))], vec![], config);
+        let mut privileged = root_pod("x", "i");
+        privileged["spec"]["containers"][0]["securityContext"] = json!({"privileged": true});
+        let (refusal, _) = Req::create("", "pods", "open", privileged.clone()).run(&p);
+        assert_eq!(
+            refusal.map(|(_, m)| m),
+            Some(r#"pods "x" is forbidden: violates PodSecurity "baseline:v1.30": privileged (container "c" must not set securityContext.privileged=true)"#.to_string())
+        );
+        let (refusal, warnings) = Req::create("", "pods", "labelled", privileged).run(&p);
+        assert_eq!(refusal, None);
+        assert_eq!(warnings.len(), 1);
+
+        let bad = json!({
+            "apiVersion": "pod-security.admission.config.k8s.io/v1",
+            "kind": "PodSecurityConfiguration",
+            "defaults": {"enforce": "strict", "audit-version": "1.30"},
+            "exemptions": {"namespaces": ["Kube", "a", "a"], "usernames": [""]}
+        });
+        assert_eq!(
+            Config::from_value(&bad),
+            Err(format!(
+                r#"[defaults.enforce: Invalid value: "strict": {LEVEL_ERROR}, defaults.audit-version: Invalid value: "1.30": {VERSION_ERROR}, exemptions.namespaces[0]: Invalid value: "Kube": {DNS1123_LABEL_ERROR}, exemptions.namespaces[2]: Duplicate value: "a", exemptions.usernames[0]: Invalid value: "": username must not be empty]"#
+            ))
+        );
+        assert!(Config::from_value(&json!({"apiVersion": "v1", "kind": "ConfigMap"})).is_err_and(|e| e.starts_with(r#"no kind "ConfigMap" is registered for version "v1""#)));
     }
 
     #[test]
