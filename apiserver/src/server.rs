@@ -430,6 +430,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         Some(path) => crate::admission::config::AdmissionConfig::load(path).map_err(|e| anyhow::anyhow!("--admission-control-config-file: {e}"))?,
         None => Default::default(),
     };
+    crate::admission::plugins::check_config(&admission_config)?;
     let Opened { storage, member } = open_storage(&opts).await?;
     let service_accounts = Arc::new(crate::authn::service_account::Tokens::new(sa_config, storage.clone()));
     let authenticator = authenticator(&opts, service_accounts.clone())?;

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use super::always::{AlwaysAdmit, AlwaysDeny};
+use super::config::AdmissionConfig;
 use super::namespace_lifecycle::NamespaceLifecycle;
 use super::node_restriction::NodeRestriction;
 use super::{Chain, Error};
@@ -108,7 +109,23 @@ pub struct Context {
     /// policies.
     pub authorizer: Arc<dyn crate::authz::Authorizer>,
     /// The plugins' entries of `--admission-control-config-file`.
-    pub config: Arc<super::config::AdmissionConfig>,
+    pub config: Arc<AdmissionConfig>,
+}
+
+/// Checks the plugins' entries of the admission configuration file (at
+/// start-up, before the store opens).
+///
+/// # Errors
+/// [`Error::PluginConfig`] for the first bad entry.
+pub fn check_config(config: &AdmissionConfig) -> Result<(), Error> {
+    pod_security_config(config).map(|_| ())
+}
+
+/// PodSecurity's `PodSecurityConfiguration`, or the default without one.
+fn pod_security_config(config: &AdmissionConfig) -> Result<super::pod_security::Config, Error> {
+    let plugin = "PodSecurity";
+    let parsed = config.plugin(plugin).map(super::pod_security::Config::from_value).transpose().map_err(|message| Error::PluginConfig { plugin, message })?;
+    Ok(parsed.unwrap_or_default())
 }
 
 /// The chain of the plugins `enable`/`disable` select (see [`enabled`]).
@@ -128,8 +145,8 @@ pub fn build(enable: &[String], disable: &[String], ctx: &Context) -> Result<(Ch
             "NodeRestriction" => chain.validating.push(Arc::new(NodeRestriction)),
             "ServiceAccount" => chain.mutating.push(Arc::new(super::service_account::ServiceAccount::new(ctx.storage.clone()))),
             "PodSecurity" => {
-                let config = ctx.config.plugin(name).map(super::pod_security::Config::from_value).transpose().map_err(|message| Error::PluginConfig { plugin: name, message })?;
-                chain.validating.push(Arc::new(super::pod_security::PodSecurity::with_config(ctx.storage.clone(), ctx.sources.clone(), config.unwrap_or_default())))
+                let config = pod_security_config(&ctx.config)?;
+                chain.validating.push(Arc::new(super::pod_security::PodSecurity::with_config(ctx.storage.clone(), ctx.sources.clone(), config)))
             }
             "AlwaysDeny" => {
                 chain.mutating.push(Arc::new(AlwaysDeny));
