@@ -297,7 +297,7 @@ pub struct Api {
 pub fn build_api(storage: Arc<dyn Storage>, cfg: ApiConfig) -> anyhow::Result<Api> {
     let admission_sources = crate::admission::sources::Sources::new();
     let config = Arc::new(cfg.admission_config.clone());
-    let plugins = crate::admission::plugins::Context { storage: storage.clone(), sources: admission_sources.clone(), authorizer: cfg.authorizer.clone(), config };
+    let plugins = crate::admission::plugins::Context { storage: storage.clone(), sources: admission_sources.clone(), authorizer: cfg.authorizer.clone(), schemas: cfg.schemas.clone(), config };
     let (admission, missing) = crate::admission::plugins::build(&cfg.enable_admission_plugins, &cfg.disable_admission_plugins, &plugins)?;
     if !missing.is_empty() {
         tracing::debug!("admission plugins not implemented yet, skipped: {}", missing.join(", "));

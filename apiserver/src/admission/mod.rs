@@ -28,6 +28,7 @@ pub mod namespace_lifecycle;
 pub mod node_restriction;
 pub mod plugins;
 pub mod pod_security;
+pub mod policy;
 pub mod service_account;
 pub mod sources;
 

@@ -110,6 +110,9 @@ pub struct Context {
     pub authorizer: Arc<dyn crate::authz::Authorizer>,
     /// The plugins' entries of `--admission-control-config-file`.
     pub config: Arc<AdmissionConfig>,
+    /// The kinds' schemas (MutatingAdmissionPolicy merges apply
+    /// configurations along them).
+    pub schemas: crate::schema::SchemaStore,
 }
 
 /// Checks the plugins' entries of the admission configuration file (at
@@ -148,6 +151,10 @@ pub fn build(enable: &[String], disable: &[String], ctx: &Context) -> Result<(Ch
                 let config = pod_security_config(&ctx.config)?;
                 chain.validating.push(Arc::new(super::pod_security::PodSecurity::with_config(ctx.storage.clone(), ctx.sources.clone(), config)))
             }
+            "MutatingAdmissionPolicy" => {
+                chain.mutating.push(Arc::new(super::policy::mutating::MutatingAdmissionPolicy::new(ctx.sources.clone(), ctx.storage.clone(), ctx.authorizer.clone(), ctx.schemas.clone())))
+            }
+            "ValidatingAdmissionPolicy" => chain.validating.push(Arc::new(super::policy::validating::ValidatingAdmissionPolicy::new(ctx.sources.clone(), ctx.storage.clone(), ctx.authorizer.clone()))),
             "AlwaysDeny" => {
                 chain.mutating.push(Arc::new(AlwaysDeny));
                 chain.validating.push(Arc::new(AlwaysDeny));
