@@ -22,6 +22,7 @@
 //! line in [`plugins::build`].
 
 pub mod always;
+pub mod config;
 pub mod default_storage_class;
 pub mod default_toleration_seconds;
 pub mod limit_ranger;
@@ -31,6 +32,7 @@ pub mod namespace_lifecycle;
 pub mod node_restriction;
 pub mod plugins;
 pub mod pod_resources;
+pub mod pod_security;
 pub mod policy;
 pub mod priority;
 pub mod quantity;
@@ -299,4 +301,12 @@ pub enum Error {
     /// A plugin both enabled and disabled.
     #[error("{0:?} is in both --enable-admission-plugins and --disable-admission-plugins")]
     EnabledAndDisabled(String),
+    /// A plugin's `--admission-control-config-file` entry is wrong.
+    #[error("couldn't init admission plugin {plugin:?}: {message}")]
+    PluginConfig {
+        /// The plugin.
+        plugin: &'static str,
+        /// What is wrong.
+        message: String,
+    },
 }

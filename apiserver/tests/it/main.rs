@@ -21,6 +21,7 @@ mod listwatch;
 mod migration;
 mod oidc;
 mod openapi;
+mod pod_security;
 mod python;
 mod rbac;
 mod resources;
