@@ -471,7 +471,14 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         tokens: service_accounts.clone(),
         root_ca: std::fs::read_to_string(&generated.ca_cert).with_context(|| format!("read {}", generated.ca_cert.display()))?,
     };
-    let mut startup = Some(tokio::spawn(start_up(member, storage, api.registry.clone(), health.clone(), opts.name.clone(), Feeds { admission: api.admission_sources.clone(), rbac, node: node_graph, service_accounts: sa_feed })));
+    let mut startup = Some(tokio::spawn(start_up(
+        member,
+        storage,
+        api.registry.clone(),
+        health.clone(),
+        opts.name.clone(),
+        Feeds { admission: api.admission_sources.clone(), rbac, node: node_graph, service_accounts: sa_feed },
+    )));
     let mut controllers = None;
 
     println!("serving on {server_url}");

@@ -23,6 +23,12 @@ pub struct AuditContext {
     event: Mutex<Event>,
 }
 
+impl std::fmt::Debug for AuditContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditContext").field("level", &self.config.level).finish_non_exhaustive()
+    }
+}
+
 impl AuditContext {
     /// A context for `event` (its level is `config.level`).
     pub fn new(config: RequestConfig, event: Event) -> Arc<Self> {

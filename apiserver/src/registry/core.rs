@@ -480,7 +480,7 @@ pub fn resources() -> Vec<ResourceDef> {
         core("namespaces", "namespace", "Namespace", false, &["ns"], &[], vec![status(), finalize()], Box::new(Namespaces)),
         core("configmaps", "configmap", "ConfigMap", true, &["cm"], &[], none(), Box::new(ConfigMaps)),
         core("secrets", "secret", "Secret", true, &[], &[], none(), Box::new(Secrets)),
-        core("pods", "pod", "Pod", true, &["po"], &["all"], vec![status()], Box::new(Pods)),
+        core("pods", "pod", "Pod", true, &["po"], &["all"], vec![status(), super::subresources::ephemeral_containers()], Box::new(Pods)),
         core("services", "service", "Service", true, &["svc"], &["all"], vec![status()], Box::new(Services)),
         core("serviceaccounts", "serviceaccount", "ServiceAccount", true, &["sa"], &[], none(), Box::new(ServiceAccounts)),
         core("events", "event", "Event", true, &["ev"], &[], none(), Box::new(Events)),

@@ -38,6 +38,14 @@ pub fn scale() -> Arc<dyn Subresource> {
     Arc::new(ScaleSubresource)
 }
 
+/// `ephemeralcontainers` (a pod's): GET the pod; PUT and PATCH change only
+/// its `spec.ephemeralContainers`, which may grow but whose existing
+/// containers may not change (kube's `EphemeralContainersREST`; `kubectl
+/// debug` patches it).
+pub fn ephemeral_containers() -> Arc<dyn Subresource> {
+    Arc::new(EphemeralContainersSubresource)
+}
+
 /// `finalize` (a namespace's): PUT only.
 pub fn finalize() -> Arc<dyn Subresource> {
     Arc::new(FinalizeSubresource)
@@ -225,5 +233,84 @@ impl Updater for ScaleRest {
     async fn update(&self, ctx: &Context<'_>, name: &str, info: &dyn UpdatedObjectInfo, opts: &WriteOptions) -> Result<(Value, bool), Status> {
         let (obj, created) = self.store.update_part(ctx, name, &ScaleUpdate { inner: info }, opts, Part { subresource: "scale", status_only: false }).await?;
         Ok((to_scale(&obj), created))
+    }
+}
+
+struct EphemeralContainersSubresource;
+
+impl Subresource for EphemeralContainersSubresource {
+    fn name(&self) -> &str {
+        "ephemeralcontainers"
+    }
+    fn rest(&self, store: &Arc<Store>) -> Arc<dyn Rest> {
+        Arc::new(EphemeralContainersRest { store: store.clone() })
+    }
+}
+
+/// The ephemeralcontainers subresource's REST object.
+struct EphemeralContainersRest {
+    store: Arc<Store>,
+}
+
+impl Rest for EphemeralContainersRest {
+    fn kind(&self) -> &Gvk {
+        Rest::kind(self.store.as_ref())
+    }
+    fn getter(&self) -> Option<&dyn Getter> {
+        Some(self)
+    }
+    fn updater(&self) -> Option<&dyn Updater> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Getter for EphemeralContainersRest {
+    async fn get(&self, ctx: &Context<'_>, name: &str, opts: &GetOptions) -> Result<Value, Status> {
+        Getter::get(self.store.as_ref(), ctx, name, opts).await
+    }
+}
+
+#[async_trait]
+impl Updater for EphemeralContainersRest {
+    async fn update(&self, ctx: &Context<'_>, name: &str, info: &dyn UpdatedObjectInfo, opts: &WriteOptions) -> Result<(Value, bool), Status> {
+        let part = Part { subresource: "ephemeralcontainers", status_only: false };
+        self.store.update_part(ctx, name, &EphemeralContainersUpdate { inner: info }, opts, part).await
+    }
+}
+
+/// An update of a pod through `ephemeralcontainers`: the current pod with
+/// only `spec.ephemeralContainers` taken from what the client sent.
+struct EphemeralContainersUpdate<'a> {
+    inner: &'a dyn UpdatedObjectInfo,
+}
+
+#[async_trait]
+impl UpdatedObjectInfo for EphemeralContainersUpdate<'_> {
+    async fn updated_object(&self, current: Option<&Value>) -> Result<Value, Status> {
+        let Some(old) = current else { return Err(Status::internal("an ephemeralcontainers update without its pod")) };
+        let sent = self.inner.updated_object(Some(old)).await?;
+        let wanted = sent["spec"]["ephemeralContainers"].as_array().cloned().unwrap_or_default();
+        let existing = old["spec"]["ephemeralContainers"].as_array().cloned().unwrap_or_default();
+        let mut causes = Vec::new();
+        for (i, had) in existing.iter().enumerate() {
+            let name = had["name"].as_str().unwrap_or("");
+            if !wanted.iter().any(|w| w == had) {
+                causes.push(Cause::forbidden(&format!("spec.ephemeralContainers[{i}]"), &format!("existing ephemeral containers \"{name}\" may not be changed")));
+            }
+        }
+        if !causes.is_empty() {
+            return Err(Status::invalid("", "Pod", meta::name(old), causes));
+        }
+        let mut pod = old.clone();
+        pod["spec"]["ephemeralContainers"] = Value::Array(wanted);
+        if let (Some(m), Some(rv)) = (meta::meta_mut(&mut pod), sent["metadata"]["resourceVersion"].as_str().filter(|v| !v.is_empty())) {
+            m.insert("resourceVersion".into(), Value::String(rv.to_string()));
+        }
+        Ok(pod)
+    }
+
+    fn may_create(&self) -> bool {
+        false
     }
 }
