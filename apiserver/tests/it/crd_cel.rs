@@ -148,7 +148,7 @@ fn rules_on_writes(s: &Server, minor: u32) {
     let file = s.dir.path().join(format!("status-{tag}.json"));
     std::fs::write(&file, with_status.to_string()).unwrap();
     let bad_phase = s.kubectl(minor, &["replace", "--raw", &raw, "-f", file.to_str().unwrap()]);
-    refused(&bad_phase, r#"status.phase: Invalid value: \"object\": phase must be Pending, Running or Failed"#);
+    refused(&bad_phase, r#"The ModelServer "qwen" is invalid: status.phase: Invalid value: "object": phase must be Pending, Running or Failed"#);
     with_status["status"] = serde_json::json!({"phase": "Running"});
     std::fs::write(&file, with_status.to_string()).unwrap();
     s.kubectl(minor, &["replace", "--raw", &raw, "-f", file.to_str().unwrap()]).ok();
