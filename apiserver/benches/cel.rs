@@ -15,7 +15,8 @@ use serde_json::json;
 use apiserver::cel::{Activation, Budget, Program, PER_CALL_LIMIT};
 
 fn vars() -> Activation {
-    let containers: Vec<serde_json::Value> = (0..100).map(|i| json!({"name": format!("c{i}"), "image": format!("registry.example.com/app:{i}"), "resources": {"limits": {"memory": "512Mi"}}})).collect();
+    let containers: Vec<serde_json::Value> =
+        (0..100).map(|i| json!({"name": format!("c{i}"), "image": format!("registry.example.com/app:{i}"), "resources": {"limits": {"memory": "512Mi"}}})).collect();
     let object = json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",

@@ -437,12 +437,12 @@ mod tests {
 
     #[test]
     fn old_self_rules_need_a_correlatable_place() {
-        let item = |rule: serde_json::Value| {
-            json!({"type": "object", "properties": {"l": {"type": "array", "items": {"type": "object", "properties": {"a": {"type": "string"}}, "x-kubernetes-validations": [rule]}}}})
-        };
+        let item = |rule: serde_json::Value| json!({"type": "object", "properties": {"l": {"type": "array", "items": {"type": "object", "properties": {"a": {"type": "string"}}, "x-kubernetes-validations": [rule]}}}});
         assert_eq!(
             rendered(item(json!({"rule": "self.a == oldSelf.a"}))),
-            [format!(r#"{P}.properties[l].items.x-kubernetes-validations[0].rule: Invalid value: "self.a == oldSelf.a": oldSelf cannot be used on the uncorrelatable portion of the schema within {P}.properties[l]"#)]
+            [format!(
+                r#"{P}.properties[l].items.x-kubernetes-validations[0].rule: Invalid value: "self.a == oldSelf.a": oldSelf cannot be used on the uncorrelatable portion of the schema within {P}.properties[l]"#
+            )]
         );
         assert_eq!(
             rendered(spec_rule(json!({"rule": "self.replicas > 0", "optionalOldSelf": true}))),

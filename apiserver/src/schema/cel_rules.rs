@@ -423,10 +423,7 @@ mod tests {
             (json!([{"rule": "self.replicas <= 8", "reason": "FieldValueRequired", "message": "too many"}]), "spec: Required value: too many"),
             (json!([{"rule": "self.replicas <= 8", "reason": "FieldValueDuplicate", "message": "too many"}]), r#"spec: Duplicate value: "object""#),
             (json!([{"rule": "self.replicas <= 8", "fieldPath": ".replicas", "message": "too many"}]), r#"spec.replicas: Invalid value: "object": too many"#),
-            (
-                json!([{"rule": "self.replicas <= 8", "messageExpression": "'replicas is ' + string(self.replicas) + ', at most 8'"}]),
-                r#"spec: Invalid value: "object": replicas is 9, at most 8"#,
-            ),
+            (json!([{"rule": "self.replicas <= 8", "messageExpression": "'replicas is ' + string(self.replicas) + ', at most 8'"}]), r#"spec: Invalid value: "object": replicas is 9, at most 8"#),
             // A messageExpression that fails, or gives an empty string, falls back.
             (json!([{"rule": "self.replicas <= 8", "message": "m", "messageExpression": "self.nope"}]), r#"spec: Invalid value: "object": m"#),
             (json!([{"rule": "self.replicas <= 8", "messageExpression": "'  '"}]), r#"spec: Invalid value: "object": failed rule: self.replicas <= 8"#),
@@ -507,7 +504,9 @@ mod tests {
         let got = run(schema, json!({"l": big}), None);
         assert_eq!(
             got,
-            [r#"l: Invalid value: "array": 'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: self.all(x, self.all(y, self.all(z, x + y + z >= 0)))"#]
+            [
+                r#"l: Invalid value: "array": 'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: self.all(x, self.all(y, self.all(z, x + y + z >= 0)))"#
+            ]
         );
     }
 

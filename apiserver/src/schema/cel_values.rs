@@ -32,9 +32,8 @@ use super::compiled::{Additional, SchemaRef, Type};
 
 /// Words CEL reserves, which a property name must not be as is: kube
 /// escapes them to `__{word}__`.
-const RESERVED: &[&str] = &[
-    "true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function", "if", "import", "let", "loop", "package", "namespace", "return", "var", "void", "while",
-];
+const RESERVED: &[&str] =
+    &["true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function", "if", "import", "let", "loop", "package", "namespace", "return", "var", "void", "while"];
 
 /// A property name as a CEL field name (kube's `cel.Escape`): reserved
 /// words become `__word__`; `__` becomes `__underscores__`, `.` `__dot__`,

@@ -168,11 +168,7 @@ impl Schema {
         if let Some(rules) = &self.rules {
             let blocking = errors.iter().any(|e| matches!(e.kind, ErrorType::NotSupported | ErrorType::Required | ErrorType::TooLong | ErrorType::TooMany | ErrorType::TypeInvalid));
             if blocking {
-                errors.push(FieldError::invalid(
-                    "<nil>",
-                    Value::Null,
-                    "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
-                ));
+                errors.push(FieldError::invalid("<nil>", Value::Null, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"));
             } else {
                 errors.extend(rules.validate(self.root(), obj, old));
             }

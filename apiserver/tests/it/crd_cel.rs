@@ -164,7 +164,12 @@ fn rules_checked_at_crd_creation(s: &Server, minor: u32) {
     let at = r#"spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:"#;
 
     let syntax = s.kubectl_stdin(minor, &["create", "-f", "-"], Some(&with_rule("self.replicas <=")));
-    refused(&syntax, &format!(r#"{at}"self.replicas <=", Message:"replicas must be <= 8", MessageExpression:"", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:"", OptionalOldSelf:(*bool)(nil)}}: compilation failed: ERROR: <input>:1:"#));
+    refused(
+        &syntax,
+        &format!(
+            r#"{at}"self.replicas <=", Message:"replicas must be <= 8", MessageExpression:"", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:"", OptionalOldSelf:(*bool)(nil)}}: compilation failed: ERROR: <input>:1:"#
+        ),
+    );
     assert!(syntax.stderr.contains(" | self.replicas <=\n"), "{syntax:?}");
 
     let typo = s.kubectl_stdin(minor, &["create", "-f", "-"], Some(&with_rule("self.replica <= 8")));
