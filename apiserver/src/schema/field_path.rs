@@ -39,7 +39,7 @@ impl<'a> PathSchema for SchemaRef<'a> {
     }
 }
 
-impl<'a> PathSchema for &'a Value {
+impl PathSchema for &Value {
     fn has_props(&self) -> bool {
         self.get("properties").is_some_and(Value::is_object)
     }
