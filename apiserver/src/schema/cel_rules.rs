@@ -511,6 +511,23 @@ mod tests {
     }
 
     #[test]
+    fn formatted_strings_are_timestamps_durations_and_quantities_parse() {
+        let props = json!({"start": {"type": "string", "format": "date-time"}, "timeout": {"type": "string", "format": "duration"},
+                           "memory": {"x-kubernetes-int-or-string": true}});
+        let rules = json!([
+            {"rule": "self.start < timestamp('2030-01-01T00:00:00Z')", "message": "starts too late"},
+            {"rule": "self.timeout <= duration('1h')", "message": "timeout too long"},
+            {"rule": "quantity(string(self.memory)).isLessThan(quantity('4Gi'))", "message": "too much memory"}
+        ]);
+        let schema = spec(props, rules);
+        assert!(run(schema.clone(), json!({"spec": {"start": "2026-12-04T08:00:00Z", "timeout": "30m", "memory": "2Gi"}}), None).is_empty());
+        assert_eq!(
+            run(schema, json!({"spec": {"start": "2031-01-01T00:00:00Z", "timeout": "1h30m", "memory": "8Gi"}}), None),
+            [r#"spec: Invalid value: "object": starts too late"#, r#"spec: Invalid value: "object": timeout too long"#, r#"spec: Invalid value: "object": too much memory"#]
+        );
+    }
+
+    #[test]
     fn schemas_without_rules_compile_none() {
         let s = compile_crd("g.example.com", "v1", "K", &json!({"type": "object", "properties": {"spec": {"type": "object"}}}));
         assert!(s.rules.is_none());
