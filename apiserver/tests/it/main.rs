@@ -12,6 +12,7 @@ mod cluster;
 mod common;
 mod connections;
 mod crd;
+mod crd_cel;
 mod deploy;
 mod dynamic;
 mod etcd_tls;
