@@ -124,6 +124,8 @@ pub fn build(enable: &[String], disable: &[String], ctx: &Context) -> Result<(Ch
             "NamespaceLifecycle" => chain.mutating.push(Arc::new(NamespaceLifecycle::new(ctx.storage.clone()))),
             "NodeRestriction" => chain.validating.push(Arc::new(NodeRestriction)),
             "ServiceAccount" => chain.mutating.push(Arc::new(super::service_account::ServiceAccount::new(ctx.storage.clone()))),
+            "MutatingAdmissionWebhook" => chain.mutating.push(Arc::new(super::webhook::MutatingWebhooks::new(ctx))),
+            "ValidatingAdmissionWebhook" => chain.validating.push(Arc::new(super::webhook::ValidatingWebhooks::new(ctx))),
             "AlwaysDeny" => {
                 chain.mutating.push(Arc::new(AlwaysDeny));
                 chain.validating.push(Arc::new(AlwaysDeny));
