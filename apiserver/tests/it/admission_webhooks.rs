@@ -122,7 +122,7 @@ async fn answer(path: &str, review: &Value) -> (u16, Value) {
         "/warn" => merge(&mut resp, json!({"warnings": ["this is a warning from the webhook"]})),
         "/deny-plainly" => resp["allowed"] = json!(false),
         "/svc" => merge(&mut resp, patched(json!([set_meta(obj, "annotations", "via-service", "yes")]))),
-        "/allow" | "/sentinel" => {}
+        "/allow" | "/some" | "/sentinel" => {}
         _ => return (404, json!({"kind": "Status", "message": "no such webhook"})),
     }
     (200, json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": resp}))
@@ -554,7 +554,8 @@ fn dry_runs_call_only_webhooks_without_side_effects_and_reads_none() {
 /// A webhook named by a Service reference: the server resolves
 /// `hook.webhooks.svc` through the Service's EndpointSlice (a ready
 /// endpoint at 127.0.0.1 on the webhook's port) and checks the certificate
-/// for that name; without endpoints the call fails with kube's message.
+/// for that name; a Service without endpoints, or none at all, fails the
+/// call with kube's message.
 #[test]
 fn service_references_resolve_through_endpointslices() {
     let log = Log::default();
@@ -570,6 +571,12 @@ kind: Service
 metadata: {{name: hook, namespace: webhooks}}
 spec:
   ports: [{{name: https, port: 443, targetPort: {port}}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: nowhere, namespace: webhooks}}
+spec:
+  ports: [{{name: https, port: 443, targetPort: 9443}}]
 ---
 apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
@@ -598,6 +605,23 @@ webhooks:
     service: {namespace: webhooks, name: hook, path: /svc}
     caBundle: CA_BUNDLE
   namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: via-svc}}
+  objectSelector: {matchExpressions: [{key: hook, operator: DoesNotExist}]}
+  rules: [{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [configmaps]}]
+- name: nowhere.example.com
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  clientConfig:
+    service: {namespace: webhooks, name: nowhere, path: /svc}
+    caBundle: CA_BUNDLE
+  objectSelector: {matchLabels: {hook: nowhere}}
+  rules: [{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [configmaps]}]
+- name: missing.example.com
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  clientConfig:
+    service: {namespace: webhooks, name: missing, path: /svc, port: 8443}
+    caBundle: CA_BUNDLE
+  objectSelector: {matchLabels: {hook: missing}}
   rules: [{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [configmaps]}]
 ";
     apply_and_wait(&s, &hooks, &log, config);
@@ -609,15 +633,14 @@ webhooks:
         assert_eq!(got.ok(), "yes", "kubectl 1.{minor}");
     }
 
-    // No endpoint any more: kube's resolver error after the URL kube
-    // builds for the Service.
-    s.kubectl(33, &["delete", "endpointslice", "hook-1", "-n", "webhooks"]).ok();
-    let want =
-        r#"Internal error occurred: failed calling webhook "svc.example.com": failed to call webhook: Post "https://hook.webhooks.svc:443/svc?timeout=10s": no endpoints available for service "hook""#;
-    let last = std::cell::RefCell::new(None);
-    wait_for(
-        "the deleted EndpointSlice is seen",
-        || *last.borrow_mut() = Some(create(&s, 33, "via-svc", &configmap("no-endpoints", &[]))),
-        || last.borrow().as_ref().is_some_and(|o: &Out| o.code == 1 && o.stderr.contains(want)),
-    );
+    // A Service without endpoints, and no Service at all: kube's resolver
+    // errors after the URL kube builds for the Service.
+    for (hook, want) in [
+        ("nowhere", r#"failed calling webhook "nowhere.example.com": failed to call webhook: Post "https://nowhere.webhooks.svc:443/svc?timeout=10s": no endpoints available for service "nowhere""#),
+        ("missing", r#"failed calling webhook "missing.example.com": failed to call webhook: Post "https://missing.webhooks.svc:8443/svc?timeout=10s": service "missing" not found"#),
+    ] {
+        let out = create(&s, 33, "via-svc", &configmap(hook, &[("hook", hook)]));
+        assert_eq!(out.code, 1, "{out:?}");
+        assert!(out.stderr.contains(&format!("Error from server (InternalError): error when creating \"STDIN\": Internal error occurred: {want}")), "{out:?}");
+    }
 }
