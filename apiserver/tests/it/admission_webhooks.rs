@@ -417,6 +417,30 @@ webhooks:
   clientConfig: {url: URL/deny-plainly, caBundle: CA_BUNDLE}
   objectSelector: {matchLabels: {hook: deny-plainly}}
   rules: [{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [configmaps]}]
+- name: conditional.example.com
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  clientConfig: {url: URL/deny-plainly, caBundle: CA_BUNDLE}
+  objectSelector: {matchLabels: {hook: conditional}}
+  matchConditions:
+  - {name: creates, expression: \"request.operation == 'CREATE' && request.userInfo.username != ''\"}
+  - {name: named, expression: \"object.metadata.name.startsWith('deny-me')\"}
+  rules: [{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [configmaps]}]
+- name: broken-fail.example.com
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  clientConfig: {url: URL/allow, caBundle: CA_BUNDLE}
+  objectSelector: {matchLabels: {hook: broken-fail}}
+  matchConditions: [{name: broken, expression: 'object.metadata.nope.x == 1'}]
+  rules: [{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [configmaps]}]
+- name: broken-ignore.example.com
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Ignore
+  clientConfig: {url: URL/allow, caBundle: CA_BUNDLE}
+  objectSelector: {matchLabels: {hook: broken-ignore}}
+  matchConditions: [{name: broken, expression: 'object.metadata.nope.x == 1'}]
+  rules: [{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [configmaps]}]
 ---
 apiVersion: admissionregistration.k8s.io/v1
 kind: MutatingWebhookConfiguration
@@ -434,7 +458,8 @@ webhooks:
 /// Webhooks that fail: too slow for `timeoutSeconds: 1` under Fail (the
 /// write fails with kube's message) and under Ignore (it passes); a
 /// response with another uid; a refused connection; a denial without a
-/// status; and a webhook's warning on kubectl's stderr.
+/// status; match conditions that hold, do not, or fail to evaluate; and a
+/// webhook's warning on kubectl's stderr.
 #[test]
 fn failing_webhooks_follow_their_failure_policy() {
     let log = Log::default();
@@ -472,6 +497,22 @@ fn failing_webhooks_follow_their_failure_policy() {
         let out = create(&s, minor, "default", &configmap(&format!("deny-{minor}"), &[("hook", "deny-plainly")]));
         let want = r#"Error from server: error when creating "STDIN": admission webhook "deny-plainly.example.com" denied the request without explanation"#;
         assert!(out.code == 1 && out.stderr.contains(want), "kubectl 1.{minor}: {out:?}");
+
+        // Match conditions: all true calls the webhook (which denies), one
+        // false skips it; one that fails to evaluate follows the failure
+        // policy (Fail: 403 with the CEL error; Ignore: skipped).
+        let out = create(&s, minor, "default", &configmap(&format!("deny-me-{minor}"), &[("hook", "conditional")]));
+        assert!(out.code == 1 && out.stderr.contains(r#"admission webhook "conditional.example.com" denied the request without explanation"#), "kubectl 1.{minor}: {out:?}");
+        let name = format!("spared-{minor}");
+        create(&s, minor, "default", &configmap(&name, &[("hook", "conditional")])).ok();
+        assert_eq!(log.count("/deny-plainly", &name), 0);
+        let name = format!("broken-{minor}");
+        let out = create(&s, minor, "default", &configmap(&name, &[("hook", "broken-fail")]));
+        let want = format!(r#"Error from server (Forbidden): error when creating "STDIN": configmaps "{name}" is forbidden: expression 'object.metadata.nope.x == 1' resulted in error: "#);
+        assert!(out.code == 1 && out.stderr.contains(&want), "kubectl 1.{minor}: {out:?}");
+        let name = format!("broken-ignored-{minor}");
+        create(&s, minor, "default", &configmap(&name, &[("hook", "broken-ignore")])).ok();
+        assert_eq!(log.count("/allow", &name), 0);
 
         let name = format!("warned-{minor}");
         let out = create(&s, minor, "default", &configmap(&name, &[("hook", "warn")]));

@@ -11,7 +11,7 @@
 //! its clients' pooled connections) into the next generation. Nothing is
 //! compiled or built per request.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -111,7 +111,7 @@ pub struct Hook {
 
 impl Hook {
     /// Compiles `webhook`, entry `index` of the configuration `configuration`.
-    fn compile(configuration: &str, index: usize, webhook: &Value, mutating: bool, resolver: &Arc<ServiceResolver>) -> Hook {
+    pub(super) fn compile(configuration: &str, index: usize, webhook: &Value, mutating: bool, resolver: &Arc<ServiceResolver>) -> Hook {
         let name = webhook["name"].as_str().unwrap_or_default().to_string();
         let cc = &webhook["clientConfig"];
         let endpoint = if let Some(u) = cc["url"].as_str().filter(|u| !u.is_empty()) {
@@ -167,6 +167,8 @@ pub struct Generation {
     snapshot: Snapshot,
     /// Every webhook, in calling order.
     pub hooks: Vec<Arc<Hook>>,
+    /// The operations some rule of some hook names (`*` names all).
+    operations: HashSet<String>,
     /// The hooks of each configuration, by (uid, resourceVersion), for the
     /// next generation to keep.
     by_config: HashMap<(String, String), Vec<Arc<Hook>>>,
@@ -232,7 +234,20 @@ impl Hooks {
             hooks.extend(compiled.iter().cloned());
             by_config.insert(key, compiled);
         }
-        Generation { snapshot, hooks, by_config }
+        let operations = hooks.iter().flat_map(|h| h.rules.iter()).flat_map(|r| r["operations"].as_array().cloned().unwrap_or_default()).filter_map(|o| o.as_str().map(str::to_string)).collect();
+        Generation { snapshot, hooks, by_config, operations }
+    }
+
+    /// Whether some webhook may be called for `op`: some rule names it,
+    /// or the configurations are not all in yet (the request then waits
+    /// for them). Writes skip the plugin otherwise, so that a server
+    /// without webhooks builds no admission attributes for them.
+    pub fn handles(&self, op: crate::admission::Operation) -> bool {
+        if self.synced() == Some(false) {
+            return true;
+        }
+        let g = self.current();
+        g.operations.contains("*") || g.operations.contains(op.as_str())
     }
 }
 
@@ -261,11 +276,16 @@ mod tests {
         assert_eq!(g1.hooks[1].id, "a/a1/1");
         assert_eq!((g1.hooks[0].timeout, g1.hooks[0].reinvoke_if_needed, g1.hooks[0].fail_open), (Duration::from_secs(3), true, false));
         assert!(Arc::ptr_eq(&g1, &hooks.current()), "the same copy compiles once");
+        assert!(!hooks.handles(crate::admission::Operation::Create), "no rule names an operation");
         // b changes: a's hooks are kept, b's compiled again.
         sources.set(GROUP, "mutatingwebhookconfigurations", Fixed::of([config("b", "2", &["b1"]), config("a", "1", &["a2", "a1"])]));
         let g2 = hooks.current();
         assert!(!Arc::ptr_eq(&g1, &g2));
         assert!(Arc::ptr_eq(&g1.hooks[0], &g2.hooks[0]) && !Arc::ptr_eq(&g1.hooks[2], &g2.hooks[2]));
+        let mut c = config("c", "1", &["c1"]);
+        c["webhooks"][0]["rules"] = json!([{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}]);
+        sources.set(GROUP, "mutatingwebhookconfigurations", Fixed::of([c]));
+        assert!(hooks.handles(crate::admission::Operation::Create) && !hooks.handles(crate::admission::Operation::Delete));
     }
 
     #[test]

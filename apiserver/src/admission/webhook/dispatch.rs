@@ -32,7 +32,7 @@ pub enum CallError {
     /// The request fails with this Status whatever the failure policy: the
     /// webhook's denial, a dry run it does not support, a patch that does
     /// not apply.
-    Status(Status),
+    Status(Box<Status>),
 }
 
 /// The Status of a call that failed under `failurePolicy: Fail` (kube
@@ -85,7 +85,7 @@ pub async fn wait_ready(hooks: &Hooks, attrs: &Attributes<'_>) -> Result<(), Sta
         }
     }
     let about = attrs.object.as_ref().or(attrs.old_object);
-    let name = [attrs.name, about.map(|o| crate::meta::name(o)).unwrap_or_default(), about.map(|o| crate::meta::meta_str(o, "generateName")).unwrap_or_default()]
+    let name = [attrs.name, about.map(crate::meta::name).unwrap_or_default(), about.map(|o| crate::meta::meta_str(o, "generateName")).unwrap_or_default()]
         .into_iter()
         .find(|n| !n.is_empty())
         .unwrap_or("Unknown");
@@ -310,6 +310,44 @@ mod tests {
         let r = ServiceResolver::new(sources.clone());
         assert!(r.resolve("example.com", 443).is_none());
         assert_eq!(r.resolve("hook.ns.svc", 443), Some(Err(r#"no endpoints available for service "hook""#.into())));
+    }
+
+    #[test]
+    fn match_conditions_as_kubes_matcher() {
+        let hook = |conditions: Value| {
+            let w = json!({"name": "h", "matchConditions": conditions});
+            super::super::config::Hook::compile("c", 0, &w, false, &Arc::new(ServiceResolver::new(Sources::new())))
+        };
+        let user = crate::authn::UserInfo { name: "alice".into(), ..Default::default() };
+        let warnings = crate::warning::Warnings::default();
+        let opts = Value::Null;
+        let attrs = Attributes {
+            operation: crate::admission::Operation::Create,
+            name: "x",
+            namespace: "default",
+            resource: crate::admission::Resource { group: "", version: "v1", resource: "configmaps" },
+            subresource: "",
+            kind: crate::admission::Kind { group: "", version: "v1", kind: "ConfigMap" },
+            request_kind: crate::admission::Kind { group: "", version: "v1", kind: "ConfigMap" },
+            object: Some(json!({"metadata": {"name": "x"}})),
+            old_object: None,
+            options: &opts,
+            user: &user,
+            dry_run: false,
+            warnings: &warnings,
+            audit: None,
+            reinvocation: false,
+        };
+        let t = json!({"name": "t", "expression": "request.userInfo.username == 'alice' && oldObject == null"});
+        let f = json!({"name": "f", "expression": "object.metadata.name == 'y'"});
+        let e = json!({"name": "e", "expression": "object.metadata.nope.x == 1"});
+        let bad = json!({"name": "bad", "expression": "object.("});
+        assert_eq!(conditions_hold(&hook(json!([t])), &attrs), Ok(true));
+        assert_eq!(conditions_hold(&hook(json!([e, f])), &attrs), Ok(false), "a false condition wins over errors");
+        let err = conditions_hold(&hook(json!([t, e])), &attrs).err().unwrap_or_default();
+        assert!(err.starts_with("expression 'object.metadata.nope.x == 1' resulted in error: "), "{err}");
+        let err = conditions_hold(&hook(json!([e, bad])), &attrs).err().unwrap_or_default();
+        assert!(err.starts_with("[expression 'object.metadata.nope.x == 1' resulted in error: ") && err.contains(", compilation error: "), "{err}");
     }
 
     #[test]

@@ -75,8 +75,8 @@ impl Mutating for MutatingWebhooks {
         "MutatingAdmissionWebhook"
     }
 
-    fn handles(&self, _: Operation) -> bool {
-        true
+    fn handles(&self, op: Operation) -> bool {
+        self.hooks.handles(op)
     }
 
     fn reinvocable(&self) -> bool {
@@ -149,7 +149,7 @@ impl MutatingWebhooks {
                     tracing::warn!("failed calling webhook, failing closed {}: {reason}", hook.name);
                     return Err(dispatch::failed_closed(&hook.name, &reason));
                 }
-                Err(CallError::Status(s)) => return Err(s),
+                Err(CallError::Status(s)) => return Err(*s),
             }
         }
         Ok(changed_any)
@@ -160,7 +160,7 @@ impl MutatingWebhooks {
 /// says whether the patch changed it (kube `callAttrMutatingHook`).
 async fn call(hook: &Hook, attrs: &mut Attributes<'_>, round: usize, index: usize, changed: &mut bool) -> Result<(), CallError> {
     if attrs.dry_run && !hook.dry_run_safe {
-        return Err(CallError::Status(dispatch::dry_run_unsupported(&hook.name)));
+        return Err(CallError::Status(Box::new(dispatch::dry_run_unsupported(&hook.name))));
     }
     let version = hook.version.ok_or_else(|| CallError::Calling(format!("could not create admission objects: {}", review::NO_KNOWN_VERSION)))?;
     let uid = crate::meta::new_uid();
@@ -176,7 +176,7 @@ async fn call(hook: &Hook, attrs: &mut Attributes<'_>, round: usize, index: usiz
         attrs.warnings.add(w.clone());
     }
     if !answer.allowed {
-        return Err(CallError::Status(review::denied(&hook.name, &answer.status)));
+        return Err(CallError::Status(Box::new(review::denied(&hook.name, &answer.status))));
     }
     let Some(patch_bytes) = answer.patch else { return Ok(()) };
     let patch: json_patch::Patch = serde_json::from_slice(&patch_bytes).map_err(|e| CallError::Calling(format!("received undecodable patch in webhook response: {e}")))?;
@@ -184,13 +184,13 @@ async fn call(hook: &Hook, attrs: &mut Attributes<'_>, round: usize, index: usiz
         return Ok(());
     }
     let Some(object) = attrs.object.as_mut() else {
-        return Err(CallError::Status(Status::internal(format!("admission webhook {} attempted to modify the object, which is not supported for this operation", go_quote(&hook.name)))));
+        return Err(CallError::Status(Box::new(Status::internal(format!("admission webhook {} attempted to modify the object, which is not supported for this operation", go_quote(&hook.name))))));
     };
     if answer.patch_type != "JSONPatch" {
         return Err(CallError::Calling(format!("unsupported patch type {}", go_quote(&answer.patch_type))));
     }
     let mut patched = object.clone();
-    json_patch::patch(&mut patched, &patch).map_err(|e| CallError::Status(Status::internal(e)))?;
+    json_patch::patch(&mut patched, &patch).map_err(|e| CallError::Status(Box::new(Status::internal(e))))?;
     *changed = patched != *object;
     *object = patched;
     if attrs.audit.is_some_and(|a| a.level() >= Level::Request) {

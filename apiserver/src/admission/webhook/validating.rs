@@ -41,8 +41,8 @@ impl Validating for ValidatingWebhooks {
         "ValidatingAdmissionWebhook"
     }
 
-    fn handles(&self, _: Operation) -> bool {
-        true
+    fn handles(&self, op: Operation) -> bool {
+        self.hooks.handles(op)
     }
 
     async fn validate(&self, attrs: &Attributes<'_>) -> Result<(), Status> {
@@ -73,7 +73,7 @@ impl Validating for ValidatingWebhooks {
                 }
                 Err(CallError::Status(s)) => {
                     tracing::warn!("rejected by webhook {:?}: {}", hook.name, s.message);
-                    s
+                    *s
                 }
             };
             first_error.get_or_insert(error);
@@ -85,7 +85,7 @@ impl Validating for ValidatingWebhooks {
 /// Calls one webhook (kube's validating `callHook`).
 async fn call(hook: &Hook, attrs: &Attributes<'_>) -> Result<(), CallError> {
     if attrs.dry_run && !hook.dry_run_safe {
-        return Err(CallError::Status(dispatch::dry_run_unsupported(&hook.name)));
+        return Err(CallError::Status(Box::new(dispatch::dry_run_unsupported(&hook.name))));
     }
     let version = hook.version.ok_or_else(|| CallError::Calling(format!("could not create admission objects: {}", review::NO_KNOWN_VERSION)))?;
     let uid = crate::meta::new_uid();
@@ -103,6 +103,6 @@ async fn call(hook: &Hook, attrs: &Attributes<'_>) -> Result<(), CallError> {
     if answer.allowed {
         Ok(())
     } else {
-        Err(CallError::Status(review::denied(&hook.name, &answer.status)))
+        Err(CallError::Status(Box::new(review::denied(&hook.name, &answer.status))))
     }
 }
