@@ -383,28 +383,38 @@ fn go_syscall_error(e: &std::io::Error) -> String {
 /// a connection closed before the answer as `EOF`; anything else as the
 /// error and its sources.
 pub fn go_transport_error(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = cur {
-        if let Some(d) = err.downcast_ref::<DialError>() {
-            return d.0.clone();
-        }
-        let tls = err.downcast_ref::<rustls::Error>().or_else(|| err.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()).and_then(|inner| inner.downcast_ref::<rustls::Error>()));
-        if let Some(t) = tls {
-            return go_tls_error(t);
-        }
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::UnexpectedEof {
-                return "EOF".into();
-            }
-        }
-        if let Some(h) = err.downcast_ref::<hyper::Error>() {
-            if h.is_incomplete_message() || h.is_canceled() {
-                return "EOF".into();
-            }
-        }
-        cur = err.source();
+    go_words(e, 0).unwrap_or_else(|| error_chain(e))
+}
+
+/// Go's words for the first error of `e`'s chain that has them; an
+/// `io::Error` is looked into as well (hyper-rustls wraps the TLS error in
+/// two of them, and `io::Error::source` skips the one it wraps).
+fn go_words(e: &(dyn std::error::Error + 'static), depth: usize) -> Option<String> {
+    if depth > 16 {
+        return None;
     }
-    error_chain(e)
+    if let Some(d) = e.downcast_ref::<DialError>() {
+        return Some(d.0.clone());
+    }
+    if let Some(t) = e.downcast_ref::<rustls::Error>() {
+        return Some(go_tls_error(t));
+    }
+    if let Some(io) = e.downcast_ref::<std::io::Error>() {
+        if let Some(inner) = io.get_ref() {
+            if let Some(words) = go_words(inner, depth + 1) {
+                return Some(words);
+            }
+        }
+        if io.kind() == std::io::ErrorKind::UnexpectedEof {
+            return Some("EOF".into());
+        }
+    }
+    if let Some(h) = e.downcast_ref::<hyper::Error>() {
+        if h.is_incomplete_message() || h.is_canceled() {
+            return Some("EOF".into());
+        }
+    }
+    e.source().and_then(|s| go_words(s, depth + 1))
 }
 
 /// A rustls failure in the words of Go's `crypto/tls` and `crypto/x509`.

@@ -417,6 +417,18 @@ webhooks:
   clientConfig: {url: URL/deny-plainly, caBundle: CA_BUNDLE}
   objectSelector: {matchLabels: {hook: deny-plainly}}
   rules: [{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [configmaps]}]
+- name: untrusted.example.com
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  clientConfig: {url: URL/allow}
+  objectSelector: {matchLabels: {hook: untrusted}}
+  rules: [{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [configmaps]}]
+- name: not-found.example.com
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  clientConfig: {url: URL/not-here, caBundle: CA_BUNDLE}
+  objectSelector: {matchLabels: {hook: not-found}}
+  rules: [{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [configmaps]}]
 - name: conditional.example.com
   admissionReviewVersions: [v1]
   sideEffects: None
@@ -457,7 +469,8 @@ webhooks:
 
 /// Webhooks that fail: too slow for `timeoutSeconds: 1` under Fail (the
 /// write fails with kube's message) and under Ignore (it passes); a
-/// response with another uid; a refused connection; a denial without a
+/// response with another uid; a refused connection, an untrusted
+/// certificate, an error answer; a denial without a
 /// status; match conditions that hold, do not, or fail to evaluate; and a
 /// webhook's warning on kubectl's stderr.
 #[test]
@@ -490,6 +503,18 @@ fn failing_webhooks_follow_their_failure_policy() {
 
         let out = create(&s, minor, "default", &configmap(&format!("refused-{minor}"), &[("hook", "refused")]));
         let want = r#"failed calling webhook "refused.example.com": failed to call webhook: Post "https://127.0.0.1:1/refused?timeout=10s": dial tcp 127.0.0.1:1: connect: connection refused"#;
+        assert!(out.code == 1 && out.stderr.contains(want), "kubectl 1.{minor}: {out:?}");
+
+        // No caBundle: the test CA is nobody's root.
+        let out = create(&s, minor, "default", &configmap(&format!("untrusted-{minor}"), &[("hook", "untrusted")]));
+        let want = format!(
+            r#"failed calling webhook "untrusted.example.com": failed to call webhook: Post "{}/allow?timeout=10s": tls: failed to verify certificate: x509: certificate signed by unknown authority"#,
+            hooks.url
+        );
+        assert!(out.code == 1 && out.stderr.contains(&want), "kubectl 1.{minor}: {out:?}");
+        // A 404 whose body is no failure Status: client-go's words.
+        let out = create(&s, minor, "default", &configmap(&format!("not-found-{minor}"), &[("hook", "not-found")]));
+        let want = r#"failed calling webhook "not-found.example.com": failed to call webhook: the server could not find the requested resource"#;
         assert!(out.code == 1 && out.stderr.contains(want), "kubectl 1.{minor}: {out:?}");
 
         // No status in a denial: 400 without a reason, and kube's "without

@@ -188,12 +188,13 @@ pub async fn post(hook: &Hook, review: &Value) -> Result<Value, CallError> {
     serde_json::from_slice(&reply.body).map_err(|e| CallError::Calling(format!("failed to call webhook: couldn't get version/kind; json parse error: {e}")))
 }
 
-/// client-go's message for a non-2xx answer: a Status's own message, else
-/// `NewGenericServerResponse`'s words for the code (a `text/plain` body is
-/// quoted in them; any other body is "unknown").
+/// client-go's message for a non-2xx answer: the message of a `Status`
+/// with `status: Failure`, else `NewGenericServerResponse`'s words for the
+/// code (a `text/plain` body is quoted in them; any other body is
+/// "unknown").
 fn error_answer_message(reply: &webhook::Reply) -> String {
     if let Ok(status) = serde_json::from_slice::<Value>(&reply.body) {
-        if status["kind"] == "Status" {
+        if status["kind"] == "Status" && status["status"] == "Failure" {
             return status["message"].as_str().unwrap_or_default().to_string();
         }
     }
@@ -357,6 +358,7 @@ mod tests {
         assert_eq!(error_answer_message(&reply(500, "application/json", "{}")), r#"an error on the server ("unknown") has prevented the request from succeeding"#);
         assert_eq!(error_answer_message(&reply(404, "", "")), "the server could not find the requested resource");
         assert_eq!(error_answer_message(&reply(418, "", "")), "the server responded with the status code 418 but did not return more information");
-        assert_eq!(error_answer_message(&reply(400, "application/json", r#"{"kind":"Status","message":"bad review"}"#)), "bad review");
+        assert_eq!(error_answer_message(&reply(400, "application/json", r#"{"kind":"Status","status":"Failure","message":"bad review"}"#)), "bad review");
+        assert_eq!(error_answer_message(&reply(400, "application/json", r#"{"kind":"Status","message":"bad review"}"#)), "the server rejected our request for an unknown reason");
     }
 }
