@@ -34,6 +34,8 @@ struct Call {
     namespace: String,
     sub_resource: String,
     dry_run: bool,
+    /// The whole `request`.
+    request: Value,
 }
 
 /// Every review the webhooks got, in order.
@@ -144,6 +146,7 @@ fn webhooks(pki: Arc<Pki>, log: Log) -> HttpsServer {
                 namespace: s(&r["namespace"]),
                 sub_resource: s(&r["subResource"]),
                 dry_run: r["dryRun"] == true,
+                request: r.clone(),
             });
             answer(&req.path, &review).await
         })
@@ -312,6 +315,20 @@ fn fixture_labels_pods_and_denies_privileged_containers() {
         assert_eq!(names, ["shell"], "kubectl 1.{minor}");
         let sub = log.calls().into_iter().filter(|c| c.path == "/validate" && c.name == name && c.sub_resource == "ephemeralcontainers").collect::<Vec<_>>();
         assert!(sub.iter().all(|c| c.operation == "UPDATE") && sub.len() == 2, "kubectl 1.{minor}: {sub:?}");
+        // What the webhooks were sent: kube's AdmissionRequest fields.
+        let created = log.calls().into_iter().find(|c| c.path == "/mutate" && c.name == name).map(|c| c.request).unwrap_or_default();
+        assert_eq!(created["kind"], json!({"group": "", "version": "v1", "kind": "Pod"}), "{created}");
+        assert_eq!(created["resource"], json!({"group": "", "version": "v1", "resource": "pods"}), "{created}");
+        assert_eq!((created["requestKind"] == created["kind"], created["requestResource"] == created["resource"]), (true, true), "{created}");
+        assert_eq!((created["namespace"].as_str(), created["operation"].as_str(), created["dryRun"].as_bool()), (Some("default"), Some("CREATE"), Some(false)), "{created}");
+        assert_eq!((created["oldObject"].is_null(), created["object"]["metadata"]["name"].as_str()), (true, Some(name.as_str())), "{created}");
+        assert_eq!(created["options"]["kind"], "CreateOptions", "{created}");
+        assert!(created["userInfo"]["groups"].as_array().is_some_and(|g| g.contains(&json!("system:authenticated"))), "{created}");
+        let update = &sub[1].request;
+        assert_eq!((update["subResource"].as_str(), update["requestSubResource"].as_str()), (Some("ephemeralcontainers"), Some("ephemeralcontainers")), "{update}");
+        assert_eq!(update["oldObject"]["metadata"]["name"].as_str(), Some(name.as_str()), "{update}");
+        assert_eq!(update["object"]["spec"]["ephemeralContainers"][0]["name"], "shell", "{update}");
+        assert_eq!(update["options"]["kind"], "UpdateOptions", "{update}");
     }
     // The mutating webhook was called once per create (its rules name
     // CREATE only), never for the ephemeral containers' updates.

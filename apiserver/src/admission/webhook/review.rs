@@ -101,8 +101,24 @@ pub fn admission_request(attrs: &Attributes<'_>, uid: &str) -> Value {
     r.insert("object".into(), attrs.object.clone().unwrap_or(Value::Null));
     r.insert("oldObject".into(), attrs.old_object.cloned().unwrap_or(Value::Null));
     r.insert("dryRun".into(), json!(attrs.dry_run));
-    r.insert("options".into(), attrs.options.clone());
+    r.insert("options".into(), options(attrs));
     Value::Object(r)
+}
+
+/// The options as admission sees them: a patch's `PatchOptions` become the
+/// `UpdateOptions` (or, for a patch that creates, `CreateOptions`) of the
+/// write it turns into, without `force`, as kube's patch handler hands them
+/// to admission (`patchToUpdateOptions`, `patchToCreateOptions`).
+fn options(attrs: &Attributes<'_>) -> Value {
+    let mut o = attrs.options.clone();
+    if o["kind"] == "PatchOptions" {
+        if let Some(m) = o.as_object_mut() {
+            let kind = if attrs.operation == crate::admission::Operation::Create { "CreateOptions" } else { "UpdateOptions" };
+            m.insert("kind".into(), json!(kind));
+            m.remove("force");
+        }
+    }
+    o
 }
 
 /// The AdmissionReview sent about `attrs` under `uid`.
@@ -291,6 +307,27 @@ mod tests {
             assert!(q.get("subResource").is_none());
             assert_eq!(q["options"]["kind"], "CreateOptions");
         });
+        let user = UserInfo::default();
+        let warnings = Warnings::default();
+        let patch_options = json!({"kind": "PatchOptions", "apiVersion": "meta.k8s.io/v1", "force": true, "fieldManager": "m"});
+        let attrs = Attributes {
+            operation: Operation::Update,
+            name: "p",
+            namespace: "default",
+            resource: Resource { group: "", version: "v1", resource: "pods" },
+            subresource: "",
+            kind: Kind { group: "", version: "v1", kind: "Pod" },
+            request_kind: Kind { group: "", version: "v1", kind: "Pod" },
+            object: None,
+            old_object: None,
+            options: &patch_options,
+            user: &user,
+            dry_run: false,
+            warnings: &warnings,
+            audit: None,
+            reinvocation: false,
+        };
+        assert_eq!(admission_request(&attrs, "u")["options"], json!({"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1", "fieldManager": "m"}));
         assert_eq!(Version::pick(&json!(["v2", "v1beta1", "v1"])), Some(Version::V1beta1));
         assert_eq!(Version::pick(&json!(["v2"])), None);
     }
