@@ -1,6 +1,6 @@
 //! The HTTPS client the server uses to ask other servers: authentication
-//! and authorization webhooks (and later admission webhooks and the audit
-//! webhook backend) and OIDC issuers.
+//! and authorization webhooks, admission webhooks, the audit webhook
+//! backend and OIDC issuers.
 //!
 //! A webhook is described, as in kube-apiserver, by a kubeconfig file
 //! (`--authentication-token-webhook-config-file`,
@@ -28,9 +28,23 @@
 //! rule). The CA is required: system roots are not built in. Requests are
 //! JSON over HTTP/1.1 on pooled connections, each bounded by the client's
 //! timeout.
+//!
+//! Admission webhooks ([`Client::for_admission`]) are described by their
+//! configuration's `clientConfig` instead: HTTPS only, the `caBundle` as
+//! the CA, and for a `service` reference a [`Resolve`] that picks the
+//! address to dial for the service's DNS name (`<name>.<namespace>.svc`)
+//! while TLS still checks that name. Their calls ([`Client::post_raw`])
+//! return any answer with its status code, and word transport failures as
+//! Go's `net/http` does (`dial tcp 127.0.0.1:1: connect: connection
+//! refused`, `context deadline exceeded`), since kube-apiserver's
+//! messages quote them.
 
+use std::future::Future;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -65,6 +79,10 @@ pub enum Error {
     /// A 2xx answer whose body is not JSON.
     #[error("decoding the response: {0}")]
     Decode(String),
+    /// No complete answer within the call's timeout ([`Client::post_raw`];
+    /// Go's words for a context that ran out).
+    #[error("context deadline exceeded")]
+    Timeout,
 }
 
 /// Result of this module.
@@ -118,7 +136,7 @@ impl Tls {
 /// OIDC issuer). Cheap to clone; clones share the connection pool.
 #[derive(Clone)]
 pub struct Client {
-    http: hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    http: hyper_util::client::legacy::Client<HttpsConnector<Connector>, Full<Bytes>>,
     server: String,
     token: Option<String>,
     timeout: Duration,
@@ -138,9 +156,29 @@ impl Client {
     /// # Errors
     /// As [`Tls::client_config`].
     pub fn new(server: &str, tls: &Tls, token: Option<String>, timeout: Duration) -> Result<Client> {
-        let connector = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls.client_config()?).https_or_http().enable_http1().build();
+        let mut plain = HttpConnector::new();
+        plain.enforce_http(false);
+        let connector = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls.client_config()?).https_or_http().enable_http1().wrap_connector(Connector::Plain(plain));
         let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
         Ok(Client { http, server: server.to_string(), token, timeout })
+    }
+
+    /// A client of an admission webhook (kube's `webhookutil.ClientManager`
+    /// client): HTTPS only over HTTP/1.1, trusting the PEM certificates of
+    /// `ca_bundle` (a webhook without one gets a CA of its own that signs
+    /// nothing, so every server is "signed by unknown authority", as kube
+    /// answers when the system roots do not know the server), dialing
+    /// through `resolver` when given (a `service` reference). Calls go
+    /// through [`Client::post_raw`], whose timeout is per call.
+    ///
+    /// # Errors
+    /// [`Error::Config`]: a bundle with unreadable PEM or no certificate.
+    pub fn for_admission(ca_bundle: &[u8], resolver: Option<Arc<dyn Resolve>>) -> Result<Client> {
+        let ca = if ca_bundle.iter().all(u8::is_ascii_whitespace) { PLACEHOLDER_CA.get_or_init(placeholder_ca).clone() } else { ca_bundle.to_vec() };
+        let tls = Tls { ca, identity: None };
+        let connector = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls.client_config()?).https_only().enable_http1().wrap_connector(Connector::Dialing(resolver));
+        let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
+        Ok(Client { http, server: String::new(), token: None, timeout: Duration::from_secs(30) })
     }
 
     /// The client a webhook kubeconfig file describes (see the module doc).
@@ -178,6 +216,32 @@ impl Client {
         self.call(http::Method::GET, url, None).await
     }
 
+    /// POSTs `body` (JSON) to `url` and returns the answer whatever its
+    /// status code, all within `timeout` (connecting, TLS, the request and
+    /// the whole body).
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when `timeout` runs out; [`Error::Transport`] with
+    /// the failure in Go's `net/http` words (see [`go_transport_error`]) for
+    /// any other failure before the whole answer is in.
+    pub async fn post_raw(&self, url: &str, body: Vec<u8>, timeout: Duration) -> Result<Reply> {
+        let req = http::Request::builder()
+            .method(http::Method::POST)
+            .uri(url)
+            .header(http::header::ACCEPT, "application/json, */*")
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| Error::Transport(format!("parse {url:?}: {e}")))?;
+        let exchange = async {
+            let resp = self.http.request(req).await.map_err(|e| Error::Transport(go_transport_error(&e)))?;
+            let code = resp.status().as_u16();
+            let content_type = resp.headers().get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+            let body = resp.into_body().collect().await.map_err(|e| Error::Transport(go_transport_error(&e)))?.to_bytes();
+            Ok::<_, Error>(Reply { code, content_type, body })
+        };
+        tokio::time::timeout(timeout, exchange).await.map_err(|_| Error::Timeout)?
+    }
+
     async fn call(&self, method: http::Method, url: &str, body: Option<Vec<u8>>) -> Result<serde_json::Value> {
         let mut req = http::Request::builder().method(method).uri(url).header(http::header::ACCEPT, "application/json");
         if body.is_some() {
@@ -200,6 +264,170 @@ impl Client {
         }
         serde_json::from_slice(&bytes).map_err(|e| Error::Decode(e.to_string()))
     }
+}
+
+/// A whole answer of [`Client::post_raw`].
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// The HTTP status code.
+    pub code: u16,
+    /// The `Content-Type` header (empty when absent).
+    pub content_type: String,
+    /// The body.
+    pub body: Bytes,
+}
+
+/// Picks the address to dial for a host name (an admission webhook's
+/// `service` reference resolves through the service's EndpointSlices).
+pub trait Resolve: Send + Sync {
+    /// The address for `host` (without port) and `port`: `None` to dial
+    /// the host itself, `Some(Err(message))` to fail the dial with
+    /// `message` (kube's resolver errors, such as `no endpoints available
+    /// for service "x"`).
+    fn resolve(&self, host: &str, port: u16) -> Option<std::result::Result<SocketAddr, String>>;
+}
+
+/// The TCP connector under TLS: hyper-util's, or ours, which resolves
+/// through a [`Resolve`] and words its failures as Go does.
+#[derive(Clone)]
+enum Connector {
+    Plain(HttpConnector),
+    Dialing(Option<Arc<dyn Resolve>>),
+}
+
+/// A dial failure, already in Go's words.
+#[derive(Debug)]
+struct DialError(String);
+
+impl std::fmt::Display for DialError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for DialError {}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type Io = hyper_util::rt::TokioIo<tokio::net::TcpStream>;
+
+impl tower::Service<http::Uri> for Connector {
+    type Response = Io;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = std::result::Result<Io, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<std::result::Result<(), BoxError>> {
+        match self {
+            Connector::Plain(c) => c.poll_ready(cx).map_err(Into::into),
+            Connector::Dialing(_) => Poll::Ready(Ok(())),
+        }
+    }
+
+    fn call(&mut self, uri: http::Uri) -> Self::Future {
+        match self {
+            Connector::Plain(c) => {
+                let fut = c.call(uri);
+                Box::pin(async move { fut.await.map_err(Into::into) })
+            }
+            Connector::Dialing(resolver) => {
+                let resolver = resolver.clone();
+                Box::pin(async move { dial(&uri, resolver.as_deref()).await.map_err(|e| Box::new(e) as BoxError) })
+            }
+        }
+    }
+}
+
+/// Connects to the host of `uri` (or where `resolver` says), trying each
+/// address of the host in turn.
+async fn dial(uri: &http::Uri, resolver: Option<&dyn Resolve>) -> std::result::Result<Io, DialError> {
+    let host = uri.host().unwrap_or_default().trim_start_matches('[').trim_end_matches(']').to_string();
+    let port = uri.port_u16().unwrap_or(if uri.scheme_str() == Some("http") { 80 } else { 443 });
+    let addrs: Vec<SocketAddr> = match resolver.and_then(|r| r.resolve(&host, port)) {
+        Some(Ok(addr)) => vec![addr],
+        Some(Err(message)) => return Err(DialError(message)),
+        None => match tokio::net::lookup_host((host.as_str(), port)).await {
+            Ok(a) => a.collect(),
+            Err(_) => return Err(DialError(format!("dial tcp: lookup {host}: no such host"))),
+        },
+    };
+    let mut last = DialError(format!("dial tcp: lookup {host}: no such host"));
+    for addr in addrs {
+        match tokio::net::TcpStream::connect(addr).await {
+            Ok(tcp) => {
+                let _ = tcp.set_nodelay(true);
+                return Ok(hyper_util::rt::TokioIo::new(tcp));
+            }
+            Err(e) => last = DialError(format!("dial tcp {addr}: {}", go_syscall_error(&e))),
+        }
+    }
+    Err(last)
+}
+
+/// An OS error as Go's `net` package prints it after `dial tcp <addr>: `.
+fn go_syscall_error(e: &std::io::Error) -> String {
+    use std::io::ErrorKind;
+    match e.kind() {
+        ErrorKind::ConnectionRefused => "connect: connection refused".into(),
+        ErrorKind::ConnectionReset => "connect: connection reset by peer".into(),
+        ErrorKind::TimedOut => "i/o timeout".into(),
+        ErrorKind::AddrNotAvailable => "connect: cannot assign requested address".into(),
+        _ if e.raw_os_error() == Some(113) => "connect: no route to host".into(),
+        _ if e.raw_os_error() == Some(101) => "connect: network is unreachable".into(),
+        _ => format!("connect: {e}"),
+    }
+}
+
+/// A failed exchange in the words Go's HTTP client uses after
+/// `Post "<url>": ` (kube-apiserver quotes them in its webhook errors): the
+/// dial failures of [`Client::for_admission`] clients as they are, TLS
+/// verification failures as `tls: failed to verify certificate: x509: …`,
+/// a connection closed before the answer as `EOF`; anything else as the
+/// error and its sources.
+pub fn go_transport_error(e: &(dyn std::error::Error + 'static)) -> String {
+    go_words(e, 0).unwrap_or_else(|| error_chain(e))
+}
+
+/// Go's words for the first error of `e`'s chain that has them; an
+/// `io::Error` is looked into as well (hyper-rustls wraps the TLS error in
+/// two of them, and `io::Error::source` skips the one it wraps).
+fn go_words(e: &(dyn std::error::Error + 'static), depth: usize) -> Option<String> {
+    if depth > 16 {
+        return None;
+    }
+    if let Some(d) = e.downcast_ref::<DialError>() {
+        return Some(d.0.clone());
+    }
+    if let Some(t) = e.downcast_ref::<rustls::Error>() {
+        return Some(go_tls_error(t));
+    }
+    if let Some(io) = e.downcast_ref::<std::io::Error>() {
+        if let Some(inner) = io.get_ref() {
+            if let Some(words) = go_words(inner, depth + 1) {
+                return Some(words);
+            }
+        }
+        if io.kind() == std::io::ErrorKind::UnexpectedEof {
+            return Some("EOF".into());
+        }
+    }
+    if let Some(h) = e.downcast_ref::<hyper::Error>() {
+        if h.is_incomplete_message() || h.is_canceled() {
+            return Some("EOF".into());
+        }
+    }
+    e.source().and_then(|s| go_words(s, depth + 1))
+}
+
+/// A rustls failure in the words of Go's `crypto/tls` and `crypto/x509`.
+fn go_tls_error(e: &rustls::Error) -> String {
+    use rustls::CertificateError as C;
+    let x509 = match e {
+        rustls::Error::InvalidCertificate(C::UnknownIssuer) => "certificate signed by unknown authority".to_string(),
+        rustls::Error::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => "certificate is not valid for the requested name".to_string(),
+        rustls::Error::InvalidCertificate(C::Expired | C::ExpiredContext { .. } | C::NotValidYet | C::NotValidYetContext { .. }) => "certificate has expired or is not yet valid".to_string(),
+        rustls::Error::InvalidCertificate(other) => format!("{other:?}"),
+        other => return format!("tls: {other}"),
+    };
+    format!("tls: failed to verify certificate: x509: {x509}")
 }
 
 /// An error with its sources, so "client error (Connect)" says why.

@@ -43,6 +43,7 @@ pub mod sources;
 pub mod storage_object_in_use_protection;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod webhook;
 
 use std::sync::Arc;
 
@@ -150,6 +151,12 @@ pub trait AuditAnnotations: Send + Sync + std::fmt::Debug {
     /// Adds `key: value`; a key set already keeps its first value, as kube's
     /// `AddAuditAnnotation` does.
     fn add_annotation(&self, key: &str, value: &str);
+
+    /// Whether the record keeps request bodies (level `Request` or
+    /// above): kube records a mutating webhook's patch only then.
+    fn records_request_bodies(&self) -> bool {
+        false
+    }
 }
 
 impl Attributes<'_> {
@@ -185,6 +192,43 @@ pub trait Mutating: Send + Sync {
     /// [`Attributes::reinvocation`] set.
     fn reinvocable(&self) -> bool {
         false
+    }
+
+    /// [`Mutating::admit`] for a reinvocable plugin that remembers, in
+    /// `memory`, what it did in the first run of this request for use in
+    /// the second (kube keeps this in the request's reinvocation context
+    /// under the plugin's name), and that may itself ask for the second
+    /// run: `Ok(true)` when one of its parts changed the object after an
+    /// earlier part that asks to be reinvoked ran (kube's
+    /// `SetShouldReinvoke`; admission webhooks are parts of one plugin). The
+    /// answer of the second run is ignored. The default runs
+    /// [`Mutating::admit`] and asks for nothing.
+    ///
+    /// # Errors
+    /// As [`Mutating::admit`].
+    async fn admit_remembering(&self, attrs: &mut Attributes<'_>, memory: &mut Memory) -> Result<bool, Status> {
+        let _ = memory;
+        self.admit(attrs).await.map(|()| false)
+    }
+}
+
+/// What a mutating plugin keeps of one request between its first run and
+/// its reinvocation (see [`Mutating::admit_remembering`]): any value of
+/// the plugin's own type, empty at first.
+#[derive(Default)]
+pub struct Memory(Option<Box<dyn std::any::Any + Send + Sync>>);
+
+impl Memory {
+    /// The plugin's value, created with `T::default()` on first use (or
+    /// when a value of another type was left).
+    pub fn get<T: Default + Send + Sync + 'static>(&mut self) -> &mut T {
+        if !self.0.as_ref().is_some_and(|b| b.is::<T>()) {
+            self.0 = Some(Box::new(T::default()));
+        }
+        match self.0.as_mut().and_then(|b| b.downcast_mut::<T>()) {
+            Some(t) => t,
+            None => unreachable!("the memory was just set to a T"),
+        }
     }
 }
 
@@ -243,28 +287,32 @@ impl Chain {
     ///
     /// Reinvocation (kube's `reinvokeAdmissionHandler`): a plugin that is
     /// [`Mutating::reinvocable`] is remembered with the object as it left
-    /// it; when a later plugin changed the object after that, the
-    /// reinvocable plugins run once more, in order, with
-    /// [`Attributes::reinvocation`] set. There is no third run.
+    /// it; when a later plugin changed the object after that, or a plugin
+    /// asked for it ([`Mutating::admit_remembering`]), the reinvocable
+    /// plugins run once more, in order, with [`Attributes::reinvocation`]
+    /// set and each with its [`Memory`] of the first run. There is no third
+    /// run.
     ///
     /// # Errors
     /// The first plugin's refusal; later plugins do not run.
     pub async fn admit(&self, attrs: &mut Attributes<'_>) -> Result<(), Status> {
         let mut left_by_reinvocable: Vec<Value> = Vec::new();
-        for p in &self.mutating {
+        let mut memories: Vec<Memory> = self.mutating.iter().map(|_| Memory::default()).collect();
+        let mut asked = false;
+        for (p, memory) in self.mutating.iter().zip(memories.iter_mut()) {
             if p.handles(attrs.operation) {
-                p.admit(attrs).await?;
+                asked |= p.admit_remembering(attrs, memory).await?;
                 if p.reinvocable() {
                     left_by_reinvocable.push(attrs.object.clone().unwrap_or(Value::Null));
                 }
             }
         }
         let now = attrs.object.as_ref().unwrap_or(&Value::Null);
-        if left_by_reinvocable.iter().any(|o| o != now) {
+        if asked || left_by_reinvocable.iter().any(|o| o != now) {
             attrs.reinvocation = true;
-            for p in &self.mutating {
+            for (p, memory) in self.mutating.iter().zip(memories.iter_mut()) {
                 if p.handles(attrs.operation) && p.reinvocable() {
-                    p.admit(attrs).await?;
+                    p.admit_remembering(attrs, memory).await?;
                 }
             }
             attrs.reinvocation = false;

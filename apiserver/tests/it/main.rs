@@ -6,6 +6,7 @@
 
 mod admission_builtins;
 mod admission_policies;
+mod admission_webhooks;
 mod audit;
 mod authz;
 mod cluster;

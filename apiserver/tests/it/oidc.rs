@@ -16,92 +16,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt as _, Full};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{json, Value};
 
 use crate::common::{free_port, kubectl_path, Out, Server};
 
-/// What a test server answers: (method, path, Authorization header, body)
-/// → (status, JSON).
-pub(crate) type Handler = Arc<dyn Fn(&str, &str, &str, &[u8]) -> (u16, Value) + Send + Sync>;
-
-/// A CA and a serving certificate for 127.0.0.1 it signed; the CA's PEM
-/// is also in `ca_file`.
-pub(crate) struct Pki {
-    ca_pem: String,
-    pub(crate) ca_file: PathBuf,
-    cert: rustls::pki_types::CertificateDer<'static>,
-    key: Vec<u8>,
-    _dir: tempfile::TempDir,
-}
-
-impl Pki {
-    pub(crate) fn new() -> Pki {
-        use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.distinguished_name.push(DnType::CommonName, "test CA");
-        let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
-        let leaf_key = KeyPair::generate().unwrap();
-        let leaf = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap().signed_by(&leaf_key, &ca).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let ca_file = dir.path().join("ca.crt");
-        std::fs::write(&ca_file, ca.pem()).unwrap();
-        Pki { ca_pem: ca.pem(), ca_file, cert: leaf.der().clone(), key: leaf_key.serialize_der(), _dir: dir }
-    }
-}
-
-/// An HTTPS server on 127.0.0.1 serving `handler` on a tokio runtime of its
-/// own; stopped on drop.
-pub(crate) struct HttpsServer {
-    pub(crate) url: String,
-    pki: Arc<Pki>,
-    _rt: tokio::runtime::Runtime,
-}
-
-impl HttpsServer {
-    /// Starts on `port` (0: any) with the certificate of `pki`.
-    pub(crate) fn start(port: u16, pki: Arc<Pki>, handler: Handler) -> HttpsServer {
-        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(pki.key.clone().into());
-        let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(vec![pki.cert.clone()], key)
-            .unwrap();
-        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
-
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        let listener = rt.block_on(tokio::net::TcpListener::bind(("127.0.0.1", port))).unwrap();
-        let url = format!("https://127.0.0.1:{}", listener.local_addr().unwrap().port());
-        rt.spawn(async move {
-            loop {
-                let Ok((tcp, _)) = listener.accept().await else { continue };
-                let acceptor = acceptor.clone();
-                let handler = handler.clone();
-                tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(tcp).await else { return };
-                    let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                        let handler = handler.clone();
-                        async move {
-                            let (method, path) = (req.method().to_string(), req.uri().path().to_string());
-                            let auth = req.headers().get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
-                            let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-                            let (code, value) = handler(&method, &path, &auth, &body);
-                            let resp = hyper::Response::builder().status(code).header("content-type", "application/json").body(Full::new(Bytes::from(value.to_string()))).unwrap();
-                            Ok::<_, std::convert::Infallible>(resp)
-                        }
-                    });
-                    let _ = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new()).serve_connection(hyper_util::rt::TokioIo::new(tls), service).await;
-                });
-            }
-        });
-        HttpsServer { url, pki, _rt: rt }
-    }
-}
+pub(crate) use crate::common::https::{HttpsServer, Pki};
 
 /// A key the issuer signs with, and its public JWK.
 struct SigningKey {

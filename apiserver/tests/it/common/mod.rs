@@ -2,6 +2,7 @@
 //! data dir, and real kubectl binaries.
 
 pub mod deploy;
+pub mod https;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;

@@ -1,0 +1,364 @@
+//! What the two webhook plugins share: whether a webhook is called for a
+//! request (kube `generic.Webhook.ShouldCallHook`), the call itself with
+//! kube's error wording (`mutating/dispatcher.go`,
+//! `validating/dispatcher.go`, `util/webhook/client.go`), and the
+//! resolution of `service` references through EndpointSlices (kube
+//! `util/proxy.ResolveEndpoint`).
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::config::{Endpoint, Hook, Hooks};
+use crate::admission::matching::{namespace_matches, object_matches, rule_matches};
+use crate::admission::sources::Sources;
+use crate::admission::Attributes;
+use crate::cel::{Activation, Budget, PER_CALL_LIMIT};
+use crate::errors::Status;
+use crate::schema::field::go_quote;
+use crate::selectors::LabelSelector;
+use crate::storage::{keys, Storage};
+use crate::webhook;
+
+/// How a call of a webhook failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallError {
+    /// The webhook could not be called or answered unusably (kube's
+    /// `ErrCallingWebhook`): its failure policy decides. The text is what
+    /// kube puts after `failed calling webhook "<name>": `.
+    Calling(String),
+    /// The request fails with this Status whatever the failure policy: the
+    /// webhook's denial, a dry run it does not support, a patch that does
+    /// not apply.
+    Status(Box<Status>),
+}
+
+/// The Status of a call that failed under `failurePolicy: Fail` (kube
+/// answers `apierrors.NewInternalError(ErrCallingWebhook)`).
+pub fn failed_closed(webhook: &str, reason: &str) -> Status {
+    Status::internal(format!("failed calling webhook {}: {reason}", go_quote(webhook)))
+}
+
+/// kube's Status for a dry run sent to a webhook that has side effects.
+pub fn dry_run_unsupported(webhook: &str) -> Status {
+    Status::bad_request(format!("admission webhook {} does not support dry run", go_quote(webhook)))
+}
+
+/// Whether the request is about a webhook configuration or an admission
+/// policy or binding, which no webhook is called for (kube
+/// `IsExemptAdmissionConfigurationResource`).
+pub fn exempt(attrs: &Attributes<'_>) -> bool {
+    attrs.kind.group == super::config::GROUP
+        && matches!(
+            attrs.kind.kind,
+            "ValidatingWebhookConfiguration"
+                | "MutatingWebhookConfiguration"
+                | "ValidatingAdmissionPolicy"
+                | "ValidatingAdmissionPolicyBinding"
+                | "MutatingAdmissionPolicy"
+                | "MutatingAdmissionPolicyBinding"
+        )
+}
+
+/// How long a request waits for the configurations' first list (kube's
+/// `timeToWaitForReady`).
+const WAIT_FOR_READY: Duration = Duration::from_secs(10);
+
+/// Waits until the copies of the configurations and the namespaces are
+/// complete (kube's `WaitForReady`); a feed that serves no copy at all
+/// counts as ready with no webhooks.
+///
+/// # Errors
+/// 403 `… is forbidden: not yet ready to handle request` after 10 s.
+pub async fn wait_ready(hooks: &Hooks, attrs: &Attributes<'_>) -> Result<(), Status> {
+    let ready = || hooks.synced().unwrap_or(true) && hooks.sources().get("", "namespaces").is_none_or(|s| s.synced());
+    if ready() {
+        return Ok(());
+    }
+    let deadline = tokio::time::Instant::now() + WAIT_FOR_READY;
+    while tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if ready() {
+            return Ok(());
+        }
+    }
+    let about = attrs.object.as_ref().or(attrs.old_object);
+    let name = [attrs.name, about.map(crate::meta::name).unwrap_or_default(), about.map(|o| crate::meta::meta_str(o, "generateName")).unwrap_or_default()]
+        .into_iter()
+        .find(|n| !n.is_empty())
+        .unwrap_or("Unknown");
+    Err(Status::forbidden_because(attrs.resource.group, attrs.resource.resource, name, "not yet ready to handle request"))
+}
+
+/// Whether `hook` is called for `attrs` (kube `ShouldCallHook`): a rule
+/// matches (exactly, or for another version of the resource under
+/// `matchPolicy: Equivalent`), the object selector and the namespace
+/// selector match, and then every match condition is true.
+///
+/// A namespace the feed has not seen yet is read from the store (kube
+/// falls back to a live read too).
+///
+/// # Errors
+/// 500 when the namespace cannot be found; 403 `<resource> "<name>" is
+/// forbidden: <error>` when a match condition fails to evaluate and the
+/// failure policy is Fail (under Ignore the webhook is skipped).
+pub async fn should_call(hook: &Hook, attrs: &Attributes<'_>, sources: &Sources, storage: &dyn Storage) -> Result<bool, Status> {
+    let rule = hook.rules.iter().any(|r| rule_matches(r, attrs, false)) || (hook.equivalent && hook.rules.iter().any(|r| rule_matches(r, attrs, true)));
+    if !rule || !object_matches(&hook.object_selector, attrs) {
+        return Ok(false);
+    }
+    let in_namespace = match namespace_matches(&hook.namespace_selector, attrs, sources) {
+        Ok(m) => m,
+        Err(_) => match storage.get(&keys::namespace(attrs.namespace)).await {
+            Ok(ns) => LabelSelector::from_object(&hook.namespace_selector).matches_object(&ns),
+            Err(crate::storage::Error::NotFound) => return Err(Status::internal(format!("namespaces {} not found", go_quote(attrs.namespace)))),
+            Err(e) => return Err(Status::internal(e)),
+        },
+    };
+    if !in_namespace {
+        return Ok(false);
+    }
+    if hook.conditions.is_empty() {
+        return Ok(true);
+    }
+    match conditions_hold(hook, attrs) {
+        Ok(m) => Ok(m),
+        Err(_) if hook.fail_open => Ok(false),
+        Err(e) => {
+            tracing::warn!("failed evaluating match conditions of webhook {:?}, failing closed: {e}", hook.name);
+            Err(Status::forbidden_because(attrs.resource.group, attrs.resource.resource, attrs.name, &e))
+        }
+    }
+}
+
+/// kube's `matchconditions.Matcher`: a false condition skips the webhook
+/// (whatever errors others had); otherwise any errors fail, joined as Go's
+/// `utilerrors.NewAggregate` joins them.
+fn conditions_hold(hook: &Hook, attrs: &Attributes<'_>) -> Result<bool, String> {
+    let mut vars = Activation::new();
+    vars.bind_json("object", attrs.object.as_ref().unwrap_or(&Value::Null));
+    vars.bind_json("oldObject", attrs.old_object.unwrap_or(&Value::Null));
+    vars.bind_json("request", &super::review::admission_request(attrs, ""));
+    let mut errors = Vec::new();
+    for c in &hook.conditions {
+        let result = match &c.program {
+            Ok(p) => p.eval_bool(&vars, &mut Budget::new(PER_CALL_LIMIT)).map_err(|e| format!("expression '{}' resulted in error: {e}", c.expression)),
+            Err(e) => Err(e.clone()),
+        };
+        match result {
+            Ok(false) => return Ok(false),
+            Ok(true) => {}
+            Err(e) => errors.push(e),
+        }
+    }
+    match errors.len() {
+        0 => Ok(true),
+        1 => Err(errors.remove(0)),
+        _ => Err(format!("[{}]", errors.join(", "))),
+    }
+}
+
+/// POSTs `review` to `hook` and returns its JSON answer (kube's
+/// `client.Post().Body(request).Timeout(t).Do(ctx).Into(response)` under
+/// the webhook's `timeoutSeconds`).
+///
+/// # Errors
+/// [`CallError::Calling`] with kube's words: `failed to call webhook:
+/// Post "<url>?timeout=<n>s": <Go's error>` for a transport failure or a
+/// timeout (`context deadline exceeded`), `failed to call webhook: <the
+/// answer's Status message or client-go's words for its code>` for a
+/// non-2xx answer, `could not get REST client: …` when the webhook has no
+/// usable client.
+pub async fn post(hook: &Hook, review: &Value) -> Result<Value, CallError> {
+    let client = hook.client.as_ref().map_err(|e| CallError::Calling(format!("could not get REST client: {e}")))?;
+    if hook.endpoint == Endpoint::Missing {
+        return Err(CallError::Calling("could not get REST client: webhook configuration must have either service or URL".into()));
+    }
+    let url = format!("{}?timeout={}s", hook.endpoint.base_url(), hook.timeout.as_secs());
+    let body = serde_json::to_vec(review).map_err(|e| CallError::Calling(format!("could not create admission objects: {e}")))?;
+    let reply = match client.post_raw(&url, body, hook.timeout).await {
+        Ok(r) => r,
+        Err(e) => return Err(CallError::Calling(format!("failed to call webhook: Post {}: {e}", go_quote(&url)))),
+    };
+    if !(200..300).contains(&reply.code) {
+        return Err(CallError::Calling(format!("failed to call webhook: {}", error_answer_message(&reply))));
+    }
+    serde_json::from_slice(&reply.body).map_err(|e| CallError::Calling(format!("failed to call webhook: couldn't get version/kind; json parse error: {e}")))
+}
+
+/// client-go's message for a non-2xx answer: the message of a `Status`
+/// with `status: Failure`, else `NewGenericServerResponse`'s words for the
+/// code (a `text/plain` body is quoted in them; any other body is
+/// "unknown").
+fn error_answer_message(reply: &webhook::Reply) -> String {
+    if let Ok(status) = serde_json::from_slice::<Value>(&reply.body) {
+        if status["kind"] == "Status" && status["status"] == "Failure" {
+            return status["message"].as_str().unwrap_or_default().to_string();
+        }
+    }
+    let server_message = if reply.content_type.starts_with("text/plain") {
+        let body = &reply.body[..reply.body.len().min(1024)];
+        String::from_utf8_lossy(body).trim().to_string()
+    } else {
+        "unknown".to_string()
+    };
+    match reply.code {
+        409 => "the server reported a conflict".into(),
+        404 => "the server could not find the requested resource".into(),
+        400 => "the server rejected our request for an unknown reason".into(),
+        401 => "the server has asked for the client to provide credentials".into(),
+        403 => server_message,
+        405 => "the server does not allow this method on the requested resource".into(),
+        422 => "the server rejected our request due to an error in our request".into(),
+        503 => "the server is currently unable to handle the request".into(),
+        504 => "the server was unable to return a response in the time allotted, but may still be processing the request".into(),
+        429 => "the server has received too many requests and has asked us to try again later".into(),
+        c if c >= 500 => format!("an error on the server ({}) has prevented the request from succeeding", go_quote(&server_message)),
+        c => format!("the server responded with the status code {c} but did not return more information"),
+    }
+}
+
+/// Resolves `<name>.<namespace>.svc` through the Service and its
+/// EndpointSlices in the admission feed's copies, as kube-apiserver
+/// resolves webhook services (kube `proxy.ResolveEndpoint`): the Service
+/// port equal to the port asked for, then a ready endpoint of a slice whose
+/// port has that Service port's name; the slice port's number is dialed.
+pub struct ServiceResolver {
+    sources: Arc<Sources>,
+}
+
+impl ServiceResolver {
+    /// A resolver over `sources` (`services`, `endpointslices`).
+    pub fn new(sources: Arc<Sources>) -> Self {
+        ServiceResolver { sources }
+    }
+}
+
+impl webhook::Resolve for ServiceResolver {
+    fn resolve(&self, host: &str, port: u16) -> Option<Result<SocketAddr, String>> {
+        let (name, namespace) = host.strip_suffix(".svc")?.split_once('.')?;
+        Some(resolve_endpoint(&self.sources, namespace, name, port))
+    }
+}
+
+/// The address of a ready endpoint of Service `namespace/name` for its
+/// port `port`.
+///
+/// # Errors
+/// kube's words: `service "x" not found`, `unsupported service type "…"`,
+/// `no service port 443 found for service "x"`, `no endpoints available
+/// for service "x"`.
+pub fn resolve_endpoint(sources: &Sources, namespace: &str, name: &str, port: u16) -> Result<SocketAddr, String> {
+    let svc = sources.object("", "services", &format!("{namespace}/{name}")).ok_or_else(|| format!("service {} not found", go_quote(name)))?;
+    let kind = svc["spec"]["type"].as_str().unwrap_or("ClusterIP");
+    if !matches!(kind, "ClusterIP" | "LoadBalancer" | "NodePort") {
+        return Err(format!("unsupported service type {}", go_quote(kind)));
+    }
+    let no_endpoints = || format!("no endpoints available for service {}", go_quote(name));
+    let svc_port = svc["spec"]["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["port"].as_u64() == Some(u64::from(port)))
+        .ok_or_else(|| format!("no service port {port} found for service {}", go_quote(name)))?;
+    let port_name = svc_port["name"].as_str().unwrap_or_default();
+    let slices = sources.snapshot("discovery.k8s.io", "endpointslices");
+    let prefix = format!("{namespace}/");
+    let ours: Vec<&Arc<Value>> =
+        slices.range(prefix.clone()..).take_while(|(k, _)| k.starts_with(&prefix)).map(|(_, s)| s).filter(|s| s["metadata"]["labels"]["kubernetes.io/service-name"].as_str() == Some(name)).collect();
+    if ours.is_empty() {
+        return Err(no_endpoints());
+    }
+    for slice in ours {
+        // An unnamed slice port stands for the unnamed service port.
+        let Some(slice_port) = slice["ports"].as_array().into_iter().flatten().find(|p| p["name"].as_str().unwrap_or_default() == port_name).and_then(|p| p["port"].as_u64()) else { continue };
+        let Ok(slice_port) = u16::try_from(slice_port) else { continue };
+        for ep in slice["endpoints"].as_array().into_iter().flatten() {
+            if ep["conditions"]["ready"].as_bool() == Some(false) {
+                continue;
+            }
+            if let Some(ip) = ep["addresses"][0].as_str().and_then(|a| a.parse::<IpAddr>().ok()) {
+                return Ok(SocketAddr::new(ip, slice_port));
+            }
+        }
+    }
+    Err(no_endpoints())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::sources::Fixed;
+    use serde_json::json;
+
+    #[test]
+    fn services_resolve_to_ready_endpoints_with_kubes_errors() {
+        let sources = Sources::new();
+        sources.set("", "services", Fixed::of([json!({"metadata": {"name": "hook", "namespace": "ns"}, "spec": {"ports": [{"name": "https", "port": 443, "targetPort": 9443}]}})]));
+        let slice = |name: &str, svc: &str, ready: bool, ip: &str| {
+            json!({"metadata": {"name": name, "namespace": "ns", "labels": {"kubernetes.io/service-name": svc}},
+                "ports": [{"name": "https", "port": 9443}], "endpoints": [{"addresses": [ip], "conditions": {"ready": ready}}]})
+        };
+        sources.set("discovery.k8s.io", "endpointslices", Fixed::of([slice("a", "hook", false, "10.0.0.1"), slice("b", "hook", true, "127.0.0.1"), slice("c", "other", true, "10.0.0.3")]));
+        assert_eq!(resolve_endpoint(&sources, "ns", "hook", 443), Ok("127.0.0.1:9443".parse().unwrap_or_else(|e| panic!("{e}"))));
+        assert_eq!(resolve_endpoint(&sources, "ns", "hook", 80), Err(r#"no service port 80 found for service "hook""#.into()));
+        assert_eq!(resolve_endpoint(&sources, "ns", "nope", 443), Err(r#"service "nope" not found"#.into()));
+        sources.set("discovery.k8s.io", "endpointslices", Fixed::of([slice("a", "hook", false, "10.0.0.1")]));
+        assert_eq!(resolve_endpoint(&sources, "ns", "hook", 443), Err(r#"no endpoints available for service "hook""#.into()));
+        use crate::webhook::Resolve as _;
+        let r = ServiceResolver::new(sources.clone());
+        assert!(r.resolve("example.com", 443).is_none());
+        assert_eq!(r.resolve("hook.ns.svc", 443), Some(Err(r#"no endpoints available for service "hook""#.into())));
+    }
+
+    #[test]
+    fn match_conditions_as_kubes_matcher() {
+        let hook = |conditions: Value| {
+            let w = json!({"name": "h", "matchConditions": conditions});
+            super::super::config::Hook::compile("c", 0, &w, false, &Arc::new(ServiceResolver::new(Sources::new())))
+        };
+        let user = crate::authn::UserInfo { name: "alice".into(), ..Default::default() };
+        let warnings = crate::warning::Warnings::default();
+        let opts = Value::Null;
+        let attrs = Attributes {
+            operation: crate::admission::Operation::Create,
+            name: "x",
+            namespace: "default",
+            resource: crate::admission::Resource { group: "", version: "v1", resource: "configmaps" },
+            subresource: "",
+            kind: crate::admission::Kind { group: "", version: "v1", kind: "ConfigMap" },
+            request_kind: crate::admission::Kind { group: "", version: "v1", kind: "ConfigMap" },
+            object: Some(json!({"metadata": {"name": "x"}})),
+            old_object: None,
+            options: &opts,
+            user: &user,
+            dry_run: false,
+            warnings: &warnings,
+            audit: None,
+            reinvocation: false,
+        };
+        let t = json!({"name": "t", "expression": "request.userInfo.username == 'alice' && oldObject == null"});
+        let f = json!({"name": "f", "expression": "object.metadata.name == 'y'"});
+        let e = json!({"name": "e", "expression": "object.metadata.nope.x == 1"});
+        let bad = json!({"name": "bad", "expression": "object.("});
+        assert_eq!(conditions_hold(&hook(json!([t])), &attrs), Ok(true));
+        assert_eq!(conditions_hold(&hook(json!([e, f])), &attrs), Ok(false), "a false condition wins over errors");
+        let err = conditions_hold(&hook(json!([t, e])), &attrs).err().unwrap_or_default();
+        assert!(err.starts_with("expression 'object.metadata.nope.x == 1' resulted in error: "), "{err}");
+        let err = conditions_hold(&hook(json!([e, bad])), &attrs).err().unwrap_or_default();
+        assert!(err.starts_with("[expression 'object.metadata.nope.x == 1' resulted in error: ") && err.contains(", compilation error: "), "{err}");
+    }
+
+    #[test]
+    fn error_answers_are_worded_as_client_go_words_them() {
+        let reply = |code: u16, ct: &str, body: &str| webhook::Reply { code, content_type: ct.into(), body: bytes::Bytes::from(body.to_string()) };
+        assert_eq!(error_answer_message(&reply(500, "text/plain", "boom\n")), r#"an error on the server ("boom") has prevented the request from succeeding"#);
+        assert_eq!(error_answer_message(&reply(500, "application/json", "{}")), r#"an error on the server ("unknown") has prevented the request from succeeding"#);
+        assert_eq!(error_answer_message(&reply(404, "", "")), "the server could not find the requested resource");
+        assert_eq!(error_answer_message(&reply(418, "", "")), "the server responded with the status code 418 but did not return more information");
+        assert_eq!(error_answer_message(&reply(400, "application/json", r#"{"kind":"Status","status":"Failure","message":"bad review"}"#)), "bad review");
+        assert_eq!(error_answer_message(&reply(400, "application/json", r#"{"kind":"Status","message":"bad review"}"#)), "the server rejected our request for an unknown reason");
+    }
+}
