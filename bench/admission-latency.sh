@@ -168,11 +168,19 @@ run_one() {
         marker | "$KUBECTL" --kubeconfig "$kc" create --dry-run=server -f - >/dev/null 2>&1 || break
         sleep 0.1
       done ;;
-    webhook) sleep 2 ;;
+    webhook)
+      for _ in $(seq 300); do
+        marker | "$KUBECTL" --kubeconfig "$kc" create --dry-run=server -f - >/dev/null 2>&1 || true
+        grep -q '^admitted' "$dir/webhook.log" && break
+        sleep 0.1
+      done ;;
   esac
   "$KUBELOAD" --kubeconfig "$kc" --json "$@" | while read -r line; do
     echo "$line" | jq -c --arg setup "$setup" --argjson round "$round" '. + {setup: $setup, round: $round}'
   done
+  if [[ $setup == webhook ]]; then
+    jq -cn --arg setup "$setup" --argjson round "$round" --argjson calls "$(grep -c '^admitted' "$dir/webhook.log")" '{phase: "webhook calls", setup: $setup, round: $round, calls: $calls}'
+  fi
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   pids=()
   rm -rf "$dir"
@@ -189,10 +197,13 @@ cat "$work/runs.jsonl"
 python3 - "$work/runs.jsonl" <<'PY'
 import json, statistics, sys
 runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+calls = [r["calls"] for r in runs if r["phase"] == "webhook calls"]
+runs = [r for r in runs if r["phase"] != "webhook calls"]
 print()
 print("| setup | create deployments p50 ms | p99 ms | ops/s | create configmaps p50 ms | p99 ms |")
 print("|---|---|---|---|---|---|")
 for s in ("none", "cel3", "cel20", "webhook"):
     med = lambda phase, k: statistics.median(r[k] for r in runs if r["setup"] == s and r["phase"] == phase)
     print(f"| {s} | {med('create deployments','p50_ms'):.2f} | {med('create deployments','p99_ms'):.2f} | {med('create deployments','ops_per_sec'):.0f} | {med('create configmaps','p50_ms'):.2f} | {med('create configmaps','p99_ms'):.2f} |")
+print(f"\nwebhook calls per webhook run: {calls}")
 PY

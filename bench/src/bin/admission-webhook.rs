@@ -9,7 +9,8 @@
 //! It makes a self-signed certificate for `127.0.0.1` (written, PEM, to
 //! `--ca-out` for the configuration's `caBundle`), then answers every
 //! `POST` carrying an `admission.k8s.io/v1` AdmissionReview with
-//! `allowed: true` and the request's uid. Prints `listening` once ready.
+//! `allowed: true` and the request's uid. Prints `listening` once ready and
+//! `admitted` for each review answered.
 
 use std::sync::Arc;
 
@@ -67,6 +68,7 @@ async fn main() -> anyhow::Result<()> {
             let svc = service_fn(|req: hyper::Request<hyper::body::Incoming>| async move {
                 let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
                 let out = serde_json::to_vec(&review(&body)).unwrap_or_default();
+                println!("admitted");
                 hyper::Response::builder().header("content-type", "application/json").body(Full::new(Bytes::from(out)))
             });
             let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new()).serve_connection(TokioIo::new(tls), svc).await;
