@@ -19,8 +19,8 @@ use base64::Engine as _;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use super::dispatch::ServiceResolver;
 use super::review::Version;
+use super::service::ServiceResolver;
 use crate::admission::sources::{Snapshot, Sources};
 use crate::cel::Program;
 use crate::meta;

@@ -32,6 +32,7 @@ pub mod config;
 pub mod dispatch;
 pub mod mutating;
 pub mod review;
+pub mod service;
 pub mod validating;
 
 pub use mutating::MutatingWebhooks;
