@@ -293,7 +293,7 @@ pub struct Api {
 /// Unknown admission plugin names.
 pub fn build_api(storage: Arc<dyn Storage>, cfg: ApiConfig) -> anyhow::Result<Api> {
     let admission_sources = crate::admission::sources::Sources::new();
-    let plugins = crate::admission::plugins::Context { storage: storage.clone(), sources: admission_sources.clone(), authorizer: cfg.authorizer.clone() };
+    let plugins = crate::admission::plugins::Context { storage: storage.clone(), sources: admission_sources.clone(), authorizer: cfg.authorizer.clone(), schemas: cfg.schemas.clone() };
     let (admission, missing) = crate::admission::plugins::build(&cfg.enable_admission_plugins, &cfg.disable_admission_plugins, &plugins)?;
     if !missing.is_empty() {
         tracing::debug!("admission plugins not implemented yet, skipped: {}", missing.join(", "));

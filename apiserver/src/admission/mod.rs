@@ -26,6 +26,7 @@ pub mod matching;
 pub mod namespace_lifecycle;
 pub mod node_restriction;
 pub mod plugins;
+pub mod policy;
 pub mod service_account;
 pub mod sources;
 pub mod webhook;
@@ -35,7 +36,6 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::audit::AuditContext;
 use crate::authn::UserInfo;
 use crate::errors::Status;
 use crate::warning::Warnings;
@@ -123,11 +123,20 @@ pub struct Attributes<'a> {
     /// warnings and the `Warn` action of ValidatingAdmissionPolicy.
     pub warnings: &'a Warnings,
     /// The request's audit record, when the request is audited.
-    pub audit: Option<&'a AuditContext>,
+    pub audit: Option<&'a dyn AuditAnnotations>,
     /// Whether this is the second run of the reinvocable mutating plugins
     /// (`reinvocationPolicy: IfNeeded`), because a later plugin changed the
     /// object after they ran; see [`Chain::admit`].
     pub reinvocation: bool,
+}
+
+/// Where admission writes audit annotations: the request's audit record
+/// (the audit layer's record of a request implements it; the trait lives here so
+/// that admission and the registry need not know the audit layer).
+pub trait AuditAnnotations: Send + Sync + std::fmt::Debug {
+    /// Adds `key: value`; a key set already keeps its first value, as kube's
+    /// `AddAuditAnnotation` does.
+    fn add_annotation(&self, key: &str, value: &str);
 }
 
 impl Attributes<'_> {

@@ -107,6 +107,9 @@ pub struct Context {
     /// The authorizer of `--authorization-mode`: the `authorizer` of CEL
     /// policies.
     pub authorizer: Arc<dyn crate::authz::Authorizer>,
+    /// The kinds' schemas (MutatingAdmissionPolicy merges apply
+    /// configurations along them).
+    pub schemas: crate::schema::SchemaStore,
 }
 
 /// The chain of the plugins `enable`/`disable` select (see [`enabled`]).
@@ -124,6 +127,10 @@ pub fn build(enable: &[String], disable: &[String], ctx: &Context) -> Result<(Ch
             "NamespaceLifecycle" => chain.mutating.push(Arc::new(NamespaceLifecycle::new(ctx.storage.clone()))),
             "NodeRestriction" => chain.validating.push(Arc::new(NodeRestriction)),
             "ServiceAccount" => chain.mutating.push(Arc::new(super::service_account::ServiceAccount::new(ctx.storage.clone()))),
+            "MutatingAdmissionPolicy" => {
+                chain.mutating.push(Arc::new(super::policy::mutating::MutatingAdmissionPolicy::new(ctx.sources.clone(), ctx.storage.clone(), ctx.authorizer.clone(), ctx.schemas.clone())))
+            }
+            "ValidatingAdmissionPolicy" => chain.validating.push(Arc::new(super::policy::validating::ValidatingAdmissionPolicy::new(ctx.sources.clone(), ctx.storage.clone(), ctx.authorizer.clone()))),
             "MutatingAdmissionWebhook" => chain.mutating.push(Arc::new(super::webhook::MutatingWebhooks::new(ctx))),
             "ValidatingAdmissionWebhook" => chain.validating.push(Arc::new(super::webhook::ValidatingWebhooks::new(ctx))),
             "AlwaysDeny" => {

@@ -23,6 +23,12 @@ pub struct AuditContext {
     event: Mutex<Event>,
 }
 
+impl crate::admission::AuditAnnotations for AuditContext {
+    fn add_annotation(&self, key: &str, value: &str) {
+        AuditContext::add_annotation(self, key, value);
+    }
+}
+
 impl std::fmt::Debug for AuditContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AuditContext").field("level", &self.config.level).finish_non_exhaustive()

@@ -22,6 +22,7 @@
 //! | [`rbac`] | none: every node | feeds the RBAC authorizer; reconciles the bootstrap policy at start |
 //! | [`admission`] | none: every node | keeps the local copies admission plugins read (webhook configurations, policies, namespaces, …) |
 //! | [`service_account`] | `kube-system/service-account-controllers` | `default` ServiceAccounts, `kube-root-ca.crt` ConfigMaps, legacy token Secrets |
+//! | [`policy_status`] | `kube-system/validatingadmissionpolicy-status-controller` | ValidatingAdmissionPolicies' `status.typeChecking` |
 
 pub mod admission;
 pub mod aggregation;
@@ -30,6 +31,7 @@ pub mod informer;
 pub mod leader;
 pub mod namespace;
 pub mod node;
+pub mod policy_status;
 pub mod queue;
 pub mod rbac;
 pub mod service_account;
@@ -119,6 +121,16 @@ pub fn start(
         tasks.push(tokio::spawn(c.run(leading, stopped.clone())));
     } else {
         tracing::warn!("clusterroles or leases are not served: no ClusterRole aggregation");
+    }
+    let stores = (registry.store(crate::admission::policy::GROUP, "v1", "validatingadmissionpolicies"), registry.store("coordination.k8s.io", "v1", "leases"));
+    if let (Some(policies), Some(leases)) = stores {
+        let (leading_tx, leading) = watch::channel(false);
+        let election = leader::Election::new(leases, policy_status::LEASE, identity);
+        tasks.push(tokio::spawn(election.run(leading_tx, stopped.clone())));
+        let c = policy_status::PolicyStatusController::new(registry.clone(), policies, stopped.clone());
+        tasks.push(tokio::spawn(c.run(leading, stopped.clone())));
+    } else {
+        tracing::warn!("validatingadmissionpolicies or leases are not served: no policy status controller");
     }
     if let Some(feed) = service_accounts {
         match (service_account::ServiceAccountController::new(&registry, feed, stopped.clone()), registry.store("coordination.k8s.io", "v1", "leases")) {

@@ -1,11 +1,17 @@
-//! `admissionregistration.k8s.io/v1`: stored and served; webhooks and
-//! policies are enforced later.
+//! `admissionregistration.k8s.io`: webhook configurations,
+//! ValidatingAdmissionPolicies and MutatingAdmissionPolicies with their
+//! bindings, enforced by the admission plugins (`crate::admission`).
+//!
+//! Everything is served as v1. MutatingAdmissionPolicy and its binding are
+//! also served as v1beta1 and v1alpha1 for older clients (kube 1.32 and
+//! 1.33 serve those): the same objects, stored once as v1; the versions
+//! differ only in `apiVersion`.
 
 use serde_json::{json, Value};
 
 use super::printers::{age, str_cell};
 use super::simple::{def, Simple};
-use super::strategy::{Column, AGE_COLUMN, NAME_COLUMN};
+use super::strategy::{Column, NameRule, Strategy, AGE_COLUMN, NAME_COLUMN};
 use super::ResourceDef;
 use crate::errors::Cause;
 use crate::meta;
@@ -132,9 +138,78 @@ fn vapb_cells(o: &Value) -> Vec<Value> {
     vec![json!(meta::name(o)), str_cell(&o["spec"]["policyName"]), json!(param), json!(age(o))]
 }
 
-/// admissionregistration.k8s.io/v1 resources.
-pub fn resources() -> Vec<ResourceDef> {
+/// One served version of a resource whose versions share one shape,
+/// stored as v1: `apiVersion` is all a conversion changes.
+struct Versioned {
+    inner: Simple,
+    version: &'static str,
+}
+
+impl Strategy for Versioned {
+    fn name_rule(&self) -> NameRule {
+        self.inner.name_rule()
+    }
+    fn has_status(&self) -> bool {
+        self.inner.has_status()
+    }
+    fn has_generation(&self) -> bool {
+        self.inner.has_generation()
+    }
+    fn default(&self, obj: &mut Value) {
+        self.inner.default(obj)
+    }
+    fn validate(&self, obj: &Value) -> Vec<Cause> {
+        self.inner.validate(obj)
+    }
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<Cause> {
+        self.inner.validate_update(new, old)
+    }
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        self.inner.selectable_fields()
+    }
+    fn storage_version(&self) -> Option<(&str, &str)> {
+        (self.version != "v1").then_some((GROUP, "v1"))
+    }
+    fn convert_to_hub(&self, mut obj: Value) -> Value {
+        if let Some(o) = obj.as_object_mut() {
+            o.insert("apiVersion".into(), json!(format!("{GROUP}/v1")));
+        }
+        obj
+    }
+    fn convert_from_hub(&self, mut obj: Value) -> Value {
+        if let Some(o) = obj.as_object_mut() {
+            o.insert("apiVersion".into(), json!(format!("{GROUP}/{}", self.version)));
+        }
+        obj
+    }
+    fn columns(&self) -> Vec<Column> {
+        self.inner.columns()
+    }
+    fn cells(&self, obj: &Value) -> Vec<Value> {
+        self.inner.cells(obj)
+    }
+}
+
+/// MutatingAdmissionPolicy and its binding in `version`.
+fn mutating_policies(version: &'static str) -> Vec<ResourceDef> {
     vec![
+        def("mutatingadmissionpolicies", "mutatingadmissionpolicy", "MutatingAdmissionPolicy", false, &[], &["api-extensions"]).build(
+            GROUP,
+            version,
+            Box::new(Versioned { inner: Simple::new().with_generation().with_defaults(map_defaults).with_table(map_columns, map_cells), version }),
+        ),
+        def("mutatingadmissionpolicybindings", "mutatingadmissionpolicybinding", "MutatingAdmissionPolicyBinding", false, &[], &["api-extensions"]).build(
+            GROUP,
+            version,
+            Box::new(Versioned { inner: Simple::new().with_generation().with_table(vapb_columns, vapb_cells), version }),
+        ),
+    ]
+}
+
+/// admissionregistration.k8s.io resources: v1, then the older versions of
+/// MutatingAdmissionPolicy.
+pub fn resources() -> Vec<ResourceDef> {
+    let mut defs = vec![
         def("mutatingwebhookconfigurations", "mutatingwebhookconfiguration", "MutatingWebhookConfiguration", false, &[], &["api-extensions"]).build(
             GROUP,
             "v1",
@@ -150,22 +225,14 @@ pub fn resources() -> Vec<ResourceDef> {
             "v1",
             Box::new(Simple::new().with_generation().with_table(vapb_columns, vapb_cells)),
         ),
-        // The fixture's version: MutatingAdmissionPolicy is alpha/beta in
-        // kube 1.33 and v1 later; served as v1 only, as it is used here.
-        def("mutatingadmissionpolicies", "mutatingadmissionpolicy", "MutatingAdmissionPolicy", false, &[], &["api-extensions"]).build(
-            GROUP,
-            "v1",
-            Box::new(Simple::new().with_generation().with_defaults(map_defaults).with_table(map_columns, map_cells)),
-        ),
-        def("mutatingadmissionpolicybindings", "mutatingadmissionpolicybinding", "MutatingAdmissionPolicyBinding", false, &[], &["api-extensions"]).build(
-            GROUP,
-            "v1",
-            Box::new(Simple::new().with_generation().with_table(vapb_columns, vapb_cells)),
-        ),
         def("validatingwebhookconfigurations", "validatingwebhookconfiguration", "ValidatingWebhookConfiguration", false, &[], &["api-extensions"]).build(
             GROUP,
             "v1",
             Box::new(Simple::new().with_defaults(|o| webhook_defaults(o, false)).with_validation(webhook_validate).with_table(webhook_columns, webhook_cells)),
         ),
-    ]
+    ];
+    for version in ["v1", "v1beta1", "v1alpha1"] {
+        defs.extend(mutating_policies(version));
+    }
+    defs
 }

@@ -41,7 +41,7 @@ pub struct Context<'a> {
     pub warnings: &'a Warnings,
     /// The request's audit record, when it is audited: admission adds its
     /// annotations there.
-    pub audit: Option<&'a crate::audit::AuditContext>,
+    pub audit: Option<&'a dyn crate::admission::AuditAnnotations>,
 }
 
 /// How unknown and duplicate fields of a body are treated

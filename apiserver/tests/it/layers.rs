@@ -32,6 +32,8 @@ const LAYERS: &[(&str, usize)] = &[
     ("authn", 6),
     // The schema layer; these files move to schema/ (issue 15).
     ("schema", 7),
+    // CEL (policies, match conditions, CRD rules): under the schema layer.
+    ("cel", 8),
     ("openapi::definitions", 7),
     ("openapi::fields", 7),
     ("fieldmanager", 7),

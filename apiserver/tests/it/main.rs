@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err, missing_docs)]
 
+mod admission_policies;
 mod admission_webhooks;
 mod audit;
 mod authz;

@@ -67,8 +67,7 @@ async fn main() -> anyhow::Result<()> {
             let svc = service_fn(|req: hyper::Request<hyper::body::Incoming>| async move {
                 let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
                 let out = serde_json::to_vec(&review(&body)).unwrap_or_default();
-                let resp = hyper::Response::builder().header("content-type", "application/json").body(Full::new(Bytes::from(out)));
-                resp
+                hyper::Response::builder().header("content-type", "application/json").body(Full::new(Bytes::from(out)))
             });
             let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new()).serve_connection(TokioIo::new(tls), svc).await;
         });

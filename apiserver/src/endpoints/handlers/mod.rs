@@ -131,7 +131,13 @@ impl Scope {
     /// The registry context of the request.
     pub fn context(&self) -> Context<'_> {
         let user_agent = self.req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok());
-        Context { namespace: &self.info.namespace, user: &self.user, user_agent, warnings: &self.warnings, audit: crate::audit::AuditContext::of(self.req.extensions()).map(|a| &**a) }
+        Context {
+            namespace: &self.info.namespace,
+            user: &self.user,
+            user_agent,
+            warnings: &self.warnings,
+            audit: crate::audit::AuditContext::of(self.req.extensions()).map(|a| &**a as &dyn crate::admission::AuditAnnotations),
+        }
     }
 
     /// The options of a create, update or patch from the query: `dryRun`,
