@@ -17,7 +17,7 @@
 #   ROUNDS=5 bench/admission-latency.sh --objects 1000 --clients 16 --lists 1
 #
 # Environment: ROUNDS (default 5); APISERVER, KUBELOAD, WEBHOOK (default:
-# the workspace's debug builds); KUBECTL (default kubectl.1.33).
+# the workspace's debug builds); KUBECTL (default kubectl).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,7 +25,7 @@ target_dir="$(cd "$here" && cargo metadata --format-version 1 --no-deps | jq -r 
 APISERVER="${APISERVER:-$target_dir/debug/apiserver}"
 KUBELOAD="${KUBELOAD:-$target_dir/debug/kubeload}"
 WEBHOOK="${WEBHOOK:-$target_dir/debug/admission-webhook}"
-KUBECTL="${KUBECTL:-kubectl.1.33}"
+KUBECTL="${KUBECTL:-kubectl}"
 ROUNDS=${ROUNDS:-5}
 SETUPS=(none cel3 cel20 webhook)
 

@@ -172,6 +172,11 @@ pub struct Options {
     /// `--disable-admission-plugins`).
     #[arg(long, value_delimiter = ',')]
     pub disable_admission_plugins: Vec<String>,
+    /// The plugins' configuration (kube's `--admission-control-config-file`):
+    /// an `apiserver.config.k8s.io/v1` `AdmissionConfiguration`, YAML or
+    /// JSON; read: `PodSecurity`'s `PodSecurityConfiguration`.
+    #[arg(long)]
+    pub admission_control_config_file: Option<std::path::PathBuf>,
     /// Ordered authorizers (kube's `--authorization-mode`, comma-separated):
     /// `AlwaysAllow`, `AlwaysDeny`, `RBAC`, `Node` or `Webhook`; kube's
     /// other modes are refused until they exist.

@@ -248,6 +248,8 @@ pub struct ApiConfig {
     pub enable_admission_plugins: Vec<String>,
     /// `--disable-admission-plugins`.
     pub disable_admission_plugins: Vec<String>,
+    /// `--admission-control-config-file`, read.
+    pub admission_config: crate::admission::config::AdmissionConfig,
     /// Who sent a request.
     pub authenticator: Arc<dyn crate::authn::Authenticator>,
     /// Whether they may.
@@ -290,10 +292,12 @@ pub struct Api {
 /// watch caches start now and retry until the store answers.
 ///
 /// # Errors
-/// Unknown admission plugin names.
+/// Unknown admission plugin names; a bad plugin entry of the admission
+/// configuration file.
 pub fn build_api(storage: Arc<dyn Storage>, cfg: ApiConfig) -> anyhow::Result<Api> {
     let admission_sources = crate::admission::sources::Sources::new();
-    let plugins = crate::admission::plugins::Context { storage: storage.clone(), sources: admission_sources.clone(), authorizer: cfg.authorizer.clone(), schemas: cfg.schemas.clone() };
+    let config = Arc::new(cfg.admission_config.clone());
+    let plugins = crate::admission::plugins::Context { storage: storage.clone(), sources: admission_sources.clone(), authorizer: cfg.authorizer.clone(), schemas: cfg.schemas.clone(), config };
     let (admission, missing) = crate::admission::plugins::build(&cfg.enable_admission_plugins, &cfg.disable_admission_plugins, &plugins)?;
     if !missing.is_empty() {
         tracing::debug!("admission plugins not implemented yet, skipped: {}", missing.join(", "));
@@ -422,6 +426,11 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         crate::authz::from_modes_with_webhook(&opts.authorization_mode, opts.authorization_webhook.authorizer()?).map_err(|e| anyhow::anyhow!("--authorization-mode: {e}"))?;
     // Checked before the store starts, so a bad flag fails fast.
     crate::admission::plugins::enabled(&opts.enable_admission_plugins, &opts.disable_admission_plugins)?;
+    let admission_config = match &opts.admission_control_config_file {
+        Some(path) => crate::admission::config::AdmissionConfig::load(path).map_err(|e| anyhow::anyhow!("--admission-control-config-file: {e}"))?,
+        None => Default::default(),
+    };
+    crate::admission::plugins::check_config(&admission_config)?;
     let Opened { storage, member } = open_storage(&opts).await?;
     let service_accounts = Arc::new(crate::authn::service_account::Tokens::new(sa_config, storage.clone()));
     let authenticator = authenticator(&opts, service_accounts.clone())?;
@@ -446,6 +455,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             watch_cache_size: opts.default_watch_cache_size,
             enable_admission_plugins: opts.enable_admission_plugins.clone(),
             disable_admission_plugins: opts.disable_admission_plugins.clone(),
+            admission_config,
             authenticator,
             authorizer,
             rbac: rbac.clone(),

@@ -22,13 +22,27 @@
 //! line in [`plugins::build`].
 
 pub mod always;
+pub mod config;
+pub mod default_storage_class;
+pub mod default_toleration_seconds;
+pub mod limit_ranger;
+pub mod lookup;
 pub mod matching;
 pub mod namespace_lifecycle;
 pub mod node_restriction;
 pub mod plugins;
+pub mod pod_resources;
+pub mod pod_security;
 pub mod policy;
+pub mod priority;
+pub mod quantity;
+pub mod resource_quota;
+pub mod runtime_class;
 pub mod service_account;
 pub mod sources;
+pub mod storage_object_in_use_protection;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod webhook;
 
 use std::sync::Arc;
@@ -137,6 +151,12 @@ pub trait AuditAnnotations: Send + Sync + std::fmt::Debug {
     /// Adds `key: value`; a key set already keeps its first value, as kube's
     /// `AddAuditAnnotation` does.
     fn add_annotation(&self, key: &str, value: &str);
+
+    /// Whether the record keeps request bodies (level `Request` or
+    /// above): kube records a mutating webhook's patch only then.
+    fn records_request_bodies(&self) -> bool {
+        false
+    }
 }
 
 impl Attributes<'_> {
@@ -329,4 +349,12 @@ pub enum Error {
     /// A plugin both enabled and disabled.
     #[error("{0:?} is in both --enable-admission-plugins and --disable-admission-plugins")]
     EnabledAndDisabled(String),
+    /// A plugin's `--admission-control-config-file` entry is wrong.
+    #[error("couldn't init admission plugin {plugin:?}: {message}")]
+    PluginConfig {
+        /// The plugin.
+        plugin: &'static str,
+        /// What is wrong.
+        message: String,
+    },
 }

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use super::always::{AlwaysAdmit, AlwaysDeny};
+use super::config::AdmissionConfig;
 use super::namespace_lifecycle::NamespaceLifecycle;
 use super::node_restriction::NodeRestriction;
 use super::{Chain, Error};
@@ -107,9 +108,27 @@ pub struct Context {
     /// The authorizer of `--authorization-mode`: the `authorizer` of CEL
     /// policies.
     pub authorizer: Arc<dyn crate::authz::Authorizer>,
+    /// The plugins' entries of `--admission-control-config-file`.
+    pub config: Arc<AdmissionConfig>,
     /// The kinds' schemas (MutatingAdmissionPolicy merges apply
     /// configurations along them).
     pub schemas: crate::schema::SchemaStore,
+}
+
+/// Checks the plugins' entries of the admission configuration file (at
+/// start-up, before the store opens).
+///
+/// # Errors
+/// [`Error::PluginConfig`] for the first bad entry.
+pub fn check_config(config: &AdmissionConfig) -> Result<(), Error> {
+    pod_security_config(config).map(|_| ())
+}
+
+/// PodSecurity's `PodSecurityConfiguration`, or the default without one.
+fn pod_security_config(config: &AdmissionConfig) -> Result<super::pod_security::Config, Error> {
+    let plugin = "PodSecurity";
+    let parsed = config.plugin(plugin).map(super::pod_security::Config::from_value).transpose().map_err(|message| Error::PluginConfig { plugin, message })?;
+    Ok(parsed.unwrap_or_default())
 }
 
 /// The chain of the plugins `enable`/`disable` select (see [`enabled`]).
@@ -117,7 +136,8 @@ pub struct Context {
 /// with it.
 ///
 /// # Errors
-/// As [`enabled`].
+/// As [`enabled`]; [`Error::PluginConfig`] for a plugin's bad entry in
+/// the admission configuration file.
 pub fn build(enable: &[String], disable: &[String], ctx: &Context) -> Result<(Chain, Vec<&'static str>), Error> {
     let mut chain = Chain::default();
     let mut missing = Vec::new();
@@ -127,6 +147,29 @@ pub fn build(enable: &[String], disable: &[String], ctx: &Context) -> Result<(Ch
             "NamespaceLifecycle" => chain.mutating.push(Arc::new(NamespaceLifecycle::new(ctx.storage.clone()))),
             "NodeRestriction" => chain.validating.push(Arc::new(NodeRestriction)),
             "ServiceAccount" => chain.mutating.push(Arc::new(super::service_account::ServiceAccount::new(ctx.storage.clone()))),
+            "LimitRanger" => {
+                let p = Arc::new(super::limit_ranger::LimitRanger::new(ctx.storage.clone(), ctx.sources.clone()));
+                chain.mutating.push(p.clone());
+                chain.validating.push(p);
+            }
+            "Priority" => {
+                let p = Arc::new(super::priority::Priority::new(ctx.storage.clone(), ctx.sources.clone()));
+                chain.mutating.push(p.clone());
+                chain.validating.push(p);
+            }
+            "DefaultTolerationSeconds" => chain.mutating.push(Arc::new(super::default_toleration_seconds::DefaultTolerationSeconds)),
+            "DefaultStorageClass" => chain.mutating.push(Arc::new(super::default_storage_class::DefaultStorageClass::new(ctx.storage.clone(), ctx.sources.clone()))),
+            "StorageObjectInUseProtection" => chain.mutating.push(Arc::new(super::storage_object_in_use_protection::StorageObjectInUseProtection)),
+            "RuntimeClass" => {
+                let p = Arc::new(super::runtime_class::RuntimeClass::new(ctx.storage.clone(), ctx.sources.clone()));
+                chain.mutating.push(p.clone());
+                chain.validating.push(p);
+            }
+            "ResourceQuota" => chain.validating.push(Arc::new(super::resource_quota::ResourceQuota::new(ctx.storage.clone(), ctx.sources.clone()))),
+            "PodSecurity" => {
+                let config = pod_security_config(&ctx.config)?;
+                chain.validating.push(Arc::new(super::pod_security::PodSecurity::with_config(ctx.storage.clone(), ctx.sources.clone(), config)))
+            }
             "MutatingAdmissionPolicy" => {
                 chain.mutating.push(Arc::new(super::policy::mutating::MutatingAdmissionPolicy::new(ctx.sources.clone(), ctx.storage.clone(), ctx.authorizer.clone(), ctx.schemas.clone())))
             }

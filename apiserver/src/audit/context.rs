@@ -27,6 +27,10 @@ impl crate::admission::AuditAnnotations for AuditContext {
     fn add_annotation(&self, key: &str, value: &str) {
         AuditContext::add_annotation(self, key, value);
     }
+
+    fn records_request_bodies(&self) -> bool {
+        self.level() >= Level::Request
+    }
 }
 
 impl std::fmt::Debug for AuditContext {

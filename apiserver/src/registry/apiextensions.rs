@@ -368,7 +368,9 @@ fn validate_names(names: &Value, errs: &mut Vec<FieldError>) {
 }
 
 /// Versions: present, DNS-1035 names, unique, exactly one storage, each
-/// with a structural schema.
+/// with a structural schema (whose rules compile). A schema all versions
+/// share is checked once, at `spec.validation.openAPIV3Schema`, as kube
+/// reports it; different schemas at `spec.versions[i].schema.openAPIV3Schema`.
 fn validate_versions(spec: &Value, errs: &mut Vec<FieldError>) {
     let empty = Vec::new();
     let versions = spec["versions"].as_array().unwrap_or(&empty);
@@ -383,6 +385,9 @@ fn validate_versions(spec: &Value, errs: &mut Vec<FieldError>) {
     if !versions.iter().any(|v| v["served"] == json!(true)) {
         errs.push(FieldError::invalid("spec.versions", Value::Array(versions.clone()), "must have at least one version marked as served"));
     }
+    // kube's internal version of a CRD moves a schema that every version
+    // shares to `spec.validation`, and words its errors there.
+    let shared = versions.iter().all(|v| v["schema"] == versions[0]["schema"]) && !versions[0]["schema"]["openAPIV3Schema"].is_null();
     let mut seen: Vec<&str> = Vec::new();
     for (i, v) in versions.iter().enumerate() {
         let path = format!("spec.versions[{i}]");
@@ -400,9 +405,13 @@ fn validate_versions(spec: &Value, errs: &mut Vec<FieldError>) {
         let schema = &v["schema"]["openAPIV3Schema"];
         if schema.is_null() {
             errs.push(FieldError::required(format!("{path}.schema.openAPIV3Schema"), "schemas are required"));
-        } else {
+        } else if !shared {
             errs.extend(crate::schema::validate_crd_schema(&format!("{path}.schema.openAPIV3Schema"), schema, status));
         }
+    }
+    if shared {
+        let status = versions.iter().any(|v| v["subresources"]["status"].is_object());
+        errs.extend(crate::schema::validate_crd_schema("spec.validation.openAPIV3Schema", &versions[0]["schema"]["openAPIV3Schema"], status));
     }
 }
 

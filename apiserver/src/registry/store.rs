@@ -277,13 +277,10 @@ impl Store {
             None => r.strategy.validate(obj),
         });
         if let Some(schema) = self.schema().filter(|s| s.origin() == Origin::Custom) {
-            let mut errors = schema.validate(obj);
-            if let Some(old) = old {
-                // Parts that fail only because the schema tightened since
-                // they were stored, and that this update leaves alone, pass.
-                errors = crate::schema::ratchet(errors, obj, old);
-            }
-            causes.extend(crate::schema::field::to_causes(&errors));
+            // The schema (ratcheted on update: parts that fail only because
+            // the schema tightened since they were stored, and that this
+            // update leaves alone, pass), then the CRD's CEL rules.
+            causes.extend(crate::schema::field::to_causes(&schema.validate_write(obj, old)));
         }
         if causes.is_empty() {
             Ok(())

@@ -151,6 +151,9 @@ pub(crate) struct Node {
     pub(crate) int_or_string: bool,
     pub(crate) preserve_unknown_fields: bool,
     pub(crate) embedded_resource: bool,
+    /// `x-kubernetes-validations`, as written (compiled into
+    /// [`super::cel_rules::Rules`] for custom kinds).
+    pub(crate) validations: Vec<Value>,
 }
 
 /// Where a layer of schemas came from, which decides how unknown fields
@@ -232,6 +235,11 @@ impl Compiled {
         self.defs.get(name).copied()
     }
 
+    /// How many nodes the arena holds (ids are `0..len`).
+    pub(crate) fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
     /// A cursor at node `id`.
     pub(crate) fn at(&self, id: NodeId) -> SchemaRef<'_> {
         SchemaRef { c: self, id }
@@ -282,6 +290,7 @@ impl Compiled {
             int_or_string: false,
             preserve_unknown_fields: false,
             embedded_resource: false,
+            validations: Vec::new(),
         };
         self.nodes.get(id as usize).unwrap_or(&EMPTY)
     }
@@ -361,6 +370,7 @@ impl Compiled {
         n.int_or_string = bool_of("x-kubernetes-int-or-string");
         n.preserve_unknown_fields = bool_of("x-kubernetes-preserve-unknown-fields");
         n.embedded_resource = bool_of("x-kubernetes-embedded-resource");
+        n.validations = m.get("x-kubernetes-validations").and_then(Value::as_array).cloned().unwrap_or_default();
         if let Some(props) = m.get("properties").and_then(Value::as_object) {
             n.props_given = true;
             for (k, p) in props {
@@ -573,6 +583,12 @@ impl<'a> SchemaRef<'a> {
 
     pub(crate) fn node(&self) -> &'a Node {
         self.n()
+    }
+
+    /// The id of the node this resolves to (what per-node tables, such as
+    /// the compiled CEL rules, are keyed by).
+    pub(crate) fn id(&self) -> NodeId {
+        self.resolved().id
     }
 
     pub(crate) fn at(&self, id: NodeId) -> SchemaRef<'a> {

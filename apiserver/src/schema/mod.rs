@@ -41,10 +41,14 @@
 //! Status::invalid(group, kind, name, field::to_causes(&errs))             // 422
 //! ```
 
+mod cel_check;
+mod cel_rules;
+mod cel_values;
 mod compiled;
 pub mod decode;
 mod defaulting;
 pub mod field;
+mod field_path;
 pub mod formats;
 mod pruning;
 mod ratcheting;
@@ -82,6 +86,9 @@ pub struct Schema {
     layer: Arc<Compiled>,
     root: NodeId,
     object_meta: Option<(Arc<Compiled>, NodeId)>,
+    /// The layer's `x-kubernetes-validations`, compiled with it; `None`
+    /// when it has none (and for the built-ins).
+    rules: Option<Arc<cel_rules::Rules>>,
 }
 
 impl Schema {
@@ -143,6 +150,32 @@ impl Schema {
         errs
     }
 
+    /// A custom resource's whole validation against its CRD version, as
+    /// kube's custom resource strategy runs it on create (`old` `None`)
+    /// and update: [`Schema::validate`], ratcheted on update ([`ratchet`]),
+    /// then the `x-kubernetes-validations` rules (see `schema/cel_rules.rs`:
+    /// `spec: Invalid value: "object": replicas must be <= 8`). The rules
+    /// are skipped, with kube's `<nil>: Invalid value: "null": some
+    /// validation rules were not checked because the object was invalid;
+    /// correct the existing errors to complete validation`, when the
+    /// schema errors include a wrong type, a missing required field, an
+    /// unsupported value, or a value too long or with too many items.
+    pub fn validate_write(&self, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+        let mut errors = self.validate(obj);
+        if let Some(old) = old {
+            errors = ratchet(errors, obj, old);
+        }
+        if let Some(rules) = &self.rules {
+            let blocking = errors.iter().any(|e| matches!(e.kind, ErrorType::NotSupported | ErrorType::Required | ErrorType::TooLong | ErrorType::TooMany | ErrorType::TypeInvalid));
+            if blocking {
+                errors.push(FieldError::invalid("<nil>", Value::Null, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"));
+            } else {
+                errors.extend(rules.validate(self.root(), obj, old));
+            }
+        }
+        errors
+    }
+
     /// Validates `status` (the status subresource's write) against the
     /// schema of the `status` property, fields under `status` and names
     /// relative to it, as kube does: `status.num: Invalid value: 15: num in
@@ -187,7 +220,7 @@ impl Schemas {
             }
         }
         let root = self.builtin.kind_node(group, version, kind)?;
-        Some(Schema { layer: self.builtin.clone(), root, object_meta: None })
+        Some(Schema { layer: self.builtin.clone(), root, object_meta: None, rules: None })
     }
 
     /// The built-in layer; its [`Compiled::source`] is what the OpenAPI
@@ -255,7 +288,8 @@ pub fn compile_crd(group: &str, version: &str, kind: &str, open_api_v3_schema: &
     let root = layer.kind_node(group, version, kind).unwrap_or(0);
     let builtin = builtin_layer();
     let object_meta = builtin.def_node(OBJECT_META).map(|id| (builtin.clone(), id));
-    Schema { layer, root, object_meta }
+    let rules = cel_rules::Rules::compile(&layer);
+    Schema { layer, root, object_meta, rules }
 }
 
 /// The server's shared, swappable set of schemas. Clones share it. Reads

@@ -23,9 +23,12 @@
 //! by their text, and checks defaults only when there are none; the other
 //! checks follow, properties in name order (kube's order varies).
 //!
-//! Not done: CEL (`x-kubernetes-validations` rules are checked only for
-//! being present and one line), and the status-subresource root check
-//! prints the offending schema as JSON where kube prints a Go struct.
+//! `x-kubernetes-validations` rules are checked here for their fields
+//! (rule, message, messageExpression, reason, fieldPath) and, once the
+//! schema has no other error, compiled and checked by `schema/cel_check.rs`.
+//!
+//! Not done: the status-subresource root check prints the offending
+//! schema as JSON where kube prints a Go struct.
 
 use serde_json::{Map, Value};
 
@@ -60,6 +63,10 @@ pub fn validate_crd_schema(path: &str, schema: &Value, status_enabled: bool) -> 
         out.extend(structural);
     }
     openapi(root, path, &Ssv { allow_defaults: true, reason: String::new(), inside_meta: false }, true, &mut out);
+    if out.is_empty() {
+        // As kube, CEL is checked only on an otherwise valid schema.
+        out.extend(super::cel_check::check(path, schema));
+    }
     out
 }
 
@@ -664,6 +671,29 @@ fn extensions(s: &Map<String, Value>, p: &str, out: &mut Vec<FieldError>) {
             out.push(FieldError::invalid(format!("{at}.message"), Value::String(msg.into()), "message must not contain line breaks"));
         } else if r.contains(['\n', '\r']) && msg.trim().is_empty() {
             out.push(FieldError::required(format!("{at}.message"), "message must be specified if rule contains line breaks"));
+        }
+        let msg_expr = rule.get("messageExpression").and_then(Value::as_str).unwrap_or("");
+        if !msg_expr.is_empty() && msg_expr.trim().is_empty() {
+            out.push(FieldError::required(format!("{at}.messageExpression"), "messageExpression must be non-empty if specified"));
+        }
+        if let Some(reason) = rule.get("reason").filter(|r| !r.is_null()) {
+            const REASONS: [&str; 4] = ["FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired"];
+            if !reason.as_str().is_some_and(|r| REASONS.contains(&r)) {
+                out.push(FieldError::not_supported(format!("{at}.reason"), reason.clone(), &REASONS.map(String::from)));
+            }
+        }
+        let field_path = rule.get("fieldPath").and_then(Value::as_str).unwrap_or("");
+        if !field_path.is_empty() {
+            let fp = Value::String(field_path.into());
+            if field_path.trim().is_empty() {
+                out.push(FieldError::invalid(format!("{at}.fieldPath"), fp.clone(), "fieldPath must be non-empty if specified"));
+            }
+            if field_path.contains(['\n', '\r']) {
+                out.push(FieldError::invalid(format!("{at}.fieldPath"), fp.clone(), "fieldPath must not contain line breaks"));
+            }
+            if super::field_path::normalize(field_path, &Value::Object(s.clone())).is_err() {
+                out.push(FieldError::invalid(format!("{at}.fieldPath"), fp, "fieldPath must be a valid path"));
+            }
         }
     }
 }

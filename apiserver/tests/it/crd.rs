@@ -241,7 +241,7 @@ fn crd_validation_messages() {
     let scope = bad(&|c| c.replace("scope: Namespaced", "scope: Global"));
     assert!(scope.stderr.contains(r#"spec.scope: Unsupported value: "Global": supported values: "Cluster", "Namespaced""#), "{scope:?}");
     let untyped = bad(&|c| c.replace("              image:\n                type: string\n", "              image: {}\n"));
-    assert!(untyped.stderr.contains("spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[image].type: Required value: must not be empty for specified object fields"), "{untyped:?}");
+    assert!(untyped.stderr.contains("spec.validation.openAPIV3Schema.properties[spec].properties[image].type: Required value: must not be empty for specified object fields"), "{untyped:?}");
     let dotless = bad(&|c| c.replace("stablev.example.com", "stablev"));
     assert!(dotless.stderr.contains(r#"spec.group: Invalid value: "stablev": should be a domain with at least one dot"#), "{dotless:?}");
     // A second CRD claiming the same kind in the same group is not

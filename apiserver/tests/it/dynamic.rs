@@ -71,6 +71,7 @@ async fn resources_come_and_go_at_run_time() {
             watch_cache_size: 1024,
             enable_admission_plugins: Vec::new(),
             disable_admission_plugins: Vec::new(),
+            admission_config: Default::default(),
             authenticator: Arc::new(Anyone),
             authorizer: Arc::new(apiserver::authz::always::AlwaysAllow),
             rbac: None,

@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err, missing_docs)]
 
+mod admission_builtins;
+mod admission_order;
 mod admission_policies;
 mod admission_webhooks;
 mod audit;
@@ -12,6 +14,7 @@ mod cluster;
 mod common;
 mod connections;
 mod crd;
+mod crd_cel;
 mod deploy;
 mod dynamic;
 mod etcd_tls;
@@ -21,6 +24,7 @@ mod listwatch;
 mod migration;
 mod oidc;
 mod openapi;
+mod pod_security;
 mod python;
 mod rbac;
 mod resources;

@@ -33,7 +33,6 @@ use super::dispatch::{self, CallError};
 use super::review;
 use crate::admission::plugins::Context;
 use crate::admission::{Attributes, Memory, Mutating, Operation};
-use crate::audit::Level;
 use crate::errors::Status;
 use crate::schema::field::go_quote;
 use crate::storage::Storage;
@@ -193,7 +192,7 @@ async fn call(hook: &Hook, attrs: &mut Attributes<'_>, round: usize, index: usiz
     json_patch::patch(&mut patched, &patch).map_err(|e| CallError::Status(Box::new(Status::internal(e))))?;
     *changed = patched != *object;
     *object = patched;
-    if attrs.audit.is_some_and(|a| a.level() >= Level::Request) {
+    if attrs.audit.is_some_and(|a| a.records_request_bodies()) {
         let patch_json = serde_json::to_string(&patch).unwrap_or_default();
         let value = format!("{{\"configuration\":{},\"webhook\":{},\"patch\":{patch_json},\"patchType\":\"JSONPatch\"}}", json_str(&hook.configuration), json_str(&hook.name));
         annotate(attrs, &format!("patch.webhook.admission.k8s.io/round_{round}_index_{index}"), &value);
