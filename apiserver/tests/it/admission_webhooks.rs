@@ -455,6 +455,20 @@ webhooks:
   - {name: creates, expression: \"request.operation == 'CREATE' && request.userInfo.username != ''\"}
   - {name: named, expression: \"object.metadata.name.startsWith('deny-me')\"}
   rules: [{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [configmaps]}]
+- name: authz-admin.example.com
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  clientConfig: {url: URL/deny-plainly, caBundle: CA_BUNDLE}
+  objectSelector: {matchLabels: {hook: authz-admin}}
+  matchConditions: [{name: may-delete, expression: \"authorizer.group('').resource('configmaps').namespace('default').check('delete').allowed()\"}]
+  rules: [{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [configmaps]}]
+- name: authz-sa.example.com
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  clientConfig: {url: URL/deny-plainly, caBundle: CA_BUNDLE}
+  objectSelector: {matchLabels: {hook: authz-sa}}
+  matchConditions: [{name: sa-may-delete, expression: \"authorizer.serviceAccount('default', 'nobody').group('').resource('configmaps').check('delete').allowed()\"}]
+  rules: [{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [configmaps]}]
 - name: broken-fail.example.com
   admissionReviewVersions: [v1]
   sideEffects: None
@@ -494,7 +508,8 @@ webhooks:
 fn failing_webhooks_follow_their_failure_policy() {
     let log = Log::default();
     let hooks = webhooks(Arc::new(Pki::new()), log.clone());
-    let s = Server::start();
+    // RBAC, so that the `authorizer` of match conditions tells users apart.
+    let s = Server::start_with(&["--authorization-mode=RBAC".into()]);
     apply_and_wait(&s, &hooks, &log, FAILURES);
     for minor in [33, 27] {
         let out = create(&s, minor, "default", &configmap(&format!("slow-fail-{minor}"), &[("hook", "slow-fail")]));
@@ -547,6 +562,13 @@ fn failing_webhooks_follow_their_failure_policy() {
         assert!(out.code == 1 && out.stderr.contains(r#"admission webhook "conditional.example.com" denied the request without explanation"#), "kubectl 1.{minor}: {out:?}");
         let name = format!("spared-{minor}");
         create(&s, minor, "default", &configmap(&name, &[("hook", "conditional")])).ok();
+        assert_eq!(log.count("/deny-plainly", &name), 0);
+        // The authorizer in conditions: the admin may delete configmaps
+        // (called, denies); a ServiceAccount without roles may not (skipped).
+        let out = create(&s, minor, "default", &configmap(&format!("authz-admin-{minor}"), &[("hook", "authz-admin")]));
+        assert!(out.code == 1 && out.stderr.contains(r#"admission webhook "authz-admin.example.com" denied the request without explanation"#), "kubectl 1.{minor}: {out:?}");
+        let name = format!("authz-sa-{minor}");
+        create(&s, minor, "default", &configmap(&name, &[("hook", "authz-sa")])).ok();
         assert_eq!(log.count("/deny-plainly", &name), 0);
         let name = format!("broken-{minor}");
         let out = create(&s, minor, "default", &configmap(&name, &[("hook", "broken-fail")]));

@@ -91,6 +91,9 @@ pub struct Hook {
     pub object_selector: Value,
     /// `matchConditions`, in order.
     pub conditions: Vec<Condition>,
+    /// Whether a match condition names `authorizer` (evaluated where it
+    /// may wait for the authorizer).
+    pub conditions_use_authorizer: bool,
     /// `failurePolicy: Ignore` (the default is Fail).
     pub fail_open: bool,
     /// `timeoutSeconds` (default 10, at most 30).
@@ -132,7 +135,7 @@ impl Hook {
             let resolver = matches!(endpoint, Endpoint::Service { .. }).then(|| resolver.clone() as Arc<dyn crate::webhook::Resolve>);
             Client::for_admission(&ca, resolver).map_err(|e| e.to_string())
         });
-        let conditions = webhook["matchConditions"]
+        let conditions: Vec<Condition> = webhook["matchConditions"]
             .as_array()
             .into_iter()
             .flatten()
@@ -142,7 +145,9 @@ impl Hook {
             })
             .collect();
         let side_effects = webhook["sideEffects"].as_str().unwrap_or_default();
+        let conditions_use_authorizer = conditions.iter().any(|c| c.program.as_ref().is_ok_and(|p| p.references_variable("authorizer")));
         Hook {
+            conditions_use_authorizer,
             id: format!("{configuration}/{name}/{index}"),
             configuration: configuration.to_string(),
             rules: webhook["rules"].as_array().cloned().unwrap_or_default(),
@@ -177,6 +182,7 @@ pub struct Generation {
 /// The webhooks of one kind of configuration, compiled per generation.
 pub struct Hooks {
     sources: Arc<Sources>,
+    authorizer: Arc<dyn crate::authz::Authorizer>,
     resource: &'static str,
     mutating: bool,
     resolver: Arc<ServiceResolver>,
@@ -185,10 +191,16 @@ pub struct Hooks {
 
 impl Hooks {
     /// The hooks of `mutatingwebhookconfigurations` (`mutating`) or
-    /// `validatingwebhookconfigurations`, read from `sources`.
-    pub fn new(sources: Arc<Sources>, mutating: bool) -> Hooks {
+    /// `validatingwebhookconfigurations`, read from `sources`; match
+    /// conditions ask `authorizer`.
+    pub fn new(sources: Arc<Sources>, authorizer: Arc<dyn crate::authz::Authorizer>, mutating: bool) -> Hooks {
         let resource = if mutating { "mutatingwebhookconfigurations" } else { "validatingwebhookconfigurations" };
-        Hooks { resolver: Arc::new(ServiceResolver::new(sources.clone())), sources, resource, mutating, current: Mutex::new(None) }
+        Hooks { resolver: Arc::new(ServiceResolver::new(sources.clone())), sources, authorizer, resource, mutating, current: Mutex::new(None) }
+    }
+
+    /// The authorizer of match conditions' `authorizer`.
+    pub fn authorizer(&self) -> &Arc<dyn crate::authz::Authorizer> {
+        &self.authorizer
     }
 
     /// Whether the copy of the configurations is complete (its first list
@@ -269,7 +281,7 @@ mod tests {
     fn hooks_are_in_kubes_order_and_kept_while_unchanged() {
         let sources = Sources::new();
         sources.set(GROUP, "mutatingwebhookconfigurations", Fixed::of([config("b", "1", &["b1"]), config("a", "1", &["a2", "a1"])]));
-        let hooks = Hooks::new(sources.clone(), true);
+        let hooks = Hooks::new(sources.clone(), Arc::new(crate::authz::Union::new(Vec::new())), true);
         let g1 = hooks.current();
         let names: Vec<&str> = g1.hooks.iter().map(|h| h.name.as_str()).collect();
         assert_eq!(names, ["a2", "a1", "b1"]);

@@ -13,6 +13,9 @@ use super::config::{Endpoint, Hook, Hooks};
 use crate::admission::matching::{namespace_matches, object_matches, rule_matches};
 use crate::admission::sources::Sources;
 use crate::admission::Attributes;
+use crate::authn::UserInfo;
+use crate::authz::Authorizer;
+use crate::cel::authorizer::{Check, Checker, Decision, RequestResource};
 use crate::cel::{Activation, Budget, PER_CALL_LIMIT};
 use crate::errors::Status;
 use crate::schema::field::go_quote;
@@ -102,7 +105,8 @@ pub async fn wait_ready(hooks: &Hooks, attrs: &Attributes<'_>) -> Result<(), Sta
 /// 500 when the namespace cannot be found; 403 `<resource> "<name>" is
 /// forbidden: <error>` when a match condition fails to evaluate and the
 /// failure policy is Fail (under Ignore the webhook is skipped).
-pub async fn should_call(hook: &Hook, attrs: &Attributes<'_>, sources: &Sources, storage: &dyn Storage) -> Result<bool, Status> {
+pub async fn should_call(hook: &Arc<Hook>, attrs: &Attributes<'_>, hooks: &Hooks, storage: &dyn Storage) -> Result<bool, Status> {
+    let sources = hooks.sources().as_ref();
     let rule = hook.rules.iter().any(|r| rule_matches(r, attrs, false)) || (hook.equivalent && hook.rules.iter().any(|r| rule_matches(r, attrs, true)));
     if !rule || !object_matches(&hook.object_selector, attrs) {
         return Ok(false);
@@ -121,7 +125,7 @@ pub async fn should_call(hook: &Hook, attrs: &Attributes<'_>, sources: &Sources,
     if hook.conditions.is_empty() {
         return Ok(true);
     }
-    match conditions_hold(hook, attrs) {
+    match conditions(hook, attrs, hooks.authorizer()).await {
         Ok(m) => Ok(m),
         Err(_) if hook.fail_open => Ok(false),
         Err(e) => {
@@ -131,18 +135,84 @@ pub async fn should_call(hook: &Hook, attrs: &Attributes<'_>, sources: &Sources,
     }
 }
 
-/// kube's `matchconditions.Matcher`: a false condition skips the webhook
-/// (whatever errors others had); otherwise any errors fail, joined as Go's
-/// `utilerrors.NewAggregate` joins them.
-fn conditions_hold(hook: &Hook, attrs: &Attributes<'_>) -> Result<bool, String> {
+/// The variables of match conditions (`object`, `oldObject`, `request`).
+fn variables(attrs: &Attributes<'_>) -> Activation {
     let mut vars = Activation::new();
     vars.bind_json("object", attrs.object.as_ref().unwrap_or(&Value::Null));
     vars.bind_json("oldObject", attrs.old_object.unwrap_or(&Value::Null));
     vars.bind_json("request", &super::review::admission_request(attrs, ""));
+    vars
+}
+
+/// Evaluates the match conditions of `hook`; those that name `authorizer`
+/// run on the blocking pool with it bound to `authorizer` asked as the
+/// request's user (its checks wait for the authorizer).
+async fn conditions(hook: &Arc<Hook>, attrs: &Attributes<'_>, authorizer: &Arc<dyn Authorizer>) -> Result<bool, String> {
+    let mut vars = variables(attrs);
+    if !hook.conditions_use_authorizer {
+        return conditions_hold(hook, &vars);
+    }
+    let asker = Arc::new(Asker { user: attrs.user.clone(), authorizer: authorizer.clone(), runtime: tokio::runtime::Handle::current() });
+    let request = RequestResource {
+        group: attrs.resource.group.to_string(),
+        version: attrs.resource.version.to_string(),
+        resource: attrs.resource.resource.to_string(),
+        subresource: attrs.subresource.to_string(),
+        namespace: attrs.namespace.to_string(),
+        name: attrs.name.to_string(),
+    };
+    vars.bind("authorizer", crate::cel::authorizer::variable(asker, request));
+    let hook = hook.clone();
+    tokio::task::spawn_blocking(move || conditions_hold(&hook, &vars)).await.map_err(|e| format!("evaluating match conditions: {e}"))?
+}
+
+/// The `authorizer` of match conditions: the server's authorizer asked as
+/// `user`, waited for on `runtime` (only ever called on the blocking pool,
+/// see [`conditions`]).
+struct Asker {
+    user: UserInfo,
+    authorizer: Arc<dyn Authorizer>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl Checker for Asker {
+    fn check(&self, c: &Check<'_>) -> Decision {
+        let attrs = crate::authz::Attributes {
+            user: &self.user,
+            verb: c.verb,
+            resource_request: c.resource_request,
+            path: c.path,
+            namespace: c.namespace,
+            api_group: c.group,
+            api_version: c.version,
+            resource: c.resource,
+            subresource: c.subresource,
+            name: c.name,
+        };
+        match self.runtime.block_on(self.authorizer.authorize(&attrs)) {
+            Ok(a) => Decision { allowed: a.decision == crate::authz::Decision::Allow, reason: a.reason, error: None },
+            Err(e) => Decision { error: Some(e.to_string()), ..Default::default() },
+        }
+    }
+
+    fn service_account(&self, namespace: &str, name: &str) -> Arc<dyn Checker> {
+        let user = UserInfo {
+            name: crate::authn::service_account_user(namespace, name),
+            groups: vec!["system:serviceaccounts".to_string(), format!("system:serviceaccounts:{namespace}")],
+            ..Default::default()
+        };
+        Arc::new(Asker { user, authorizer: self.authorizer.clone(), runtime: self.runtime.clone() })
+    }
+}
+
+/// kube's `matchconditions.Matcher`: a false condition skips the webhook
+/// (whatever errors others had); otherwise any errors fail, joined as Go's
+/// `utilerrors.NewAggregate` joins them.
+fn conditions_hold(hook: &Hook, vars: &Activation) -> Result<bool, String> {
     let mut errors = Vec::new();
     for c in &hook.conditions {
         let result = match &c.program {
-            Ok(p) => p.eval_bool(&vars, &mut Budget::new(PER_CALL_LIMIT)).map_err(|e| format!("expression '{}' resulted in error: {e}", c.expression)),
+            Ok(p) => p.eval_bool(vars, &mut Budget::new(PER_CALL_LIMIT)).map_err(|e| format!("expression '{}' resulted in error: {e}", c.expression)),
             Err(e) => Err(e.clone()),
         };
         match result {
@@ -254,11 +324,12 @@ mod tests {
         let f = json!({"name": "f", "expression": "object.metadata.name == 'y'"});
         let e = json!({"name": "e", "expression": "object.metadata.nope.x == 1"});
         let bad = json!({"name": "bad", "expression": "object.("});
-        assert_eq!(conditions_hold(&hook(json!([t])), &attrs), Ok(true));
-        assert_eq!(conditions_hold(&hook(json!([e, f])), &attrs), Ok(false), "a false condition wins over errors");
-        let err = conditions_hold(&hook(json!([t, e])), &attrs).err().unwrap_or_default();
+        let vars = variables(&attrs);
+        assert_eq!(conditions_hold(&hook(json!([t])), &vars), Ok(true));
+        assert_eq!(conditions_hold(&hook(json!([e, f])), &vars), Ok(false), "a false condition wins over errors");
+        let err = conditions_hold(&hook(json!([t, e])), &vars).err().unwrap_or_default();
         assert!(err.starts_with("expression 'object.metadata.nope.x == 1' resulted in error: "), "{err}");
-        let err = conditions_hold(&hook(json!([e, bad])), &attrs).err().unwrap_or_default();
+        let err = conditions_hold(&hook(json!([e, bad])), &vars).err().unwrap_or_default();
         assert!(err.starts_with("[expression 'object.metadata.nope.x == 1' resulted in error: ") && err.contains(", compilation error: "), "{err}");
     }
 

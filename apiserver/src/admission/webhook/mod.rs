@@ -25,8 +25,10 @@
 //! `matchPolicy: Equivalent` names (kube converts, and names that version
 //! in `kind` and `resource`); a patched object is not defaulted again
 //! before the next webhook (kube decodes it into its typed object and
-//! defaults it); the `authorizer` variable of match conditions is not
-//! bound yet.
+//! defaults it). Match conditions see `object`, `oldObject`, `request`
+//! and `authorizer` (kube's CEL authorizer library over the server's
+//! authorizer, as the request's user; conditions naming it are evaluated
+//! on the blocking pool, where its checks may wait).
 
 pub mod config;
 pub mod dispatch;

@@ -46,7 +46,7 @@ pub struct MutatingWebhooks {
 impl MutatingWebhooks {
     /// The plugin over the configurations and namespaces of `ctx.sources`.
     pub fn new(ctx: &Context) -> Self {
-        MutatingWebhooks { hooks: Hooks::new(ctx.sources.clone(), true), storage: ctx.storage.clone() }
+        MutatingWebhooks { hooks: Hooks::new(ctx.sources.clone(), ctx.authorizer.clone(), true), storage: ctx.storage.clone() }
     }
 }
 
@@ -121,7 +121,7 @@ impl MutatingWebhooks {
         let round = usize::from(attrs.reinvocation);
         let mut changed_any = false;
         for (index, hook) in hooks.iter().enumerate() {
-            if !dispatch::should_call(hook, attrs, self.hooks.sources(), self.storage.as_ref()).await? {
+            if !dispatch::should_call(hook, attrs, &self.hooks, self.storage.as_ref()).await? {
                 continue;
             }
             // Never called for the first time in the second round.

@@ -31,7 +31,7 @@ pub struct ValidatingWebhooks {
 impl ValidatingWebhooks {
     /// The plugin over the configurations and namespaces of `ctx.sources`.
     pub fn new(ctx: &Context) -> Self {
-        ValidatingWebhooks { hooks: Hooks::new(ctx.sources.clone(), false), storage: ctx.storage.clone() }
+        ValidatingWebhooks { hooks: Hooks::new(ctx.sources.clone(), ctx.authorizer.clone(), false), storage: ctx.storage.clone() }
     }
 }
 
@@ -53,7 +53,7 @@ impl Validating for ValidatingWebhooks {
         let generation = self.hooks.current();
         let mut relevant: Vec<&Arc<Hook>> = Vec::new();
         for hook in &generation.hooks {
-            if dispatch::should_call(hook, attrs, self.hooks.sources(), self.storage.as_ref()).await? {
+            if dispatch::should_call(hook, attrs, &self.hooks, self.storage.as_ref()).await? {
                 relevant.push(hook);
             }
         }
