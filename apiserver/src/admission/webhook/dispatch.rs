@@ -5,6 +5,7 @@
 //! resolution of `service` references through EndpointSlices (kube
 //! `util/proxy.ResolveEndpoint`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -292,7 +293,6 @@ fn error_answer_message(reply: &webhook::Reply) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
-    use std::sync::Arc;
 
     #[test]
     fn match_conditions_as_kubes_matcher() {
