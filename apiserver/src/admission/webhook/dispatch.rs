@@ -12,7 +12,6 @@ use serde_json::Value;
 
 use super::config::{Endpoint, Hook, Hooks};
 use crate::admission::matching::{namespace_matches, object_matches, rule_matches};
-use crate::admission::sources::Sources;
 use crate::admission::Attributes;
 use crate::authn::UserInfo;
 use crate::authz::Authorizer;
@@ -298,7 +297,7 @@ mod tests {
     fn match_conditions_as_kubes_matcher() {
         let hook = |conditions: Value| {
             let w = json!({"name": "h", "matchConditions": conditions});
-            super::super::config::Hook::compile("c", 0, &w, false, &Arc::new(super::super::service::ServiceResolver::new(Sources::new())))
+            super::super::config::Hook::compile("c", 0, &w, false, &Arc::new(super::super::service::ServiceResolver::new(crate::admission::sources::Sources::new())))
         };
         let user = crate::authn::UserInfo { name: "alice".into(), ..Default::default() };
         let warnings = crate::warning::Warnings::default();
