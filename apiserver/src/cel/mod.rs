@@ -14,10 +14,11 @@
 //!   before evaluation; the type names are kept only as a check that they
 //!   are ones Kubernetes defines.
 //! - **Runtime cost.** Every function call and every step of a
-//!   comprehension (`all`, `exists`, `map`, `filter`) costs one unit; an
-//!   evaluation stops with [`EvalError::CostLimit`] when its [`Budget`] runs
-//!   out. This counts what kube's runtime cost counts in the main (calls and
-//!   iterations), not its per-byte charges for string functions.
+//!   comprehension (`all`, `exists`, `map`, `filter`) costs one unit, plus
+//!   a tenth of a unit per byte or element of a string, bytes, list or map
+//!   it produces; an evaluation stops with [`EvalError::CostLimit`] when
+//!   its [`Budget`] runs out. This follows kube's runtime cost in the main
+//!   (calls, iterations and sizes of what is built), not charge by charge.
 //! - **Values.** [`to_cel`] and [`to_json`] map JSON objects to CEL values
 //!   and back: JSON numbers that are integers become `int`, as Kubernetes'
 //!   int64 fields are.
@@ -125,17 +126,34 @@ fn base_context() -> Context<'static> {
     let mut ctx = Context::default();
     ctx.register_all();
     ctx.add_function(COST, |kube_cel::cel::extractors::Arguments(args): kube_cel::cel::extractors::Arguments| -> Result<Value, ExecutionError> {
+        let result = args.first().cloned().unwrap_or(Value::Null);
+        let cost = 1 + size_cost(&result);
         let left = REMAINING.with(Cell::get);
-        if left == 0 {
+        if left < cost {
+            REMAINING.with(|r| r.set(0));
             return Err(ExecutionError::function_error(COST, "cost limit"));
         }
-        REMAINING.with(|r| r.set(left - 1));
-        Ok(args.first().cloned().unwrap_or(Value::Null))
+        REMAINING.with(|r| r.set(left - cost));
+        Ok(result)
     });
     for register in EXTRA_LIBRARIES {
         register(&mut ctx);
     }
     ctx
+}
+
+/// What a call's result adds to its cost: kube charges string, bytes and
+/// list results by size (a tenth of a unit per byte or element, rounded
+/// up), so that building a large value costs what it weighs.
+fn size_cost(v: &Value) -> u64 {
+    let size = match v {
+        Value::String(s) => s.len(),
+        Value::Bytes(b) => b.len(),
+        Value::List(l) => l.len(),
+        Value::Map(m) => m.map.len(),
+        _ => 0,
+    };
+    (size as u64).div_ceil(10)
 }
 
 /// Libraries of this server registered into every context (the
@@ -454,6 +472,28 @@ mod tests {
         let used = PER_CALL_LIMIT - big.remaining;
         assert!(used > 100, "{used}");
         assert_eq!(p.eval(&a, &mut Budget::new(50)), Err(EvalError::CostLimit));
+    }
+
+    #[test]
+    fn building_large_strings_runs_out_of_budget() {
+        // A concatenation costs a tenth of a unit per byte it builds: 32 MiB
+        // is over the per-call limit, 128 bytes far under it.
+        let vars = |n: usize| {
+            let mut a = Activation::new();
+            a.bind("s0", Value::String(Arc::new("a".repeat(16))));
+            for i in 1..=n {
+                let prev = match a.get(&format!("s{}", i - 1)) {
+                    Some(Value::String(s)) => s.to_string(),
+                    _ => String::new(),
+                };
+                a.bind(&format!("s{i}"), Value::String(Arc::new(prev.repeat(2))));
+            }
+            a
+        };
+        let p = Program::compile("size(s20 + s20) > 0").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(p.eval(&vars(20), &mut Budget::new(PER_CALL_LIMIT)), Err(EvalError::CostLimit));
+        let small = Program::compile("size(s2 + s2) > 0").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(small.eval(&vars(2), &mut Budget::new(PER_CALL_LIMIT)), Ok(Value::Bool(true)));
     }
 
     #[test]
