@@ -346,9 +346,10 @@ pub enum Error {
         /// The name.
         name: String,
     },
-    /// A plugin both enabled and disabled.
-    #[error("{0:?} is in both --enable-admission-plugins and --disable-admission-plugins")]
-    EnabledAndDisabled(String),
+    /// Plugins both enabled and disabled (kube's wording, the names as Go
+    /// prints a list: `[A B]`).
+    #[error("[{}] in enable-admission-plugins and disable-admission-plugins overlapped", .0.join(" "))]
+    EnabledAndDisabled(Vec<String>),
     /// A plugin's `--admission-control-config-file` entry is wrong.
     #[error("couldn't init admission plugin {plugin:?}: {message}")]
     PluginConfig {

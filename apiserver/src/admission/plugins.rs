@@ -91,8 +91,9 @@ pub fn enabled(enable: &[String], disable: &[String]) -> Result<Vec<&'static str
     };
     let on = known("enable-admission-plugins", enable)?;
     let off = known("disable-admission-plugins", disable)?;
-    if let Some(both) = on.iter().find(|n| off.contains(n)) {
-        return Err(Error::EnabledAndDisabled(both.to_string()));
+    let both: Vec<String> = on.iter().filter(|n| off.contains(n)).map(|n| n.to_string()).collect();
+    if !both.is_empty() {
+        return Err(Error::EnabledAndDisabled(both));
     }
     Ok(ORDERED.iter().copied().filter(|n| (DEFAULT_ON.contains(n) || on.contains(n)) && !off.contains(n)).collect())
 }
@@ -205,7 +206,9 @@ mod tests {
         assert!(!on.contains(&"NamespaceLifecycle") && !on.contains(&"ResourceQuota"));
         assert_eq!(enabled(&s(&["Foo"]), &[]), Err(Error::UnknownPlugin { flag: "enable-admission-plugins", name: "Foo".into() }));
         assert_eq!(enabled(&[], &s(&["Bar"])).err().map(|e| e.to_string()), Some("disable-admission-plugins plugin \"Bar\" is unknown".into()));
-        assert_eq!(enabled(&s(&["AlwaysDeny"]), &s(&["AlwaysDeny"])), Err(Error::EnabledAndDisabled("AlwaysDeny".into())));
+        assert_eq!(enabled(&s(&["AlwaysDeny"]), &s(&["AlwaysDeny"])), Err(Error::EnabledAndDisabled(vec!["AlwaysDeny".into()])));
+        let overlap = enabled(&s(&["AlwaysDeny", "LimitRanger"]), &s(&["LimitRanger", "AlwaysDeny"])).err().map(|e| e.to_string());
+        assert_eq!(overlap.as_deref(), Some("[AlwaysDeny LimitRanger] in enable-admission-plugins and disable-admission-plugins overlapped"));
         for n in DEFAULT_ON {
             assert!(ORDERED.contains(n), "{n}");
         }
