@@ -371,16 +371,17 @@ fn actions_params_failure_policies_and_type_checking() {
         "{out:?}"
     );
 
-    // A bad expression: refused under Fail, skipped under Ignore.
-    apply(&s, &bad_policy("bad-fail", "Fail", "object.spec.replicas <"));
+    // An expression that does not parse is refused when the policy is
+    // written (422, kube's compile error); one that fails when it runs
+    // denies under Fail and is skipped under Ignore.
+    let out = s.kubectl_stdin(33, &["apply", "-f", "-"], Some(&bad_policy("bad-syntax", "Fail", "object.spec.replicas <")));
+    assert!(out.code == 1 && out.stderr.contains(r#"spec.validations[0].expression: Invalid value: "object.spec.replicas <": compilation failed: ERROR: <input>:1:"#), "{out:?}");
+    apply(&s, &bad_policy("bad-fail", "Fail", "object.spec.replica > 1"));
     apply(&s, &bad_policy("bad-ignore", "Ignore", "object.spec.replica > 1"));
     wait_for("the failing policy", || create(&s, 33, &deployment("probe", "bad-fail", 1), &["--dry-run=server"]).code != 0);
     for minor in [33, 27] {
         let out = create(&s, minor, &deployment(&format!("f{minor}"), "bad-fail", 1), &[]);
-        assert!(
-            out.code == 1 && out.stderr.contains("ValidatingAdmissionPolicy 'bad-fail.example.com' with binding 'bad-fail' denied request: compilation error: compilation failed: ERROR: <input>:1:"),
-            "{out:?}"
-        );
+        assert!(out.code == 1 && out.stderr.contains("ValidatingAdmissionPolicy 'bad-fail.example.com' with binding 'bad-fail' denied request: ") && out.stderr.contains("replica"), "{out:?}");
         create(&s, minor, &deployment(&format!("i{minor}"), "bad-ignore", 1), &[]).ok();
     }
 
