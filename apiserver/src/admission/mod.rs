@@ -22,6 +22,7 @@
 //! line in [`plugins::build`].
 
 pub mod always;
+pub mod cel_authorizer;
 pub mod config;
 pub mod default_storage_class;
 pub mod default_toleration_seconds;

@@ -13,9 +13,8 @@ use serde_json::Value;
 use super::config::{Endpoint, Hook, Hooks};
 use crate::admission::matching::{namespace_matches, object_matches, rule_matches};
 use crate::admission::Attributes;
-use crate::authn::UserInfo;
 use crate::authz::Authorizer;
-use crate::cel::authorizer::{Check, Checker, Decision, RequestResource};
+use crate::cel::authorizer::RequestResource;
 use crate::cel::{Activation, Budget, PER_CALL_LIMIT};
 use crate::errors::Status;
 use crate::schema::field::go_quote;
@@ -152,7 +151,7 @@ async fn conditions(hook: &Arc<Hook>, attrs: &Attributes<'_>, authorizer: &Arc<d
     if !hook.conditions_use_authorizer {
         return conditions_hold(hook, &vars);
     }
-    let asker = Arc::new(Asker { user: attrs.user.clone(), authorizer: authorizer.clone(), runtime: tokio::runtime::Handle::current() });
+    let asker = Arc::new(crate::admission::cel_authorizer::AuthzChecker { user: attrs.user.clone(), authorizer: authorizer.clone(), runtime: tokio::runtime::Handle::current() });
     let request = RequestResource {
         group: attrs.resource.group.to_string(),
         version: attrs.resource.version.to_string(),
@@ -163,46 +162,7 @@ async fn conditions(hook: &Arc<Hook>, attrs: &Attributes<'_>, authorizer: &Arc<d
     };
     vars.bind("authorizer", crate::cel::authorizer::variable(asker, request));
     let hook = hook.clone();
-    tokio::task::spawn_blocking(move || conditions_hold(&hook, &vars)).await.map_err(|e| format!("evaluating match conditions: {e}"))?
-}
-
-/// The `authorizer` of match conditions: the server's authorizer asked as
-/// `user`, waited for on `runtime` (only ever called on the blocking pool,
-/// see [`conditions`]).
-struct Asker {
-    user: UserInfo,
-    authorizer: Arc<dyn Authorizer>,
-    runtime: tokio::runtime::Handle,
-}
-
-impl Checker for Asker {
-    fn check(&self, c: &Check<'_>) -> Decision {
-        let attrs = crate::authz::Attributes {
-            user: &self.user,
-            verb: c.verb,
-            resource_request: c.resource_request,
-            path: c.path,
-            namespace: c.namespace,
-            api_group: c.group,
-            api_version: c.version,
-            resource: c.resource,
-            subresource: c.subresource,
-            name: c.name,
-        };
-        match self.runtime.block_on(self.authorizer.authorize(&attrs)) {
-            Ok(a) => Decision { allowed: a.decision == crate::authz::Decision::Allow, reason: a.reason, error: None },
-            Err(e) => Decision { error: Some(e.to_string()), ..Default::default() },
-        }
-    }
-
-    fn service_account(&self, namespace: &str, name: &str) -> Arc<dyn Checker> {
-        let user = UserInfo {
-            name: crate::authn::service_account_user(namespace, name),
-            groups: vec!["system:serviceaccounts".to_string(), format!("system:serviceaccounts:{namespace}")],
-            ..Default::default()
-        };
-        Arc::new(Asker { user, authorizer: self.authorizer.clone(), runtime: self.runtime.clone() })
-    }
+    crate::admission::cel_authorizer::run(true, move || conditions_hold(&hook, &vars)).await.map_err(|e| format!("evaluating match conditions: {}", e.message))?
 }
 
 /// kube's `matchconditions.Matcher`: a false condition skips the webhook
