@@ -30,7 +30,7 @@ pub trait Subresource: Send + Sync {
 
 /// `status`: GET the object; PUT and PATCH change only its `status`.
 pub fn status() -> Arc<dyn Subresource> {
-    Arc::new(StatusSubresource)
+    Arc::new(PartSubresource { name: "status", ephemeral_containers: false })
 }
 
 /// `scale` (`autoscaling/v1` Scale of `spec.replicas`).
@@ -43,7 +43,7 @@ pub fn scale() -> Arc<dyn Subresource> {
 /// containers may not change (kube's `EphemeralContainersREST`; `kubectl
 /// debug` patches it).
 pub fn ephemeral_containers() -> Arc<dyn Subresource> {
-    Arc::new(EphemeralContainersSubresource)
+    Arc::new(PartSubresource { name: "ephemeralcontainers", ephemeral_containers: true })
 }
 
 /// `finalize` (a namespace's): PUT only.
@@ -51,23 +51,29 @@ pub fn finalize() -> Arc<dyn Subresource> {
     Arc::new(FinalizeSubresource)
 }
 
-struct StatusSubresource;
+/// A subresource that reads the whole object and writes one part of it:
+/// `status`, or a pod's `ephemeralcontainers`.
+struct PartSubresource {
+    name: &'static str,
+    ephemeral_containers: bool,
+}
 
-impl Subresource for StatusSubresource {
+impl Subresource for PartSubresource {
     fn name(&self) -> &str {
-        "status"
+        self.name
     }
     fn rest(&self, store: &Arc<Store>) -> Arc<dyn Rest> {
-        Arc::new(StatusRest { store: store.clone() })
+        Arc::new(PartRest { store: store.clone(), ephemeral_containers: self.ephemeral_containers })
     }
 }
 
-/// The status subresource's REST object.
-struct StatusRest {
+/// The REST object of a [`PartSubresource`].
+struct PartRest {
     store: Arc<Store>,
+    ephemeral_containers: bool,
 }
 
-impl Rest for StatusRest {
+impl Rest for PartRest {
     fn kind(&self) -> &Gvk {
         Rest::kind(self.store.as_ref())
     }
@@ -80,15 +86,19 @@ impl Rest for StatusRest {
 }
 
 #[async_trait]
-impl Getter for StatusRest {
+impl Getter for PartRest {
     async fn get(&self, ctx: &Context<'_>, name: &str, opts: &GetOptions) -> Result<Value, Status> {
         Getter::get(self.store.as_ref(), ctx, name, opts).await
     }
 }
 
 #[async_trait]
-impl Updater for StatusRest {
+impl Updater for PartRest {
     async fn update(&self, ctx: &Context<'_>, name: &str, info: &dyn UpdatedObjectInfo, opts: &WriteOptions) -> Result<(Value, bool), Status> {
+        if self.ephemeral_containers {
+            let part = Part { subresource: "ephemeralcontainers", status_only: false };
+            return self.store.update_part(ctx, name, &EphemeralContainersUpdate { inner: info }, opts, part).await;
+        }
         self.store.update_part(ctx, name, info, opts, Part::STATUS).await
     }
 }
@@ -233,49 +243,6 @@ impl Updater for ScaleRest {
     async fn update(&self, ctx: &Context<'_>, name: &str, info: &dyn UpdatedObjectInfo, opts: &WriteOptions) -> Result<(Value, bool), Status> {
         let (obj, created) = self.store.update_part(ctx, name, &ScaleUpdate { inner: info }, opts, Part { subresource: "scale", status_only: false }).await?;
         Ok((to_scale(&obj), created))
-    }
-}
-
-struct EphemeralContainersSubresource;
-
-impl Subresource for EphemeralContainersSubresource {
-    fn name(&self) -> &str {
-        "ephemeralcontainers"
-    }
-    fn rest(&self, store: &Arc<Store>) -> Arc<dyn Rest> {
-        Arc::new(EphemeralContainersRest { store: store.clone() })
-    }
-}
-
-/// The ephemeralcontainers subresource's REST object.
-struct EphemeralContainersRest {
-    store: Arc<Store>,
-}
-
-impl Rest for EphemeralContainersRest {
-    fn kind(&self) -> &Gvk {
-        Rest::kind(self.store.as_ref())
-    }
-    fn getter(&self) -> Option<&dyn Getter> {
-        Some(self)
-    }
-    fn updater(&self) -> Option<&dyn Updater> {
-        Some(self)
-    }
-}
-
-#[async_trait]
-impl Getter for EphemeralContainersRest {
-    async fn get(&self, ctx: &Context<'_>, name: &str, opts: &GetOptions) -> Result<Value, Status> {
-        Getter::get(self.store.as_ref(), ctx, name, opts).await
-    }
-}
-
-#[async_trait]
-impl Updater for EphemeralContainersRest {
-    async fn update(&self, ctx: &Context<'_>, name: &str, info: &dyn UpdatedObjectInfo, opts: &WriteOptions) -> Result<(Value, bool), Status> {
-        let part = Part { subresource: "ephemeralcontainers", status_only: false };
-        self.store.update_part(ctx, name, &EphemeralContainersUpdate { inner: info }, opts, part).await
     }
 }
 
