@@ -114,20 +114,14 @@ impl PolicyStatusController {
     }
 
     /// Works the queue while `leading` is true, until `stop`.
-    pub async fn run(self, mut leading: watch::Receiver<bool>, mut stop: watch::Receiver<bool>) {
+    pub async fn run(self, leading: watch::Receiver<bool>, mut stop: watch::Receiver<bool>) {
         let mut lister = self.lister.clone();
         tokio::select! {
             _ = lister.wait_synced() => {}
             _ = stop.wait_for(|s| *s) => return,
         }
-        loop {
-            let Some(key) = self.queue.next_while_leading(&mut leading, &mut stop).await else { return };
-            if let Err(e) = self.sync(&key).await {
-                tracing::warn!("validatingadmissionpolicy {key} status: {}", e.message);
-                self.queue.add_after(&key, RETRY);
-            }
-            self.queue.done(&key);
-        }
+        let this = &self;
+        self.queue.work_while_leading(leading, stop, "validatingadmissionpolicy status of", RETRY, |key| async move { this.sync(&key).await }).await;
     }
 
     async fn sync(&self, name: &str) -> Result<(), Status> {

@@ -113,6 +113,24 @@ impl Queue {
         }
     }
 
+    /// A controller's loop while its node leads: each key taken by
+    /// [`Queue::next_while_leading`] goes to `sync`; a failed key is logged
+    /// (as `what key: message`) and queued again after `retry`. Returns
+    /// when `next_while_leading` does.
+    pub async fn work_while_leading<F, Fut>(&self, mut leading: tokio::sync::watch::Receiver<bool>, mut stop: tokio::sync::watch::Receiver<bool>, what: &str, retry: Duration, mut sync: F)
+    where
+        F: FnMut(String) -> Fut,
+        Fut: std::future::Future<Output = Result<(), crate::errors::Status>>,
+    {
+        while let Some(key) = self.next_while_leading(&mut leading, &mut stop).await {
+            if let Err(e) = sync(key.clone()).await {
+                tracing::warn!("{what} {key}: {}", e.message);
+                self.add_after(&key, retry);
+            }
+            self.done(&key);
+        }
+    }
+
     /// Marks `key` finished; if it was added meanwhile, it is queued again.
     pub fn done(&self, key: &str) {
         let mut s = self.state.lock();

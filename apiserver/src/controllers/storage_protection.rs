@@ -147,20 +147,14 @@ impl ProtectionController {
     }
 
     /// Works the queue while `leading` is true, until `stop`.
-    pub async fn run(self, mut leading: watch::Receiver<bool>, mut stop: watch::Receiver<bool>) {
+    pub async fn run(self, leading: watch::Receiver<bool>, mut stop: watch::Receiver<bool>) {
         let mut lister = self.claim_lister.clone();
         tokio::select! {
             _ = lister.wait_synced() => {}
             _ = stop.wait_for(|s| *s) => return,
         }
-        loop {
-            let Some(key) = self.queue.next_while_leading(&mut leading, &mut stop).await else { return };
-            if let Err(e) = self.sync(&key).await {
-                tracing::debug!("storage protection {key}: {}", e.message);
-                self.queue.add_after(&key, RETRY);
-            }
-            self.queue.done(&key);
-        }
+        let this = &self;
+        self.queue.work_while_leading(leading, stop, "storage protection", RETRY, |key| async move { this.sync(&key).await }).await;
     }
 
     async fn sync(&self, key: &str) -> Result<(), Status> {
