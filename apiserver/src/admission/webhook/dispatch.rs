@@ -165,6 +165,36 @@ async fn conditions(hook: &Arc<Hook>, attrs: &Attributes<'_>, authorizer: &Arc<d
     crate::admission::cel_authorizer::run(true, move || conditions_hold(&hook, &vars)).await.map_err(|e| format!("evaluating match conditions: {}", e.message))?
 }
 
+/// One call of `hook` about `attrs`, as mutating and validating webhooks
+/// share it: refused under dry-run unless the webhook has no side effects,
+/// the AdmissionReview posted and its answer checked (uid, kind; a patch
+/// only when `mutating`), its audit annotations and warnings passed on.
+/// Whether it allowed the request, and its patch, are the caller's.
+///
+/// # Errors
+/// The dry-run refusal as a Status; calling and answer errors as
+/// [`CallError::Calling`], for the failure policy.
+pub async fn exchange(hook: &Hook, attrs: &Attributes<'_>, mutating: bool) -> Result<super::review::Answer, CallError> {
+    use super::review;
+    if attrs.dry_run && !hook.dry_run_safe {
+        return Err(CallError::Status(Box::new(dry_run_unsupported(&hook.name))));
+    }
+    let version = hook.version.ok_or_else(|| CallError::Calling(format!("could not create admission objects: {}", review::NO_KNOWN_VERSION)))?;
+    let uid = crate::meta::new_uid();
+    let body = post(hook, &review::review(attrs, version, &uid)).await?;
+    let answer = review::verify(&body, version, &uid, mutating).map_err(|e| match e {
+        review::Invalid::Response(m) => CallError::Calling(format!("received invalid webhook response: {m}")),
+        review::Invalid::Decode(m) => CallError::Calling(format!("failed to call webhook: {m}")),
+    })?;
+    for (k, v) in &answer.audit_annotations {
+        attrs.add_audit_annotation(&format!("{}/{k}", hook.name), v);
+    }
+    for w in &answer.warnings {
+        attrs.warnings.add(w.clone());
+    }
+    Ok(answer)
+}
+
 /// kube's `matchconditions.Matcher`: a false condition skips the webhook
 /// (whatever errors others had); otherwise any errors fail, joined as Go's
 /// `utilerrors.NewAggregate` joins them.

@@ -158,22 +158,7 @@ impl MutatingWebhooks {
 /// Calls one webhook and applies its patch to `attrs.object`; `changed`
 /// says whether the patch changed it (kube `callAttrMutatingHook`).
 async fn call(hook: &Hook, attrs: &mut Attributes<'_>, round: usize, index: usize, changed: &mut bool) -> Result<(), CallError> {
-    if attrs.dry_run && !hook.dry_run_safe {
-        return Err(CallError::Status(Box::new(dispatch::dry_run_unsupported(&hook.name))));
-    }
-    let version = hook.version.ok_or_else(|| CallError::Calling(format!("could not create admission objects: {}", review::NO_KNOWN_VERSION)))?;
-    let uid = crate::meta::new_uid();
-    let body = dispatch::post(hook, &review::review(attrs, version, &uid)).await?;
-    let answer = review::verify(&body, version, &uid, true).map_err(|e| match e {
-        review::Invalid::Response(m) => CallError::Calling(format!("received invalid webhook response: {m}")),
-        review::Invalid::Decode(m) => CallError::Calling(format!("failed to call webhook: {m}")),
-    })?;
-    for (k, v) in &answer.audit_annotations {
-        attrs.add_audit_annotation(&format!("{}/{k}", hook.name), v);
-    }
-    for w in &answer.warnings {
-        attrs.warnings.add(w.clone());
-    }
+    let answer = dispatch::exchange(hook, attrs, true).await?;
     if !answer.allowed {
         return Err(CallError::Status(Box::new(review::denied(&hook.name, &answer.status))));
     }

@@ -84,22 +84,7 @@ impl Validating for ValidatingWebhooks {
 
 /// Calls one webhook (kube's validating `callHook`).
 async fn call(hook: &Hook, attrs: &Attributes<'_>) -> Result<(), CallError> {
-    if attrs.dry_run && !hook.dry_run_safe {
-        return Err(CallError::Status(Box::new(dispatch::dry_run_unsupported(&hook.name))));
-    }
-    let version = hook.version.ok_or_else(|| CallError::Calling(format!("could not create admission objects: {}", review::NO_KNOWN_VERSION)))?;
-    let uid = crate::meta::new_uid();
-    let body = dispatch::post(hook, &review::review(attrs, version, &uid)).await?;
-    let answer = review::verify(&body, version, &uid, false).map_err(|e| match e {
-        review::Invalid::Response(m) => CallError::Calling(format!("received invalid webhook response: {m}")),
-        review::Invalid::Decode(m) => CallError::Calling(format!("failed to call webhook: {m}")),
-    })?;
-    for (k, v) in &answer.audit_annotations {
-        attrs.add_audit_annotation(&format!("{}/{k}", hook.name), v);
-    }
-    for w in &answer.warnings {
-        attrs.warnings.add(w.clone());
-    }
+    let answer = dispatch::exchange(hook, attrs, false).await?;
     if answer.allowed {
         Ok(())
     } else {
