@@ -25,6 +25,9 @@ pub const BOOKMARK_INTERVAL: Duration = Duration::from_secs(10);
 const WATCHER_BUFFER: usize = 64;
 /// Delay before rebuilding the cache after the store watch failed.
 const RETRY_DELAY: Duration = Duration::from_millis(500);
+/// Attempts to open the store watch again after it failed, before the
+/// cache is rebuilt from a new list.
+const RESUME_ATTEMPTS: u32 = 5;
 
 /// One cached object: its JSON (with resourceVersion), encoded once.
 #[derive(Clone, Debug)]
@@ -236,8 +239,34 @@ impl Cacher {
                 }
                 Err(mpsc::error::TryRecvError::Disconnected) => None,
             };
-            let Some(ev) = ev else { return Err(Error::Unavailable("store watch ended".into())) };
-            let ev = ev?;
+            let ev = match ev {
+                Some(Ok(ev)) => ev,
+                Some(Err(e @ Error::Compacted { .. })) => return Err(e),
+                failed => {
+                    // The store watch broke (a member went away, a
+                    // connection reset): watch again from what the cache
+                    // holds, keeping its ring and its watchers, as kube's
+                    // reflector re-watches from its last resourceVersion.
+                    // Only a start that is gone, or a store that stays
+                    // unreachable, rebuilds the cache.
+                    let e = match failed {
+                        Some(Err(e)) => e,
+                        _ => Error::Unavailable("store watch ended".into()),
+                    };
+                    if dirty {
+                        self.snapshot.store(Arc::new(snap.clone()));
+                        self.set_revision(snap.revision);
+                        dirty = false;
+                    }
+                    match self.resume(snap.revision, &mut stop, e).await? {
+                        Some(resumed) => {
+                            events = resumed;
+                            continue;
+                        }
+                        None => return Ok(()),
+                    }
+                }
+            };
             let rev = crate::meta::resource_version(&ev.object).parse::<i64>().unwrap_or(0);
             if ev.kind == EventType::Bookmark {
                 if rev > snap.revision {
@@ -261,6 +290,31 @@ impl Cacher {
             dirty = true;
             generation.ring.push(CacheEvent { revision: rev, kind: ev.kind, key, object: ev.object, prev: ev.prev, encoded });
         }
+    }
+
+    /// Opens the store watch again after `revision`, when the one the cache
+    /// followed failed with `failure`: [`RESUME_ATTEMPTS`] tries,
+    /// [`RETRY_DELAY`] apart. `None` when the cache was stopped meanwhile.
+    ///
+    /// # Errors
+    /// The last attempt's error, or `failure` if the store watch could not
+    /// be opened at all; the caller rebuilds the cache.
+    async fn resume(&self, revision: i64, stop: &mut watch::Receiver<bool>, failure: Error) -> Result<Option<WatchStream>> {
+        tracing::info!("watch cache {}: store watch failed: {failure}; watching again from revision {revision}", self.prefix);
+        let opts = WatchOptions { revision, recursive: true, initial_events: Some(false), bookmarks: true, ..Default::default() };
+        let mut last = failure;
+        for _ in 0..RESUME_ATTEMPTS {
+            match self.inner.watch(&self.prefix, &opts).await {
+                Ok(events) => return Ok(Some(events)),
+                Err(e @ Error::Compacted { .. }) => return Err(e),
+                Err(e) => last = e,
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(RETRY_DELAY) => {}
+                _ = stop.changed() => return Ok(None),
+            }
+        }
+        Err(last)
     }
 
     /// The storage key of a cached object (prefix + namespace/name).

@@ -25,9 +25,11 @@
 //!   exactly that revision, otherwise from the store at that revision.
 //! - Watch from `N` inside the ring's window; older: one 410 Expired error.
 //!
-//! Caches start on first use of a resource (or all at boot) and rebuild
-//! themselves (relist, new ring, current watchers closed) when their store
-//! watch fails. Resources added at run time get a cache at once, and a
+//! Caches start on first use of a resource (or all at boot). When their
+//! store watch fails they watch again from the revision they hold, keeping
+//! ring and watchers; only when that start is compacted, or the store stays
+//! unreachable, do they rebuild (relist, new ring, current watchers
+//! closed). Resources added at run time get a cache at once, and a
 //! removed resource's cache stops ([`CacheProvider`]).
 
 pub mod cacher;
