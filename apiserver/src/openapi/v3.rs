@@ -7,7 +7,9 @@
 //! `apply/patcher.go`):
 //! - the PATCH operation tagged `x-kubernetes-group-version-kind`, for its
 //!   `fieldValidation` query parameter (server-side field validation) and
-//!   its `application/strategic-merge-patch+json` request body;
+//!   its `application/strategic-merge-patch+json` request body (listed for
+//!   built-in kinds only: without it, client-side apply of a custom
+//!   resource sends a JSON merge patch);
 //! - `components.schemas` carrying `x-kubernetes-group-version-kind`, for
 //!   `explain` and the patch markers of client-side apply.
 
@@ -105,6 +107,11 @@ struct Ops<'a> {
     op_id: String,
     kind: &'a str,
     gvk: Value,
+    /// Whether PATCH takes strategic merge patches: built-in kinds only;
+    /// kube refuses them for custom resources (415), and kubectl's
+    /// client-side apply sends a JSON merge patch when this body is not
+    /// listed.
+    strategic: bool,
 }
 
 impl Ops<'_> {
@@ -128,14 +135,14 @@ impl Ops<'_> {
 
     fn patch(&self, obj: &Value, what: &str) -> Value {
         let patch = schema_ref("io.k8s.apimachinery.pkg.apis.meta.v1.Patch");
-        let body = json!({
-            "content": {
-                "application/json-patch+json": {"schema": patch},
-                "application/merge-patch+json": {"schema": patch},
-                "application/strategic-merge-patch+json": {"schema": patch},
-            },
-            "required": true,
+        let mut content = json!({
+            "application/json-patch+json": {"schema": patch},
+            "application/merge-patch+json": {"schema": patch},
         });
+        if self.strategic {
+            content["application/strategic-merge-patch+json"] = json!({"schema": patch});
+        }
+        let body = json!({"content": content, "required": true});
         let mut params = write_params();
         params.push(query_param("force", "Force is going to \"force\" Apply requests.", s_bool()));
         self.op("patch", "patch", format!("partially update {what} of the specified {}", self.kind), params, Some(body), responses(&[("200", "OK"), ("201", "Created")], obj))
@@ -187,7 +194,10 @@ fn resource_paths(defs: &SchemaSource, r: &Resource, paths: &mut Map<String, Val
     let scope = if r.namespaced { "Namespaced" } else { "" };
     let gv_id = format!("{}{}", camel(if r.group.is_empty() { "core" } else { &r.group }), camel(&r.version));
     let tag = format!("{}_{}", if r.group.is_empty() { "core" } else { r.group.split('.').next().unwrap_or(&r.group) }, r.version);
-    let ops = Ops { tag, op_id: format!("{gv_id}{scope}{}", r.kind), kind: &r.kind, gvk: gvk(&r.group, &r.version, &r.kind) };
+    // A custom kind's definition carries the CRD name, a built-in's its Go
+    // package path.
+    let strategic = obj_name != crate::schema::source::crd_definition_name(&r.group, &r.version, &r.kind);
+    let ops = Ops { tag, op_id: format!("{gv_id}{scope}{}", r.kind), kind: &r.kind, gvk: gvk(&r.group, &r.version, &r.kind), strategic };
     let collection = if r.namespaced { format!("{base}/namespaces/{{namespace}}/{}", r.resource) } else { format!("{base}/{}", r.resource) };
     let item = format!("{collection}/{{name}}");
     let has = |v: &str| r.verbs.iter().any(|x| x == v);
@@ -239,10 +249,10 @@ fn resource_paths(defs: &SchemaSource, r: &Resource, paths: &mut Map<String, Val
         let (schema, sub_ops) = match sub.as_str() {
             "scale" => {
                 roots.push(SCALE.to_string());
-                let o = Ops { tag: ops.tag.clone(), op_id: format!("{}Scale", ops.op_id), kind: &r.kind, gvk: gvk("autoscaling", "v1", "Scale") };
+                let o = Ops { tag: ops.tag.clone(), op_id: format!("{}Scale", ops.op_id), kind: &r.kind, gvk: gvk("autoscaling", "v1", "Scale"), strategic: ops.strategic };
                 (schema_ref(SCALE), o)
             }
-            "status" => (obj.clone(), Ops { tag: ops.tag.clone(), op_id: format!("{}Status", ops.op_id), kind: &r.kind, gvk: ops.gvk.clone() }),
+            "status" => (obj.clone(), Ops { tag: ops.tag.clone(), op_id: format!("{}Status", ops.op_id), kind: &r.kind, gvk: ops.gvk.clone(), strategic: ops.strategic }),
             _ => continue,
         };
         let what = sub.to_string();

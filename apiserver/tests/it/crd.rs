@@ -161,6 +161,16 @@ fn suite(a: &Server, b: &Server, c: &Server, minor: u32, tag: &str) {
     assert!(bad_enum.stderr.contains("spec.mode: Unsupported value: \"turbo\": supported values: \"fast\", \"slow\""), "{bad_enum:?}");
     assert_eq!(b.kubectl(minor, &["get", &ct, "bad"]).code, 1);
 
+    // Client-side apply of an existing custom resource: OpenAPI v3 lists no
+    // strategic merge patch for the kind, so kubectl sends a JSON merge
+    // patch (a strategic one would be 415).
+    let first = b.kubectl_stdin(minor, &["apply", "--validate=false", "-f", "-"], Some(&cron("applied", tag, "  image: one\n")));
+    assert_eq!(first.ok().trim(), format!("crontab.{group}/applied created"));
+    let second = b.kubectl_stdin(minor, &["apply", "--validate=false", "-f", "-"], Some(&cron("applied", tag, "  image: two\n")));
+    assert_eq!(second.ok().trim(), format!("crontab.{group}/applied configured"));
+    assert_eq!(b.kubectl(minor, &["get", &ct, "applied", "-o", "jsonpath={.spec.image}"]).ok(), "two");
+    b.kubectl(minor, &["delete", &ct, "applied"]).ok();
+
     // Patch: spec changes bump the generation; status is ignored on the
     // main resource.
     let patched = b.kubectl(minor, &["patch", &ct, "daily", "--type=merge", "-p", r#"{"spec":{"replicas":3},"status":{"ready":9}}"#]);
