@@ -158,6 +158,7 @@ pub fn verify(body: &Value, version: Version, uid: &str, mutating: bool) -> Resu
     if !r.is_object() {
         return Err(Invalid::Response("webhook response was absent".into()));
     }
+    wrong_types(r)?;
     let patch = match r["patch"].as_str() {
         Some(p) if !p.is_empty() => Some(base64::engine::general_purpose::STANDARD.decode(p).map_err(|e| Invalid::Decode(go_base64_error(&e)))?),
         _ => None,
@@ -216,6 +217,51 @@ pub fn verify(body: &Value, version: Version, uid: &str, mutating: bool) -> Resu
         }
     }
     Ok(answer)
+}
+
+/// Go's JSON type word for a value (`UnmarshalTypeError.Value`).
+fn go_json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+        Value::Null => "null",
+    }
+}
+
+/// Fields of `response` whose JSON type Go's decoder refuses (a string
+/// `allowed`, a number `uid`, …), worded as its `UnmarshalTypeError`:
+/// `json: cannot unmarshal string into Go struct field
+/// AdmissionResponse.response.allowed of type bool`. Nulls decode as
+/// zero values.
+fn wrong_types(r: &Value) -> Result<(), Invalid> {
+    let refuse =
+        |v: &Value, field: &str, go_type: &str| Err(Invalid::Decode(format!("json: cannot unmarshal {} into Go struct field AdmissionResponse.response.{field} of type {go_type}", go_json_kind(v))));
+    for (field, go_type, ok) in [
+        ("uid", "types.UID", Value::is_string as fn(&Value) -> bool),
+        ("allowed", "bool", Value::is_boolean),
+        ("patchType", "v1.PatchType", Value::is_string),
+        ("warnings", "[]string", Value::is_array),
+        ("auditAnnotations", "map[string]string", Value::is_object),
+    ] {
+        match r.get(field) {
+            Some(v) if !v.is_null() && !ok(v) => return refuse(v, field, go_type),
+            _ => {}
+        }
+    }
+    for w in r["warnings"].as_array().into_iter().flatten() {
+        if !w.is_string() && !w.is_null() {
+            return refuse(w, "warnings", "string");
+        }
+    }
+    for v in r["auditAnnotations"].as_object().into_iter().flat_map(|m| m.values()) {
+        if !v.is_string() && !v.is_null() {
+            return refuse(v, "auditAnnotations", "string");
+        }
+    }
+    Ok(())
 }
 
 /// Why an answer is refused.
@@ -345,6 +391,8 @@ mod tests {
             (json!({"uid": "u", "allowed": true, "patchType": "JSONPatch"}), Version::V1, true, Invalid::Response("webhook returned response.patchType but not response.patch".into())),
             (json!({"uid": "u", "allowed": true, "patch": patch, "patchType": "JSONPatch"}), Version::V1, false, Invalid::Response("validating webhook may not return response.patch".into())),
             (json!({"uid": "u", "allowed": true, "patch": "!!"}), Version::V1, true, Invalid::Decode("illegal base64 data at input byte 0".into())),
+            (json!({"uid": "u", "allowed": "yes"}), Version::V1, false, Invalid::Decode("json: cannot unmarshal string into Go struct field AdmissionResponse.response.allowed of type bool".into())),
+            (json!({"uid": 7, "allowed": true}), Version::V1, false, Invalid::Decode("json: cannot unmarshal number into Go struct field AdmissionResponse.response.uid of type types.UID".into())),
         ] {
             assert_eq!(verify(&ok(resp.clone()), version, "u", mutating), Err(want), "{resp}");
         }
