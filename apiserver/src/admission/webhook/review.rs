@@ -289,7 +289,7 @@ fn go_base64_error(e: &base64::DecodeError) -> String {
 /// the webhook's `status`, its message prefixed with `admission webhook
 /// "<name>" denied the request: ` (its reason when it has no message,
 /// ` without explanation` when it has neither), a code below 400 raised to
-/// 400, and `Failure`.
+/// 400 (any other kept, 600 and up included), and `Failure`.
 pub fn denied(webhook: &str, status: &Value) -> Status {
     let denied_by = format!("admission webhook {} denied the request", go_quote(webhook));
     let message = status["message"].as_str().unwrap_or_default();
@@ -301,7 +301,9 @@ pub fn denied(webhook: &str, status: &Value) -> Status {
     } else {
         format!("{denied_by} without explanation")
     };
-    let code = status["code"].as_u64().filter(|c| (400..600).contains(c)).unwrap_or(400) as u16;
+    // Only codes below 400 are raised; kube keeps any other, 600 and up
+    // included (a code past u16 is cut to 65535).
+    let code = status["code"].as_i64().filter(|c| *c >= 400).map_or(400, |c| u16::try_from(c).unwrap_or(u16::MAX));
     let details: Option<Details> = status.get("details").and_then(|d| serde_json::from_value(d.clone()).ok());
     Status::failure(code, reason, message, details)
 }
@@ -415,5 +417,8 @@ mod tests {
         assert_eq!((s.code, s.reason.as_str(), s.message.as_str(), s.status.as_str()), (400, "", r#"admission webhook "d" denied the request without explanation"#, "Failure"));
         let s = denied("d", &json!({"code": 200, "reason": "NotGood"}));
         assert_eq!((s.code, s.message.as_str()), (400, r#"admission webhook "d" denied the request: NotGood"#));
+        assert_eq!(denied("d", &json!({"code": 600, "message": "m"})).code, 600);
+        assert_eq!(denied("d", &json!({"code": 799})).code, 799);
+        assert_eq!(denied("d", &json!({"code": -1})).code, 400);
     }
 }
