@@ -166,6 +166,22 @@ pub fn binding_matches(binding: &Value, attrs: &Attributes<'_>, sources: &Source
     matching::resources_match(&binding["spec"]["matchResources"], attrs, sources).map_err(|e| e.0)
 }
 
+/// Why a policy's `paramKind` cannot be used: the kind is not served
+/// (kube's policy source finds no REST mapping for it), worded as kube
+/// words it: `failed to find resource referenced by paramKind:
+/// 'example.com/v1, Kind=Nothing'`. `None` without a paramKind or when
+/// the kind is served.
+pub fn param_kind_error(param_kind: Option<&Value>, schemas: &crate::schema::SchemaStore) -> Option<String> {
+    let kind = param_kind?;
+    let api_version = kind["apiVersion"].as_str().unwrap_or("");
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let k = kind["kind"].as_str().unwrap_or("");
+    if schemas.of_kind(group, version, k).is_some() {
+        return None;
+    }
+    Some(format!("failed to find resource referenced by paramKind: '{group}/{version}, Kind={k}'"))
+}
+
 /// kube's guess of a kind's resource (`UnsafeGuessKindToResource`):
 /// lowercase, `s` → `ses`, `y` → `ies`, else `+s`.
 pub fn guess_resource(kind: &str) -> String {

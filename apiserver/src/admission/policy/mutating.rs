@@ -197,6 +197,10 @@ impl Mutating for MutatingAdmissionPolicy {
                     continue;
                 }
             }
+            if let Some(e) = super::param_kind_error(common.param_kind.as_ref(), &self.schemas) {
+                steps.push(config(None, e));
+                continue;
+            }
             for b in &hook.bindings {
                 match binding_matches(b, attrs, &self.sources) {
                     Ok(true) => {}
