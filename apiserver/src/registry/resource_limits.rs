@@ -414,7 +414,8 @@ fn go_scope_selector(sel: &Value) -> String {
             )
         })
         .collect();
-    let list = if sel["matchExpressions"].is_array() { format!("[]core.ScopedResourceSelectorRequirement{{{}}}", exprs.join(", ")) } else { "[]core.ScopedResourceSelectorRequirement(nil)".to_string() };
+    let list =
+        if sel["matchExpressions"].is_array() { format!("[]core.ScopedResourceSelectorRequirement{{{}}}", exprs.join(", ")) } else { "[]core.ScopedResourceSelectorRequirement(nil)".to_string() };
     format!("core.ScopeSelector{{MatchExpressions:{list}}}")
 }
 

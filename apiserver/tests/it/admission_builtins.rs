@@ -363,7 +363,7 @@ fn limit_ranges_and_quotas_with_bad_values_are_refused() {
         (rq("fraction", json!({"hard": {"services": "1500m"}})), r#"The ResourceQuota "fraction" is invalid: spec.hard[services]: Invalid value: 1500m: must be an integer"#),
         (
             rq("unknown", json!({"hard": {"widgets": "1"}})),
-            r#"The ResourceQuota "unknown" is invalid: [spec.hard[widgets]: Invalid value: "widgets": must be a standard resource type or fully qualified, spec.hard[widgets]: Invalid value: "widgets": must be a standard resource for quota]"#,
+            "The ResourceQuota \"unknown\" is invalid: \n* spec.hard[widgets]: Invalid value: \"widgets\": must be a standard resource type or fully qualified\n* spec.hard[widgets]: Invalid value: \"widgets\": must be a standard resource for quota",
         ),
         (
             rq("conflict", json!({"hard": {"pods": "1"}, "scopes": ["Terminating", "NotTerminating"]})),
@@ -377,8 +377,13 @@ fn limit_ranges_and_quotas_with_bad_values_are_refused() {
     let out = s.kubectl(33, &["get", "limitranges,resourcequotas", "-n", "qv", "-o", "name"]);
     assert_eq!(out.ok().trim(), "", "nothing refused was stored");
     // Good ones are stored, and quantities keep working.
-    create(&s, 33, "qv", &lr("good", json!({"type": "Container", "min": {"cpu": "100m"}, "max": {"cpu": "2"}, "default": {"cpu": "1"}, "defaultRequest": {"cpu": "500m"}, "maxLimitRequestRatio": {"cpu": "4"}})))
-        .ok();
+    create(
+        &s,
+        33,
+        "qv",
+        &lr("good", json!({"type": "Container", "min": {"cpu": "100m"}, "max": {"cpu": "2"}, "default": {"cpu": "1"}, "defaultRequest": {"cpu": "500m"}, "maxLimitRequestRatio": {"cpu": "4"}})),
+    )
+    .ok();
     create(&s, 27, "qv", &rq("good", json!({"hard": {"pods": "10", "requests.cpu": "4", "count/deployments.apps": "2"}, "scopes": ["NotTerminating"]}))).ok();
     assert_eq!(get(&s, "qv", "limitrange/good")["spec"]["limits"][0]["max"]["cpu"], "2");
     assert_eq!(get(&s, "qv", "resourcequota/good")["spec"]["hard"]["pods"], "10");
