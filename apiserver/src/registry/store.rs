@@ -360,13 +360,13 @@ impl Store {
             let (group, version, kind) = t.kind();
             let schema = self.schemas.of_kind(group, version, kind);
             let api_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
-            let req = fieldmanager::ApplyRequest { manager, api_version: &api_version, subresource: part.subresource, scope: fieldmanager::Scope::All, force: opts.force, now: &now };
+            let req = fieldmanager::ApplyRequest { manager, api_version: &api_version, kind, subresource: part.subresource, scope: fieldmanager::Scope::All, force: opts.force, now: &now };
             let sub = fieldmanager::apply(schema.as_ref(), Some(&t.to_subresource(current)), config, &req).map_err(|e| e.into_status(&r.group, &r.resource, name))?;
             return t.from_subresource(&sub, current);
         }
         let schema = self.schema();
         let api_version = r.api_version();
-        let req = fieldmanager::ApplyRequest { manager, api_version: &api_version, subresource: part.subresource, scope: self.field_scope(part), force: opts.force, now: &now };
+        let req = fieldmanager::ApplyRequest { manager, api_version: &api_version, kind: &r.kind, subresource: part.subresource, scope: self.field_scope(part), force: opts.force, now: &now };
         let mut obj = fieldmanager::apply(schema.as_ref(), current, config, &req).map_err(|e| e.into_status(&r.group, &r.resource, name))?;
         // The URL names the object; a configuration without a name takes it.
         if let Some(m) = meta::meta_mut(&mut obj) {
