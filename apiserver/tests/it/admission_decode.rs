@@ -44,7 +44,12 @@ spec:
 fn patched_objects_are_decoded_again() {
     let s = Server::start();
     s.kubectl_stdin(33, &["apply", "-f", "-"], Some(&policy("bad-type", "apps", "deployments", r#"[JSONPatch{op: "replace", path: "/spec/replicas", value: "abc"}]"#))).ok();
-    s.kubectl_stdin(33, &["apply", "-f", "-"], Some(&policy("unknown-field", "", "configmaps", r#"[JSONPatch{op: "add", path: "/bogus", value: "x"}, JSONPatch{op: "add", path: "/data", value: {"by": "policy"}}]"#))).ok();
+    s.kubectl_stdin(
+        33,
+        &["apply", "-f", "-"],
+        Some(&policy("unknown-field", "", "configmaps", r#"[JSONPatch{op: "add", path: "/bogus", value: "x"}, JSONPatch{op: "add", path: "/data", value: {"by": "policy"}}]"#)),
+    )
+    .ok();
 
     // The policies take effect a moment after they are stored.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -58,10 +63,7 @@ fn patched_objects_are_decoded_again() {
         assert!(Instant::now() < deadline, "the policy never applied: {out:?}");
         std::thread::sleep(Duration::from_millis(200));
     };
-    assert!(
-        refused.stderr.contains("Internal error occurred: json: cannot unmarshal string into Go struct field DeploymentSpec.spec.replicas of type int32"),
-        "{refused:?}"
-    );
+    assert!(refused.stderr.contains("Internal error occurred: json: cannot unmarshal string into Go struct field DeploymentSpec.spec.replicas of type int32"), "{refused:?}");
     let gone = s.kubectl(33, &["get", "deployment", &format!("d{i}")]);
     assert!(gone.stderr.contains("NotFound"), "the mistyped object was stored: {gone:?}");
 
