@@ -49,7 +49,7 @@ use crate::warning::Warnings;
 
 /// Which part of an object an update writes, set by the REST object that
 /// calls [`Store::update_part`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub struct Part {
     /// The subresource written (`""`, `status`, `scale`, `finalize`), as
     /// recorded in managedFields and shown to admission.
@@ -58,13 +58,31 @@ pub struct Part {
     /// is kept from the current object for types with a status
     /// subresource.
     pub status_only: bool,
+    /// The kind the subresource shows its object as, when it is another
+    /// (a Deployment's Scale): admission sees that kind, and a server-side
+    /// apply runs on it.
+    pub shown_as: Option<&'static dyn ShownAs>,
 }
 
-/// How a subresource that shows its object as another kind (the Scale of
-/// a Deployment) takes a server-side apply, as kube's scale handler does:
-/// the apply runs on the subresource's kind with the object's field
-/// ownership mapped onto it, and its result and ownership go back.
-pub trait ApplyThrough: Send + Sync {
+impl PartialEq for Part {
+    fn eq(&self, other: &Part) -> bool {
+        self.subresource == other.subresource && self.status_only == other.status_only
+    }
+}
+
+impl Eq for Part {}
+
+impl std::fmt::Debug for Part {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Part").field("subresource", &self.subresource).field("status_only", &self.status_only).field("shown_as", &self.shown_as.map(|s| s.kind())).finish()
+    }
+}
+
+/// A subresource that shows its object as another kind (the Scale of a
+/// Deployment), as kube's scale REST does: admission sees the object as that
+/// kind, and a server-side apply runs on it with the object's field
+/// ownership mapped onto it; results and ownership go back to the object.
+pub trait ShownAs: Send + Sync {
     /// The subresource's kind: (group, version, kind).
     fn kind(&self) -> (&'static str, &'static str, &'static str);
     /// The object as the subresource's kind, with the managedFields entries
@@ -90,9 +108,9 @@ enum Tracking {
 
 impl Part {
     /// The main resource.
-    pub const MAIN: Part = Part { subresource: "", status_only: false };
+    pub const MAIN: Part = Part { subresource: "", status_only: false, shown_as: None };
     /// The status subresource.
-    pub const STATUS: Part = Part { subresource: "status", status_only: true };
+    pub const STATUS: Part = Part { subresource: "status", status_only: true, shown_as: None };
 }
 
 /// The generic store of one resource.
@@ -351,12 +369,12 @@ impl Store {
     /// # Errors
     /// 409 with the conflicts with other managers (unless `force`); 400 for
     /// a configuration of another kind or one that does not fit the schema.
-    fn apply_configuration(&self, current: Option<&Value>, config: &Value, name: &str, opts: &WriteOptions, part: Part, through: Option<&dyn ApplyThrough>) -> Result<Value, Status> {
+    fn apply_configuration(&self, current: Option<&Value>, config: &Value, name: &str, opts: &WriteOptions, part: Part) -> Result<Value, Status> {
         use crate::fieldmanager;
         let r = &self.resource;
         let now = meta::now();
         let manager = opts.field_manager.as_deref().unwrap_or("");
-        if let (Some(t), Some(current)) = (through, current) {
+        if let (Some(t), Some(current)) = (part.shown_as, current) {
             let (group, version, kind) = t.kind();
             let schema = self.schemas.of_kind(group, version, kind);
             let api_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
@@ -572,6 +590,19 @@ impl Store {
         }
         let name = meta::name(&obj).to_string();
         let namespace = if self.resource.namespaced { meta::namespace(&obj).to_string() } else { String::new() };
+        if let Some(t) = part.shown_as {
+            // Plugins see (and change) the subresource's kind.
+            let sub_old = old.map(|o| t.to_subresource(o));
+            let mut attrs = self.attributes(ctx, op, part, &name, &namespace, Some(t.to_subresource(&obj)), sub_old.as_ref(), options, dry_run);
+            let (group, version, kind) = t.kind();
+            attrs.kind = admission::Kind { group, version, kind };
+            attrs.request_kind = attrs.kind;
+            self.admission.admit(&mut attrs).await?;
+            let sub = attrs.object.take().ok_or_else(|| Status::internal("an admission plugin dropped the object"))?;
+            let mut obj = t.from_subresource(&sub, &obj)?;
+            self.decode_admitted(&mut obj)?;
+            return Ok(obj);
+        }
         let mut attrs = self.attributes(ctx, op, part, &name, &namespace, Some(obj), old, options, dry_run);
         self.admission.admit(&mut attrs).await?;
         let mut obj = attrs.object.take().ok_or_else(|| Status::internal("an admission plugin dropped the object"))?;
@@ -607,6 +638,14 @@ impl Store {
         let about = obj.or(old).unwrap_or(&Value::Null);
         let name = meta::name(about).to_string();
         let namespace = if self.resource.namespaced { meta::namespace(about).to_string() } else { String::new() };
+        if let Some(t) = part.shown_as {
+            let sub_old = old.map(|o| t.to_subresource(o));
+            let mut attrs = self.attributes(ctx, op, part, &name, &namespace, obj.map(|o| t.to_subresource(o)), sub_old.as_ref(), options, dry_run);
+            let (group, version, kind) = t.kind();
+            attrs.kind = admission::Kind { group, version, kind };
+            attrs.request_kind = attrs.kind;
+            return self.admission.validate(&attrs).await;
+        }
         let attrs = self.attributes(ctx, op, part, &name, &namespace, obj.cloned(), old, options, dry_run);
         self.admission.validate(&attrs).await
     }
@@ -621,19 +660,10 @@ impl Store {
     /// # Errors
     /// 404; 409 Conflict; 400 and 422 as for create; `info`'s own errors.
     pub async fn update_part(&self, ctx: &Context<'_>, name: &str, info: &dyn UpdatedObjectInfo, opts: &WriteOptions, part: Part) -> Result<(Value, bool), Status> {
-        self.update_through(ctx, name, info, opts, part, None).await
-    }
-
-    /// [`Store::update_part`] for a subresource of another kind: a
-    /// server-side apply to it goes `through` that kind.
-    ///
-    /// # Errors
-    /// As [`Store::update_part`].
-    pub async fn update_through(&self, ctx: &Context<'_>, name: &str, info: &dyn UpdatedObjectInfo, opts: &WriteOptions, part: Part, through: Option<&dyn ApplyThrough>) -> Result<(Value, bool), Status> {
         // A server-side apply creates what is missing; a PUT only where the
         // strategy allows it.
         let may_create = part == Part::MAIN && info.may_create() && (info.apply_config().is_some() || self.resource.strategy.allow_create_on_update());
-        let mut step = UpdateStep { store: self, ctx, name, info, opts, part, through, may_create, dry_result: None, created: false };
+        let mut step = UpdateStep { store: self, ctx, name, info, opts, part, may_create, dry_result: None, created: false };
         let r = self.storage.guaranteed_update(&self.resource.key(ctx.namespace, name), &Preconditions::default(), &mut step).await;
         let created = step.created;
         if let Some(obj) = step.dry_result {
@@ -758,7 +788,6 @@ struct UpdateStep<'a> {
     info: &'a dyn UpdatedObjectInfo,
     opts: &'a WriteOptions,
     part: Part,
-    through: Option<&'a dyn ApplyThrough>,
     may_create: bool,
     dry_result: Option<Value>,
     created: bool,
@@ -783,7 +812,7 @@ impl TryUpdate for UpdateStep<'_> {
                     if let Some(why) = r.strategy.create_refused() {
                         return Err(Status::method_not_supported(&r.group, &r.resource, why));
                     }
-                    store.apply_configuration(None, config, self.name, self.opts, self.part, None)?
+                    store.apply_configuration(None, config, self.name, self.opts, self.part)?
                 }
                 None => self.info.updated_object(None).await?,
             };
@@ -799,7 +828,7 @@ impl TryUpdate for UpdateStep<'_> {
             return Ok(Update::Put(obj));
         };
         let new = match applied {
-            Some(config) => store.apply_configuration(Some(&old), config, self.name, self.opts, self.part, self.through)?,
+            Some(config) => store.apply_configuration(Some(&old), config, self.name, self.opts, self.part)?,
             None => self.info.updated_object(Some(&old)).await?,
         };
         let u = store.admit_update(self.ctx, new, &old, self.opts, self.part, tracking).await?;

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use super::rest::{Context, GetOptions, Getter, Gvk, Rest, UpdatedObjectInfo, Updater, WriteOptions};
-use super::store::{ApplyThrough, Part, Store};
+use super::store::{Part, ShownAs, Store};
 use crate::errors::{Cause, Status};
 use crate::meta;
 use crate::selectors::LabelSelector;
@@ -96,7 +96,7 @@ impl Getter for PartRest {
 impl Updater for PartRest {
     async fn update(&self, ctx: &Context<'_>, name: &str, info: &dyn UpdatedObjectInfo, opts: &WriteOptions) -> Result<(Value, bool), Status> {
         if self.ephemeral_containers {
-            let part = Part { subresource: "ephemeralcontainers", status_only: false };
+            let part = Part { subresource: "ephemeralcontainers", status_only: false, shown_as: None };
             return self.store.update_part(ctx, name, &EphemeralContainersUpdate { inner: info }, opts, part).await;
         }
         self.store.update_part(ctx, name, info, opts, Part::STATUS).await
@@ -131,7 +131,7 @@ impl Rest for FinalizeRest {
 #[async_trait]
 impl Updater for FinalizeRest {
     async fn update(&self, ctx: &Context<'_>, name: &str, info: &dyn UpdatedObjectInfo, opts: &WriteOptions) -> Result<(Value, bool), Status> {
-        self.store.update_part(ctx, name, info, opts, Part { subresource: "finalize", status_only: false }).await
+        self.store.update_part(ctx, name, info, opts, Part { subresource: "finalize", status_only: false, shown_as: None }).await
     }
 }
 
@@ -220,12 +220,13 @@ impl UpdatedObjectInfo for ScaleUpdate<'_> {
     }
 }
 
-/// Server-side apply through the Scale (kube's scale `managedFields`
-/// handler): an entry of the object that owns `.spec.replicas` owns the
-/// Scale's `.spec.replicas`; after the apply, an entry that no longer owns
-/// it there loses it on the object, and a new owner gets an entry on the
-/// object (with the object's apiVersion and subresource `scale`).
-struct ScaleApply;
+/// An object as its Scale, for admission and server-side apply (kube's
+/// scale REST and its `managedFields` handler): an entry of the object that
+/// owns `.spec.replicas` owns the Scale's `.spec.replicas`; after an apply,
+/// an entry that no longer owns it there loses it on the object, and a new
+/// owner gets an entry on the object (with the object's apiVersion and
+/// subresource `scale`).
+struct AsScale;
 
 /// Entries are the same manager when manager, operation and subresource
 /// agree (the apiVersions of the two kinds differ).
@@ -262,7 +263,7 @@ fn set_entries(obj: &mut Value, list: Vec<Value>) {
     }
 }
 
-impl ApplyThrough for ScaleApply {
+impl ShownAs for AsScale {
     fn kind(&self) -> (&'static str, &'static str, &'static str) {
         ("autoscaling", "v1", "Scale")
     }
@@ -337,8 +338,8 @@ impl Getter for ScaleRest {
 #[async_trait]
 impl Updater for ScaleRest {
     async fn update(&self, ctx: &Context<'_>, name: &str, info: &dyn UpdatedObjectInfo, opts: &WriteOptions) -> Result<(Value, bool), Status> {
-        let part = Part { subresource: "scale", status_only: false };
-        let (obj, created) = self.store.update_through(ctx, name, &ScaleUpdate { inner: info }, opts, part, Some(&ScaleApply)).await?;
+        let part = Part { subresource: "scale", status_only: false, shown_as: Some(&AsScale) };
+        let (obj, created) = self.store.update_part(ctx, name, &ScaleUpdate { inner: info }, opts, part).await?;
         Ok((to_scale(&obj), created))
     }
 }

@@ -8,6 +8,7 @@ mod admission_builtins;
 mod admission_decode;
 mod admission_order;
 mod admission_policies;
+mod admission_scale;
 mod admission_webhooks;
 mod apply;
 mod audit;
