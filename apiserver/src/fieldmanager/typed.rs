@@ -365,7 +365,23 @@ impl<'a> Typer<'a> {
 
     fn mrg(&self, s: Option<SchemaRef<'a>>, lhs: Option<&Value>, rhs: Option<&Value>, depth: usize, path: &mut Vec<String>) -> Result<Option<Value>, String> {
         let Some(r) = rhs else { return Ok(lhs.cloned()) };
-        let Some(l) = lhs else { return Ok(Some(r.clone())) };
+        // A value only in the config is still walked (against an empty
+        // one), so its lists are checked for duplicate keys.
+        let empty;
+        let l = match lhs {
+            Some(l) => l,
+            None => match r {
+                Value::Object(_) => {
+                    empty = Value::Object(Map::new());
+                    &empty
+                }
+                Value::Array(_) => {
+                    empty = Value::Array(Vec::new());
+                    &empty
+                }
+                _ => return Ok(Some(r.clone())),
+            },
+        };
         if std::mem::discriminant(l) != std::mem::discriminant(r) {
             return Ok(Some(r.clone()));
         }
