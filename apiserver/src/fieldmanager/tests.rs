@@ -183,13 +183,37 @@ fn configmap_cases() -> Vec<Case> {
             None,
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "labels": {"x": "y"}}}),
             "a",
-            Exp::Ok(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "labels": {"x": "y"}}}), vec![("a", "Apply", json!({"f:metadata": {"f:labels": {"f:x": {}}}}))]),
+            Exp::Ok(
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "labels": {"x": "y"}}}),
+                vec![("a", "Apply", json!({"f:metadata": {"f:labels": {"f:x": {}}}}))],
+            ),
         ),
         case("empty map is a member", C, None, cm(json!({})), "a", Exp::Ok(cm(json!({})), vec![("a", "Apply", json!({"f:data": {}}))])),
         case("re-apply is a no-op", C, Some(with_mf(cm(json!({"a": "1"})), vec![e("a", "Apply", "v1", fa(&["a"]))])), cm(json!({"a": "1"})), "a", Exp::Noop),
-        case("change a value", C, Some(with_mf(cm(json!({"a": "1"})), vec![e("a", "Apply", "v1", fa(&["a"]))])), cm(json!({"a": "2"})), "a", Exp::Ok(cm(json!({"a": "2"})), vec![("a", "Apply", fa(&["a"]))])),
-        case("add a key", C, Some(with_mf(cm(json!({"a": "1"})), vec![e("a", "Apply", "v1", fa(&["a"]))])), cm(json!({"a": "1", "b": "2"})), "a", Exp::Ok(cm(json!({"a": "1", "b": "2"})), vec![("a", "Apply", fa(&["a", "b"]))])),
-        case("drop an owned key", C, Some(with_mf(cm(json!({"a": "1", "b": "2"})), vec![e("a", "Apply", "v1", fa(&["a", "b"]))])), cm(json!({"b": "2"})), "a", Exp::Ok(cm(json!({"b": "2"})), vec![("a", "Apply", fa(&["b"]))])),
+        case(
+            "change a value",
+            C,
+            Some(with_mf(cm(json!({"a": "1"})), vec![e("a", "Apply", "v1", fa(&["a"]))])),
+            cm(json!({"a": "2"})),
+            "a",
+            Exp::Ok(cm(json!({"a": "2"})), vec![("a", "Apply", fa(&["a"]))]),
+        ),
+        case(
+            "add a key",
+            C,
+            Some(with_mf(cm(json!({"a": "1"})), vec![e("a", "Apply", "v1", fa(&["a"]))])),
+            cm(json!({"a": "1", "b": "2"})),
+            "a",
+            Exp::Ok(cm(json!({"a": "1", "b": "2"})), vec![("a", "Apply", fa(&["a", "b"]))]),
+        ),
+        case(
+            "drop an owned key",
+            C,
+            Some(with_mf(cm(json!({"a": "1", "b": "2"})), vec![e("a", "Apply", "v1", fa(&["a", "b"]))])),
+            cm(json!({"b": "2"})),
+            "a",
+            Exp::Ok(cm(json!({"b": "2"})), vec![("a", "Apply", fa(&["b"]))]),
+        ),
         case(
             "drop every field: the map and the entry go",
             C,
@@ -238,7 +262,14 @@ fn configmap_cases() -> Vec<Case> {
             "b",
             Exp::Ok(cm(json!({"a": "1"})), vec![("b", "Apply", fa(&["a"])), ("kubectl-edit", "Update", fa(&["a"]))]),
         ),
-        forced(case("force takes the field", C, Some(with_mf(cm(json!({"a": "1"})), vec![edit(&["a"])])), cm(json!({"a": "2"})), "b", Exp::Ok(cm(json!({"a": "2"})), vec![("b", "Apply", fa(&["a"]))]))),
+        forced(case(
+            "force takes the field",
+            C,
+            Some(with_mf(cm(json!({"a": "1"})), vec![edit(&["a"])])),
+            cm(json!({"a": "2"})),
+            "b",
+            Exp::Ok(cm(json!({"a": "2"})), vec![("b", "Apply", fa(&["a"]))]),
+        )),
         forced(case(
             "force takes only the conflicting fields",
             C,
@@ -282,22 +313,25 @@ fn configmap_cases() -> Vec<Case> {
         case(
             "the resourceVersion precondition survives",
             C,
-            Some(with_mf(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "resourceVersion": "5"}, "data": {"a": "1"}}), vec![e("a", "Apply", "v1", fa(&["a"]))])),
+            Some(with_mf(
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "resourceVersion": "5"}, "data": {"a": "1"}}),
+                vec![e("a", "Apply", "v1", fa(&["a"]))],
+            )),
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "resourceVersion": "4"}, "data": {"a": "1"}}),
             "a",
             Exp::Ok(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "resourceVersion": "4"}, "data": {"a": "1"}}), vec![("a", "Apply", fa(&["a"]))]),
         ),
-        case(
-            "managedFields in the config",
-            C,
-            None,
-            with_mf(cm(json!({"a": "1"})), vec![e("a", "Apply", "v1", fa(&["a"]))]),
-            "a",
-            Exp::Err(400, "metadata.managedFields must be nil"),
-        ),
+        case("managedFields in the config", C, None, with_mf(cm(json!({"a": "1"})), vec![e("a", "Apply", "v1", fa(&["a"]))]), "a", Exp::Err(400, "metadata.managedFields must be nil")),
         case("another kind", C, None, json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "c"}}), "a", Exp::Err(400, "invalid object type: /v1, Kind=Secret")),
         case("another version", C, None, json!({"apiVersion": "v2", "kind": "ConfigMap", "metadata": {"name": "c"}}), "a", Exp::Err(400, "invalid object type: /v2, Kind=ConfigMap")),
-        case("a number where a string is declared", C, None, cm(json!({"a": 5})), "a", Exp::ErrPrefix(500, "failed to create typed patch object (d/c; /v1, Kind=ConfigMap): .data.a: expected string, got")),
+        case(
+            "a number where a string is declared",
+            C,
+            None,
+            cm(json!({"a": 5})),
+            "a",
+            Exp::ErrPrefix(500, "failed to create typed patch object (d/c; /v1, Kind=ConfigMap): .data.a: expected string, got"),
+        ),
         case(
             "an undeclared field",
             C,
@@ -317,7 +351,10 @@ fn configmap_cases() -> Vec<Case> {
         case(
             "annotation conflict",
             C,
-            Some(with_mf(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "annotations": {"k": "1"}}}), vec![e("x", "Update", "v1", json!({"f:metadata": {"f:annotations": {".": {}, "f:k": {}}}}))])),
+            Some(with_mf(
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "annotations": {"k": "1"}}}),
+                vec![e("x", "Update", "v1", json!({"f:metadata": {"f:annotations": {".": {}, "f:k": {}}}}))],
+            )),
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "annotations": {"k": "2"}}}),
             "a",
             Exp::Err(409, "Apply failed with 1 conflict: conflict with \"x\" using v1: .metadata.annotations.k"),
@@ -325,7 +362,10 @@ fn configmap_cases() -> Vec<Case> {
         case(
             "labels of two managers merge",
             C,
-            Some(with_mf(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "labels": {"a": "1"}}}), vec![e("x", "Update", "v1", json!({"f:metadata": {"f:labels": {".": {}, "f:a": {}}}}))])),
+            Some(with_mf(
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "labels": {"a": "1"}}}),
+                vec![e("x", "Update", "v1", json!({"f:metadata": {"f:labels": {".": {}, "f:a": {}}}}))],
+            )),
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "labels": {"b": "2"}}}),
             "a",
             Exp::Ok(
@@ -336,7 +376,10 @@ fn configmap_cases() -> Vec<Case> {
         case(
             "a subresource manager is named with it",
             C,
-            Some(with_mf(cm(json!({"a": "1"})), vec![json!({"manager": "m", "operation": "Update", "apiVersion": "v1", "time": T0, "fieldsType": "FieldsV1", "fieldsV1": fa(&["a"]), "subresource": "status"})])),
+            Some(with_mf(
+                cm(json!({"a": "1"})),
+                vec![json!({"manager": "m", "operation": "Update", "apiVersion": "v1", "time": T0, "fieldsType": "FieldsV1", "fieldsV1": fa(&["a"]), "subresource": "status"})],
+            )),
             cm(json!({"a": "2"})),
             "b",
             Exp::Err(409, "Apply failed with 1 conflict: conflict with \"m\" with subresource \"status\" using v1: .data.a"),
@@ -344,7 +387,10 @@ fn configmap_cases() -> Vec<Case> {
         case(
             "finalizers are a set: union",
             C,
-            Some(with_mf(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "finalizers": ["a"]}}), vec![e("x", "Update", "v1", json!({"f:metadata": {"f:finalizers": {".": {}, "v:\"a\"": {}}}}))])),
+            Some(with_mf(
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "finalizers": ["a"]}}),
+                vec![e("x", "Update", "v1", json!({"f:metadata": {"f:finalizers": {".": {}, "v:\"a\"": {}}}}))],
+            )),
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "finalizers": ["b"]}}),
             "m",
             Exp::Ok(
@@ -355,15 +401,24 @@ fn configmap_cases() -> Vec<Case> {
         case(
             "a set item the applier dropped goes",
             C,
-            Some(with_mf(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "finalizers": ["a", "b"]}}), vec![e("m", "Apply", "v1", json!({"f:metadata": {"f:finalizers": {"v:\"a\"": {}, "v:\"b\"": {}}}}))])),
+            Some(with_mf(
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "finalizers": ["a", "b"]}}),
+                vec![e("m", "Apply", "v1", json!({"f:metadata": {"f:finalizers": {"v:\"a\"": {}, "v:\"b\"": {}}}}))],
+            )),
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "finalizers": ["a"]}}),
             "m",
-            Exp::Ok(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "finalizers": ["a"]}}), vec![("m", "Apply", json!({"f:metadata": {"f:finalizers": {"v:\"a\"": {}}}}))]),
+            Exp::Ok(
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "finalizers": ["a"]}}),
+                vec![("m", "Apply", json!({"f:metadata": {"f:finalizers": {"v:\"a\"": {}}}}))],
+            ),
         ),
         case(
             "a shared set item is no conflict",
             C,
-            Some(with_mf(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "finalizers": ["a"]}}), vec![e("x", "Update", "v1", json!({"f:metadata": {"f:finalizers": {"v:\"a\"": {}}}}))])),
+            Some(with_mf(
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "finalizers": ["a"]}}),
+                vec![e("x", "Update", "v1", json!({"f:metadata": {"f:finalizers": {"v:\"a\"": {}}}}))],
+            )),
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "finalizers": ["a"]}}),
             "m",
             Exp::Ok(
@@ -380,7 +435,8 @@ fn nginx_fields() -> Value {
 
 fn deployment_cases() -> Vec<Case> {
     use K::Deployment as D;
-    let full = dep(json!({"replicas": 2, "selector": {"matchLabels": {"app": "w"}}, "template": {"metadata": {"labels": {"app": "w"}}, "spec": {"containers": [{"name": "nginx", "image": "nginx:1"}]}}}));
+    let full =
+        dep(json!({"replicas": 2, "selector": {"matchLabels": {"app": "w"}}, "template": {"metadata": {"labels": {"app": "w"}}, "spec": {"containers": [{"name": "nginx", "image": "nginx:1"}]}}}));
     let full_fields = json!({"f:spec": {"f:replicas": {}, "f:selector": {}, "f:template": {"f:metadata": {"f:labels": {"f:app": {}}}, "f:spec": {"f:containers": nginx_fields()}}}});
     let mut full_fields_no_replicas = full_fields.clone();
     full_fields_no_replicas["f:spec"].as_object_mut().unwrap().remove("f:replicas");
@@ -656,12 +712,18 @@ fn crd_cases() -> Vec<Case> {
             None,
             cr(json!({"replicas": 1, "items": [{"name": "a", "value": "x"}]})),
             "a",
-            Exp::Ok(cr(json!({"replicas": 1, "items": [{"name": "a", "value": "x"}]})), vec![("a", "Apply", sf(json!({"f:items": {"k:{\"name\":\"a\"}": {".": {}, "f:name": {}, "f:value": {}}}, "f:replicas": {}})))]),
+            Exp::Ok(
+                cr(json!({"replicas": 1, "items": [{"name": "a", "value": "x"}]})),
+                vec![("a", "Apply", sf(json!({"f:items": {"k:{\"name\":\"a\"}": {".": {}, "f:name": {}, "f:value": {}}}, "f:replicas": {}})))],
+            ),
         ),
         case(
             "two appliers of one keyed list",
             W,
-            Some(with_mf(cr(json!({"items": [{"name": "a", "value": "x"}]})), vec![e("A", "Apply", "stable.example.com/v1", sf(json!({"f:items": {"k:{\"name\":\"a\"}": {".": {}, "f:name": {}, "f:value": {}}}})))])),
+            Some(with_mf(
+                cr(json!({"items": [{"name": "a", "value": "x"}]})),
+                vec![e("A", "Apply", "stable.example.com/v1", sf(json!({"f:items": {"k:{\"name\":\"a\"}": {".": {}, "f:name": {}, "f:value": {}}}})))],
+            )),
             cr(json!({"items": [{"name": "b", "value": "y"}]})),
             "B",
             Exp::Ok(
@@ -683,7 +745,10 @@ fn crd_cases() -> Vec<Case> {
         case(
             "a conflict inside a custom keyed list",
             W,
-            Some(with_mf(cr(json!({"ports": [{"name": "p", "port": 81, "host": "h"}]})), vec![e("x", "Update", "stable.example.com/v1", sf(json!({"f:ports": {"k:{\"name\":\"p\",\"port\":81}": {"f:host": {}}}})))])),
+            Some(with_mf(
+                cr(json!({"ports": [{"name": "p", "port": 81, "host": "h"}]})),
+                vec![e("x", "Update", "stable.example.com/v1", sf(json!({"f:ports": {"k:{\"name\":\"p\",\"port\":81}": {"f:host": {}}}})))],
+            )),
             cr(json!({"ports": [{"name": "p", "port": 81, "host": "g"}]})),
             "a",
             Exp::Err(409, "Apply failed with 1 conflict: conflict with \"x\" using stable.example.com/v1: .spec.ports[name=\"p\",port=81].host"),
@@ -694,10 +759,7 @@ fn crd_cases() -> Vec<Case> {
             Some(with_mf(cr(json!({"tags": ["a"]})), vec![e("x", "Update", "stable.example.com/v1", sf(json!({"f:tags": {".": {}, "v:\"a\"": {}}})))])),
             cr(json!({"tags": ["b", "a"]})),
             "m",
-            Exp::Ok(
-                cr(json!({"tags": ["b", "a"]})),
-                vec![("m", "Apply", sf(json!({"f:tags": {"v:\"a\"": {}, "v:\"b\"": {}}}))), ("x", "Update", sf(json!({"f:tags": {".": {}, "v:\"a\"": {}}})))],
-            ),
+            Exp::Ok(cr(json!({"tags": ["b", "a"]})), vec![("m", "Apply", sf(json!({"f:tags": {"v:\"a\"": {}, "v:\"b\"": {}}}))), ("x", "Update", sf(json!({"f:tags": {".": {}, "v:\"a\"": {}}})))]),
         ),
         case(
             "a list without a list type is atomic",
@@ -796,7 +858,10 @@ fn crd_cases() -> Vec<Case> {
             W,
             Some(with_mf(
                 cr(json!({"replicas": 1, "nested": {"inner": {"x": "1", "y": "2"}}})),
-                vec![e("m", "Apply", "stable.example.com/v1", sf(json!({"f:nested": {"f:inner": {"f:x": {}}}, "f:replicas": {}}))), e("u", "Update", "stable.example.com/v1", sf(json!({"f:nested": {"f:inner": {"f:y": {}}}})))],
+                vec![
+                    e("m", "Apply", "stable.example.com/v1", sf(json!({"f:nested": {"f:inner": {"f:x": {}}}, "f:replicas": {}}))),
+                    e("u", "Update", "stable.example.com/v1", sf(json!({"f:nested": {"f:inner": {"f:y": {}}}}))),
+                ],
             )),
             cr(json!({"replicas": 1})),
             "m",
@@ -805,7 +870,14 @@ fn crd_cases() -> Vec<Case> {
                 vec![("m", "Apply", sf(json!({"f:replicas": {}}))), ("u", "Update", sf(json!({"f:nested": {"f:inner": {"f:y": {}}}})))],
             ),
         ),
-        case("an undeclared custom field", W, None, cr(json!({"bogus": 1})), "m", Exp::Err(500, "failed to create typed patch object (d/x; stable.example.com/v1, Kind=Widget): .spec.bogus: field not declared in schema")),
+        case(
+            "an undeclared custom field",
+            W,
+            None,
+            cr(json!({"bogus": 1})),
+            "m",
+            Exp::Err(500, "failed to create typed patch object (d/x; stable.example.com/v1, Kind=Widget): .spec.bogus: field not declared in schema"),
+        ),
         case(
             "a string where an integer is declared",
             W,
@@ -814,15 +886,32 @@ fn crd_cases() -> Vec<Case> {
             "m",
             Exp::Err(500, "failed to create typed patch object (d/x; stable.example.com/v1, Kind=Widget): .spec.replicas: expected numeric (int or float), got string"),
         ),
-        case("a string where a map is declared", W, None, cr(json!({"nested": "str"})), "m", Exp::Err(500, "failed to create typed patch object (d/x; stable.example.com/v1, Kind=Widget): .spec.nested: expected map, got str")),
-        case("a string where a list is declared", W, None, cr(json!({"tags": "a"})), "m", Exp::Err(500, "failed to create typed patch object (d/x; stable.example.com/v1, Kind=Widget): .spec.tags: expected list, got a")),
+        case(
+            "a string where a map is declared",
+            W,
+            None,
+            cr(json!({"nested": "str"})),
+            "m",
+            Exp::Err(500, "failed to create typed patch object (d/x; stable.example.com/v1, Kind=Widget): .spec.nested: expected map, got str"),
+        ),
+        case(
+            "a string where a list is declared",
+            W,
+            None,
+            cr(json!({"tags": "a"})),
+            "m",
+            Exp::Err(500, "failed to create typed patch object (d/x; stable.example.com/v1, Kind=Widget): .spec.tags: expected list, got a"),
+        ),
         case(
             "custom metadata is typed by ObjectMeta",
             W,
             None,
             json!({"apiVersion": "stable.example.com/v1", "kind": "Widget", "metadata": {"name": "x", "namespace": "d", "labels": {"a": "b"}}}),
             "m",
-            Exp::Ok(json!({"apiVersion": "stable.example.com/v1", "kind": "Widget", "metadata": {"name": "x", "namespace": "d", "labels": {"a": "b"}}}), vec![("m", "Apply", json!({"f:metadata": {"f:labels": {"f:a": {}}}}))]),
+            Exp::Ok(
+                json!({"apiVersion": "stable.example.com/v1", "kind": "Widget", "metadata": {"name": "x", "namespace": "d", "labels": {"a": "b"}}}),
+                vec![("m", "Apply", json!({"f:metadata": {"f:labels": {"f:a": {}}}}))],
+            ),
         ),
         case(
             "custom status is not applied on the main resource",
@@ -912,7 +1001,10 @@ fn last_applied_cases() -> Vec<Case> {
                         json!("{\"apiVersion\":\"v1\",\"data\":{\"a\":\"1\",\"b\":\"\\u003c\\u0026\\u003e\"},\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"c\",\"namespace\":\"d\"}}\n");
                     o
                 },
-                vec![("kubectl", "Apply", fa(&["a", "b"])), ("kubectl-client-side-apply", "Update", json!({"f:data": {"f:a": {}}, "f:metadata": {"f:annotations": {".": {}, "f:kubectl.kubernetes.io/last-applied-configuration": {}}}}))],
+                vec![
+                    ("kubectl", "Apply", fa(&["a", "b"])),
+                    ("kubectl-client-side-apply", "Update", json!({"f:data": {"f:a": {}}, "f:metadata": {"f:annotations": {".": {}, "f:kubectl.kubernetes.io/last-applied-configuration": {}}}})),
+                ],
             ),
         ),
         case(

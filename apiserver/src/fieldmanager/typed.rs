@@ -37,11 +37,8 @@ use crate::schema::{ListType, MapType, Schema, SchemaRef, Type};
 /// Key fields whose defaults kube's published OpenAPI carries
 /// (`+default="TCP"`) but our built-in definitions do not: (definition,
 /// field, default).
-const KEY_DEFAULTS: &[(&str, &str, &str)] = &[
-    ("io.k8s.api.core.v1.ContainerPort", "protocol", "TCP"),
-    ("io.k8s.api.core.v1.ServicePort", "protocol", "TCP"),
-    ("io.k8s.api.core.v1.EndpointPort", "protocol", "TCP"),
-];
+const KEY_DEFAULTS: &[(&str, &str, &str)] =
+    &[("io.k8s.api.core.v1.ContainerPort", "protocol", "TCP"), ("io.k8s.api.core.v1.ServicePort", "protocol", "TCP"), ("io.k8s.api.core.v1.EndpointPort", "protocol", "TCP")];
 
 /// What a node is.
 #[derive(Clone, Copy)]
@@ -128,9 +125,7 @@ impl<'a> Typer<'a> {
     fn allows_unknown(&self, s: Option<SchemaRef<'a>>, k: &str, depth: usize) -> bool {
         match s {
             None => true,
-            Some(s) => {
-                s.preserve_unknown_fields() || s.has_additional_properties() || !s.has_properties() || (self.is_resource(Some(s), depth) && matches!(k, "apiVersion" | "kind" | "metadata"))
-            }
+            Some(s) => s.preserve_unknown_fields() || s.has_additional_properties() || !s.has_properties() || (self.is_resource(Some(s), depth) && matches!(k, "apiVersion" | "kind" | "metadata")),
         }
     }
 
@@ -157,10 +152,7 @@ impl<'a> Typer<'a> {
                 }
                 if key.is_empty() {
                     let quoted: Vec<String> = keys.iter().map(|k| format!("{k:?}")).collect();
-                    return Err(format!(
-                        "associative list with keys has an element that omits all key fields [{}] (and doesn't have default values for any key fields)",
-                        quoted.join(" ")
-                    ));
+                    return Err(format!("associative list with keys has an element that omits all key fields [{}] (and doesn't have default values for any key fields)", quoted.join(" ")));
                 }
                 Ok(format!("k:{}", Value::Object(key)))
             }
@@ -183,7 +175,7 @@ impl<'a> Typer<'a> {
     /// `FromUnstructured`). Errors are structured-merge-diff's, prefixed
     /// with the path: `.spec.replicas: expected numeric (int or float), got
     /// string`.
-    pub(crate) fn to_field_set(&self, v: &Value) -> Result<FieldSet, String> {
+    pub(crate) fn field_set_of(&self, v: &Value) -> Result<FieldSet, String> {
         let mut out = FieldSet::default();
         let mut path = Vec::new();
         let mut errs = Vec::new();
