@@ -490,7 +490,28 @@ impl Store {
         let namespace = if self.resource.namespaced { meta::namespace(&obj).to_string() } else { String::new() };
         let mut attrs = self.attributes(ctx, op, part, &name, &namespace, Some(obj), old, options, dry_run);
         self.admission.admit(&mut attrs).await?;
-        attrs.object.take().ok_or_else(|| Status::internal("an admission plugin dropped the object"))
+        let mut obj = attrs.object.take().ok_or_else(|| Status::internal("an admission plugin dropped the object"))?;
+        self.decode_admitted(&mut obj)?;
+        Ok(obj)
+    }
+
+    /// What mutating admission returned, decoded again as kube's dispatcher
+    /// decodes a webhook's or policy's patched object: a built-in object
+    /// with a value of the wrong type is a 500 (whatever the failure
+    /// policy, since the plugin answered), and fields the schema does not
+    /// declare are dropped.
+    ///
+    /// # Errors
+    /// 500 InternalError with Go's decoding error.
+    fn decode_admitted(&self, obj: &mut Value) -> Result<(), Status> {
+        let Some(schema) = self.schema() else { return Ok(()) };
+        if schema.origin() != Origin::Custom {
+            if let Some(e) = schema.type_error(obj) {
+                return Err(Status::internal(e));
+            }
+        }
+        schema.prune(obj);
+        Ok(())
     }
 
     /// Validating admission.

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err, missing_docs)]
 
 mod admission_builtins;
+mod admission_decode;
 mod admission_order;
 mod admission_policies;
 mod admission_webhooks;
