@@ -94,7 +94,7 @@ pub fn apply(schema: Option<&Schema>, live: Option<&Value>, config: &Value, req:
     let former = parse_entries(managed_fields(live));
 
     let scoped = scope_config(config, req.scope);
-    let config_set = typer.to_field_set(&scoped).map_err(|e| {
+    let config_set = typer.field_set_of(&scoped).map_err(|e| {
         let meta = |k: &str| config.get("metadata").and_then(|m| m.get(k)).and_then(Value::as_str).unwrap_or("").to_string();
         ApplyError::TypedPatch(format!("failed to create typed patch object ({}/{}; {}): {e}", meta("namespace"), meta("name"), gvk_string(s("apiVersion"), s("kind"))))
     })?;

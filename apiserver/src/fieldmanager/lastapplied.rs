@@ -34,7 +34,7 @@ pub(crate) fn allowed_conflicts(typer: &Typer<'_>, live: &Value, api_version: &s
     if last.get("apiVersion").and_then(Value::as_str) != Some(api_version) {
         return None;
     }
-    let mut set = typer.to_field_set(&last).ok()?;
+    let mut set = typer.field_set_of(&last).ok()?;
     let cmp = typer.compare(&last, live);
     set.difference(&cmp.modified);
     set.difference(&cmp.added);

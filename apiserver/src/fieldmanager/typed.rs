@@ -37,11 +37,8 @@ use crate::schema::{ListType, MapType, Schema, SchemaRef, Type};
 /// Key fields whose defaults kube's published OpenAPI carries
 /// (`+default="TCP"`) but our built-in definitions do not: (definition,
 /// field, default).
-const KEY_DEFAULTS: &[(&str, &str, &str)] = &[
-    ("io.k8s.api.core.v1.ContainerPort", "protocol", "TCP"),
-    ("io.k8s.api.core.v1.ServicePort", "protocol", "TCP"),
-    ("io.k8s.api.core.v1.EndpointPort", "protocol", "TCP"),
-];
+const KEY_DEFAULTS: &[(&str, &str, &str)] =
+    &[("io.k8s.api.core.v1.ContainerPort", "protocol", "TCP"), ("io.k8s.api.core.v1.ServicePort", "protocol", "TCP"), ("io.k8s.api.core.v1.EndpointPort", "protocol", "TCP")];
 
 /// What a node is.
 #[derive(Clone, Copy)]
@@ -128,9 +125,7 @@ impl<'a> Typer<'a> {
     fn allows_unknown(&self, s: Option<SchemaRef<'a>>, k: &str, depth: usize) -> bool {
         match s {
             None => true,
-            Some(s) => {
-                s.preserve_unknown_fields() || s.has_additional_properties() || !s.has_properties() || (self.is_resource(Some(s), depth) && matches!(k, "apiVersion" | "kind" | "metadata"))
-            }
+            Some(s) => s.preserve_unknown_fields() || s.has_additional_properties() || !s.has_properties() || (self.is_resource(Some(s), depth) && matches!(k, "apiVersion" | "kind" | "metadata")),
         }
     }
 
@@ -157,10 +152,7 @@ impl<'a> Typer<'a> {
                 }
                 if key.is_empty() {
                     let quoted: Vec<String> = keys.iter().map(|k| format!("{k:?}")).collect();
-                    return Err(format!(
-                        "associative list with keys has an element that omits all key fields [{}] (and doesn't have default values for any key fields)",
-                        quoted.join(" ")
-                    ));
+                    return Err(format!("associative list with keys has an element that omits all key fields [{}] (and doesn't have default values for any key fields)", quoted.join(" ")));
                 }
                 Ok(format!("k:{}", Value::Object(key)))
             }
@@ -183,7 +175,7 @@ impl<'a> Typer<'a> {
     /// `FromUnstructured`). Errors are structured-merge-diff's, prefixed
     /// with the path: `.spec.replicas: expected numeric (int or float), got
     /// string`.
-    pub(crate) fn to_field_set(&self, v: &Value) -> Result<FieldSet, String> {
+    pub(crate) fn field_set_of(&self, v: &Value) -> Result<FieldSet, String> {
         let mut out = FieldSet::default();
         let mut path = Vec::new();
         let mut errs = Vec::new();
@@ -365,7 +357,23 @@ impl<'a> Typer<'a> {
 
     fn mrg(&self, s: Option<SchemaRef<'a>>, lhs: Option<&Value>, rhs: Option<&Value>, depth: usize, path: &mut Vec<String>) -> Result<Option<Value>, String> {
         let Some(r) = rhs else { return Ok(lhs.cloned()) };
-        let Some(l) = lhs else { return Ok(Some(r.clone())) };
+        // A value only in the config is still walked (against an empty
+        // one), so its lists are checked for duplicate keys.
+        let empty;
+        let l = match lhs {
+            Some(l) => l,
+            None => match r {
+                Value::Object(_) => {
+                    empty = Value::Object(Map::new());
+                    &empty
+                }
+                Value::Array(_) => {
+                    empty = Value::Array(Vec::new());
+                    &empty
+                }
+                _ => return Ok(Some(r.clone())),
+            },
+        };
         if std::mem::discriminant(l) != std::mem::discriminant(r) {
             return Ok(Some(r.clone()));
         }
