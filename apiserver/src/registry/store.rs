@@ -87,13 +87,13 @@ pub trait ShownAs: Send + Sync {
     fn kind(&self) -> (&'static str, &'static str, &'static str);
     /// The object as the subresource's kind, with the managedFields entries
     /// that own what the subresource shows.
-    fn to_subresource(&self, obj: &Value) -> Value;
+    fn shown(&self, obj: &Value) -> Value;
     /// `obj` with the applied subresource `sub` carried back: its values,
     /// and its entries' ownership of what the subresource shows.
     ///
     /// # Errors
     /// The subresource's own validation (a Scale without replicas).
-    fn from_subresource(&self, sub: &Value, obj: &Value) -> Result<Value, Status>;
+    fn carry_back(&self, sub: &Value, obj: &Value) -> Result<Value, Status>;
 }
 
 /// Who records the write's fields in `metadata.managedFields`.
@@ -379,8 +379,8 @@ impl Store {
             let schema = self.schemas.of_kind(group, version, kind);
             let api_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
             let req = fieldmanager::ApplyRequest { manager, api_version: &api_version, kind, subresource: part.subresource, scope: fieldmanager::Scope::All, force: opts.force, now: &now };
-            let sub = fieldmanager::apply(schema.as_ref(), Some(&t.to_subresource(current)), config, &req).map_err(|e| e.into_status(&r.group, &r.resource, name))?;
-            return t.from_subresource(&sub, current);
+            let sub = fieldmanager::apply(schema.as_ref(), Some(&t.shown(current)), config, &req).map_err(|e| e.into_status(&r.group, &r.resource, name))?;
+            return t.carry_back(&sub, current);
         }
         let schema = self.schema();
         let api_version = r.api_version();
@@ -592,14 +592,14 @@ impl Store {
         let namespace = if self.resource.namespaced { meta::namespace(&obj).to_string() } else { String::new() };
         if let Some(t) = part.shown_as {
             // Plugins see (and change) the subresource's kind.
-            let sub_old = old.map(|o| t.to_subresource(o));
-            let mut attrs = self.attributes(ctx, op, part, &name, &namespace, Some(t.to_subresource(&obj)), sub_old.as_ref(), options, dry_run);
+            let sub_old = old.map(|o| t.shown(o));
+            let mut attrs = self.attributes(ctx, op, part, &name, &namespace, Some(t.shown(&obj)), sub_old.as_ref(), options, dry_run);
             let (group, version, kind) = t.kind();
             attrs.kind = admission::Kind { group, version, kind };
             attrs.request_kind = attrs.kind;
             self.admission.admit(&mut attrs).await?;
             let sub = attrs.object.take().ok_or_else(|| Status::internal("an admission plugin dropped the object"))?;
-            let mut obj = t.from_subresource(&sub, &obj)?;
+            let mut obj = t.carry_back(&sub, &obj)?;
             self.decode_admitted(&mut obj)?;
             return Ok(obj);
         }
@@ -639,8 +639,8 @@ impl Store {
         let name = meta::name(about).to_string();
         let namespace = if self.resource.namespaced { meta::namespace(about).to_string() } else { String::new() };
         if let Some(t) = part.shown_as {
-            let sub_old = old.map(|o| t.to_subresource(o));
-            let mut attrs = self.attributes(ctx, op, part, &name, &namespace, obj.map(|o| t.to_subresource(o)), sub_old.as_ref(), options, dry_run);
+            let sub_old = old.map(|o| t.shown(o));
+            let mut attrs = self.attributes(ctx, op, part, &name, &namespace, obj.map(|o| t.shown(o)), sub_old.as_ref(), options, dry_run);
             let (group, version, kind) = t.kind();
             attrs.kind = admission::Kind { group, version, kind };
             attrs.request_kind = attrs.kind;

@@ -268,14 +268,14 @@ impl ShownAs for AsScale {
         ("autoscaling", "v1", "Scale")
     }
 
-    fn to_subresource(&self, obj: &Value) -> Value {
+    fn shown(&self, obj: &Value) -> Value {
         let mut scale = to_scale(obj);
         let mapped = entries(obj).iter().filter(|e| owns_replicas(e)).map(|e| replicas_entry(e, "autoscaling/v1")).collect();
         set_entries(&mut scale, mapped);
         scale
     }
 
-    fn from_subresource(&self, sub: &Value, obj: &Value) -> Result<Value, Status> {
+    fn carry_back(&self, sub: &Value, obj: &Value) -> Result<Value, Status> {
         let mut new = from_scale(sub, obj)?;
         let owners = entries(sub);
         let mut out = Vec::new();

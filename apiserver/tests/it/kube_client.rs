@@ -161,7 +161,8 @@ async fn kube_crate_server_side_apply() {
                  "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object", "properties": {
                      "spec": {"type": "object", "properties": {"size": {"type": "integer"}, "color": {"type": "string"}}}}}}}]},
     });
-    let crds: Api<DynamicObject> = Api::all_with(c.clone(), &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"), "customresourcedefinitions"));
+    let crds: Api<DynamicObject> =
+        Api::all_with(c.clone(), &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"), "customresourcedefinitions"));
     crds.patch("gadgets.kube.example.com", &PatchParams::apply("setup"), &Patch::Apply(&crd)).await.unwrap();
     let gadgets: Api<DynamicObject> = Api::namespaced_with(c, "default", &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("kube.example.com", "v1", "Gadget"), "gadgets"));
     let gadget = |size: i64| serde_json::json!({"apiVersion": "kube.example.com/v1", "kind": "Gadget", "metadata": {"name": "g"}, "spec": {"size": size}});
