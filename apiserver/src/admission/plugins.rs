@@ -55,7 +55,9 @@ pub const ORDERED: &[&str] = &[
     "AlwaysDeny",
 ];
 
-/// The plugins kube-apiserver enables when no flag says otherwise.
+/// The plugins kube-apiserver enables when no flag says otherwise: kube
+/// 1.36's set, where MutatingAdmissionPolicy is stable and on (we serve its
+/// v1 API, so a policy a user creates runs).
 pub const DEFAULT_ON: &[&str] = &[
     "NamespaceLifecycle",
     "LimitRanger",
@@ -73,6 +75,7 @@ pub const DEFAULT_ON: &[&str] = &[
     "ClusterTrustBundleAttest",
     "CertificateSubjectRestriction",
     "DefaultIngressClass",
+    "MutatingAdmissionPolicy",
     "MutatingAdmissionWebhook",
     "ValidatingAdmissionPolicy",
     "ValidatingAdmissionWebhook",
@@ -202,6 +205,7 @@ mod tests {
         let on = enabled(&[], &[]).unwrap_or_default();
         assert_eq!(on.len(), DEFAULT_ON.len());
         assert_eq!(on.first(), Some(&"NamespaceLifecycle"));
+        assert!(on.contains(&"MutatingAdmissionPolicy"), "{on:?}");
         let on = enabled(&s(&["AlwaysDeny", "AlwaysAdmit"]), &s(&["NamespaceLifecycle", "ResourceQuota"])).unwrap_or_default();
         assert_eq!(on.first(), Some(&"AlwaysAdmit"));
         assert_eq!(on.last(), Some(&"AlwaysDeny"));

@@ -142,7 +142,7 @@ impl AggregationController {
         updated["rules"] = json!(rules.iter().map(PolicyRule::to_json).collect::<Vec<_>>());
         let (user, warnings) = (internal_user(), Warnings::default());
         let ctx = Context { namespace: "", user: &user, user_agent: Some("clusterrole-aggregation-controller"), warnings: &warnings, audit: None };
-        let opts = WriteOptions { kind: "UpdateOptions", dry_run: false, field_manager: Some("clusterrole-aggregation-controller".into()), field_validation: FieldValidation::Ignore };
+        let opts = WriteOptions { kind: "UpdateOptions", dry_run: false, field_manager: Some("clusterrole-aggregation-controller".into()), field_validation: FieldValidation::Ignore, force: false };
         match self.roles.update(&ctx, name, &SetRules(updated), &opts).await {
             Ok(_) => Ok(()),
             Err(s) if s.is_not_found() => Ok(()),

@@ -226,7 +226,7 @@ impl UpdatedObjectInfo for DropFinalizer {
 }
 
 fn write_options() -> WriteOptions {
-    WriteOptions { kind: "UpdateOptions", dry_run: false, field_manager: Some("apiextensions-controller".into()), field_validation: FieldValidation::Ignore }
+    WriteOptions { kind: "UpdateOptions", dry_run: false, field_manager: Some("apiextensions-controller".into()), field_validation: FieldValidation::Ignore, force: false }
 }
 
 impl CrdController {

@@ -54,7 +54,7 @@ pub struct Election {
 }
 
 fn write_options() -> WriteOptions {
-    WriteOptions { kind: "UpdateOptions", dry_run: false, field_manager: Some("leader-election".into()), field_validation: crate::registry::rest::FieldValidation::Ignore }
+    WriteOptions { kind: "UpdateOptions", dry_run: false, field_manager: Some("leader-election".into()), field_validation: crate::registry::rest::FieldValidation::Ignore, force: false }
 }
 
 impl Election {

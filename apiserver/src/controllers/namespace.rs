@@ -143,8 +143,8 @@ impl NamespaceController {
         }
         let (user, warnings) = (internal_user(), Warnings::default());
         let ctx = Context { namespace: "", user: &user, user_agent: Some("namespace-controller"), warnings: &warnings, audit: None };
-        let opts = WriteOptions { kind: "UpdateOptions", dry_run: false, field_manager: Some("namespace-controller".into()), field_validation: FieldValidation::Ignore };
-        match self.namespaces.update_part(&ctx, name, &Finalize, &opts, Part { subresource: "finalize", status_only: false }).await {
+        let opts = WriteOptions { kind: "UpdateOptions", dry_run: false, field_manager: Some("namespace-controller".into()), field_validation: FieldValidation::Ignore, force: false };
+        match self.namespaces.update_part(&ctx, name, &Finalize, &opts, Part { subresource: "finalize", status_only: false, shown_as: None }).await {
             Ok(_) => Ok(true),
             Err(s) if s.is_not_found() => Ok(true),
             Err(s) => Err(s),

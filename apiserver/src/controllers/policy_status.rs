@@ -135,7 +135,7 @@ impl PolicyStatusController {
         let info = SetStatus { generation: policy["metadata"]["generation"].as_i64().unwrap_or(0), warnings };
         let (user, sink) = (internal_user(), Warnings::default());
         let ctx = Context { namespace: "", user: &user, user_agent: Some(LEASE), warnings: &sink, audit: None };
-        let opts = WriteOptions { kind: "UpdateOptions", dry_run: false, field_manager: Some(LEASE.into()), field_validation: FieldValidation::Ignore };
+        let opts = WriteOptions { kind: "UpdateOptions", dry_run: false, field_manager: Some(LEASE.into()), field_validation: FieldValidation::Ignore, force: false };
         match self.policies.update_part(&ctx, name, &info, &opts, Part::STATUS).await {
             Ok(_) => Ok(()),
             Err(s) if s.is_not_found() => Ok(()),

@@ -102,7 +102,7 @@ async fn reconcile_all(roles: &Store, role_lister: &Lister, bindings: &Store, bi
     let user = internal_user();
     let warnings = Warnings::default();
     let ctx = Context { namespace: "", user: &user, user_agent: Some("rbac-bootstrap"), warnings: &warnings, audit: None };
-    let opts = |kind| WriteOptions { kind, dry_run: false, field_manager: Some("kube-apiserver".into()), field_validation: FieldValidation::Ignore };
+    let opts = |kind| WriteOptions { kind, dry_run: false, field_manager: Some("kube-apiserver".into()), field_validation: FieldValidation::Ignore, force: false };
     let sets = [(roles, role_lister, bootstrap::cluster_roles()), (bindings, binding_lister, bootstrap::cluster_role_bindings())];
     for (store, lister, expected) in sets {
         for want in expected {

@@ -215,7 +215,7 @@ impl ServiceAccountController {
 }
 
 fn opts(kind: &'static str, manager: &str) -> WriteOptions {
-    WriteOptions { kind, dry_run: false, field_manager: Some(manager.into()), field_validation: FieldValidation::Ignore }
+    WriteOptions { kind, dry_run: false, field_manager: Some(manager.into()), field_validation: FieldValidation::Ignore, force: false }
 }
 
 fn ignore_exists<T>(r: Result<T, Status>) -> Result<(), Status> {

@@ -189,7 +189,7 @@ async fn drop_finalizer(store: &Store, ctx: &Context<'_>, obj: &Value, finalizer
     if let Some(list) = updated["metadata"]["finalizers"].as_array_mut() {
         list.retain(|f| f != finalizer);
     }
-    let opts = WriteOptions { kind: "UpdateOptions", dry_run: false, field_manager: Some(LEASE.into()), field_validation: FieldValidation::Ignore };
+    let opts = WriteOptions { kind: "UpdateOptions", dry_run: false, field_manager: Some(LEASE.into()), field_validation: FieldValidation::Ignore, force: false };
     match store.update(ctx, meta::name(obj), &Replace(updated), &opts).await {
         Ok(_) => Ok(()),
         Err(s) if s.is_not_found() => Ok(()),

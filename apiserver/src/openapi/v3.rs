@@ -142,6 +142,7 @@ impl Ops<'_> {
         if self.strategic {
             content["application/strategic-merge-patch+json"] = json!({"schema": patch});
         }
+        content["application/apply-patch+yaml"] = json!({"schema": patch});
         let body = json!({"content": content, "required": true});
         let mut params = write_params();
         params.push(query_param("force", "Force is going to \"force\" Apply requests.", s_bool()));

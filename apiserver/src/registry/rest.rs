@@ -61,6 +61,9 @@ pub struct WriteOptions {
     pub field_manager: Option<String>,
     /// `fieldValidation`.
     pub field_validation: FieldValidation,
+    /// `force` (PatchOptions of a server-side apply): take the fields
+    /// other managers own instead of failing with their conflicts.
+    pub force: bool,
 }
 
 impl WriteOptions {
@@ -74,6 +77,9 @@ impl WriteOptions {
         }
         if let Some(f) = &self.field_manager {
             m.insert("fieldManager".into(), f.clone().into());
+        }
+        if self.force {
+            m.insert("force".into(), true.into());
         }
         Value::Object(m)
     }
@@ -152,6 +158,16 @@ pub trait UpdatedObjectInfo: Send + Sync {
     /// creates on update; never a patch).
     fn may_create(&self) -> bool {
         true
+    }
+
+    /// The apply configuration of a server-side apply
+    /// (`application/apply-patch+yaml`), or `None` for every other update.
+    /// The store merges it into the current object itself and records its
+    /// fields as the manager's `Apply` entry ([`crate::fieldmanager::apply`])
+    /// instead of calling [`UpdatedObjectInfo::updated_object`]; a missing
+    /// object is created from it.
+    fn apply_config(&self) -> Option<&Value> {
+        None
     }
 }
 

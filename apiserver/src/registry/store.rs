@@ -14,7 +14,9 @@
 //!
 //! An update runs the same checks inside a guaranteed update, on the new
 //! object that an [`UpdatedObjectInfo`] makes of the current one (the PUT
-//! body, or a patch applied to it), so a lost race runs them again; a stale
+//! body, or a patch applied to it; for a server-side apply, the store
+//! merges the configuration and records its `Apply` entry itself instead
+//! of the `Update` one), so a lost race runs them again; a stale
 //! `metadata.resourceVersion` is 409 Conflict. Only `status` changes through
 //! the status subresource. An object being deleted whose last finalizer goes
 //! is deleted by that update.
@@ -47,7 +49,7 @@ use crate::warning::Warnings;
 
 /// Which part of an object an update writes, set by the REST object that
 /// calls [`Store::update_part`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub struct Part {
     /// The subresource written (`""`, `status`, `scale`, `finalize`), as
     /// recorded in managedFields and shown to admission.
@@ -56,13 +58,59 @@ pub struct Part {
     /// is kept from the current object for types with a status
     /// subresource.
     pub status_only: bool,
+    /// The kind the subresource shows its object as, when it is another
+    /// (a Deployment's Scale): admission sees that kind, and a server-side
+    /// apply runs on it.
+    pub shown_as: Option<&'static dyn ShownAs>,
+}
+
+impl PartialEq for Part {
+    fn eq(&self, other: &Part) -> bool {
+        self.subresource == other.subresource && self.status_only == other.status_only
+    }
+}
+
+impl Eq for Part {}
+
+impl std::fmt::Debug for Part {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Part").field("subresource", &self.subresource).field("status_only", &self.status_only).field("shown_as", &self.shown_as.map(|s| s.kind())).finish()
+    }
+}
+
+/// A subresource that shows its object as another kind (the Scale of a
+/// Deployment), as kube's scale REST does: admission sees the object as that
+/// kind, and a server-side apply runs on it with the object's field
+/// ownership mapped onto it; results and ownership go back to the object.
+pub trait ShownAs: Send + Sync {
+    /// The subresource's kind: (group, version, kind).
+    fn kind(&self) -> (&'static str, &'static str, &'static str);
+    /// The object as the subresource's kind, with the managedFields entries
+    /// that own what the subresource shows.
+    fn shown(&self, obj: &Value) -> Value;
+    /// `obj` with the applied subresource `sub` carried back: its values,
+    /// and its entries' ownership of what the subresource shows.
+    ///
+    /// # Errors
+    /// The subresource's own validation (a Scale without replicas).
+    fn carry_back(&self, sub: &Value, obj: &Value) -> Result<Value, Status>;
+}
+
+/// Who records the write's fields in `metadata.managedFields`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tracking {
+    /// The store, as the request manager's `Update` entry.
+    Update,
+    /// Already done: a server-side apply wrote its `Apply` entry while
+    /// merging its configuration.
+    Applied,
 }
 
 impl Part {
     /// The main resource.
-    pub const MAIN: Part = Part { subresource: "", status_only: false };
+    pub const MAIN: Part = Part { subresource: "", status_only: false, shown_as: None };
     /// The status subresource.
-    pub const STATUS: Part = Part { subresource: "status", status_only: true };
+    pub const STATUS: Part = Part { subresource: "status", status_only: true, shown_as: None };
 }
 
 /// The generic store of one resource.
@@ -289,28 +337,67 @@ impl Store {
         }
     }
 
-    /// Records the request's manager in `metadata.managedFields` (operation
-    /// `Update`; see [`crate::fieldmanager`]).
-    fn track_managed_fields(&self, ctx: &Context<'_>, opts: &WriteOptions, part: Part, old: Option<&Value>, new: &mut Value) {
-        use crate::fieldmanager::{self, Scope};
-        let r = &self.resource;
-        let schema = self.schema();
-        let manager = fieldmanager::manager_name(opts.field_manager.as_deref(), ctx.user_agent);
-        let scope = if part.status_only {
+    /// The part of the object a write of `part` may own fields in.
+    fn field_scope(&self, part: Part) -> crate::fieldmanager::Scope {
+        use crate::fieldmanager::Scope;
+        if part.status_only {
             Scope::StatusOnly
-        } else if r.strategy.has_status() {
+        } else if self.resource.strategy.has_status() {
             Scope::NoStatus
         } else {
             Scope::All
-        };
+        }
+    }
+
+    /// Records the request's manager in `metadata.managedFields` (operation
+    /// `Update`; see [`crate::fieldmanager`]).
+    fn track_managed_fields(&self, ctx: &Context<'_>, opts: &WriteOptions, part: Part, old: Option<&Value>, new: &mut Value) {
+        use crate::fieldmanager;
+        let r = &self.resource;
+        let schema = self.schema();
+        let manager = fieldmanager::manager_name(opts.field_manager.as_deref(), ctx.user_agent);
         let api_version = r.api_version();
         let now = meta::now();
-        fieldmanager::update(schema.as_ref(), old, new, &fieldmanager::Request { manager: &manager, api_version: &api_version, subresource: part.subresource, scope, now: &now });
+        let req = fieldmanager::Request { manager: &manager, api_version: &api_version, subresource: part.subresource, scope: self.field_scope(part), now: &now };
+        fieldmanager::update(schema.as_ref(), old, new, &req);
+    }
+
+    /// A server-side apply of `config` to `current` (`None`: the object
+    /// `name` does not exist): the merged object with the manager's `Apply`
+    /// entry in `metadata.managedFields` (see [`crate::fieldmanager::apply`]).
+    ///
+    /// # Errors
+    /// 409 with the conflicts with other managers (unless `force`); 400 for
+    /// a configuration of another kind or one that does not fit the schema.
+    fn apply_configuration(&self, current: Option<&Value>, config: &Value, name: &str, opts: &WriteOptions, part: Part) -> Result<Value, Status> {
+        use crate::fieldmanager;
+        let r = &self.resource;
+        let now = meta::now();
+        let manager = opts.field_manager.as_deref().unwrap_or("");
+        if let (Some(t), Some(current)) = (part.shown_as, current) {
+            let (group, version, kind) = t.kind();
+            let schema = self.schemas.of_kind(group, version, kind);
+            let api_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+            let req = fieldmanager::ApplyRequest { manager, api_version: &api_version, kind, subresource: part.subresource, scope: fieldmanager::Scope::All, force: opts.force, now: &now };
+            let sub = fieldmanager::apply(schema.as_ref(), Some(&t.shown(current)), config, &req).map_err(|e| e.into_status(&r.group, &r.resource, name))?;
+            return t.carry_back(&sub, current);
+        }
+        let schema = self.schema();
+        let api_version = r.api_version();
+        let req = fieldmanager::ApplyRequest { manager, api_version: &api_version, kind: &r.kind, subresource: part.subresource, scope: self.field_scope(part), force: opts.force, now: &now };
+        let mut obj = fieldmanager::apply(schema.as_ref(), current, config, &req).map_err(|e| e.into_status(&r.group, &r.resource, name))?;
+        // The URL names the object; a configuration without a name takes it.
+        if let Some(m) = meta::meta_mut(&mut obj) {
+            if m.get("name").and_then(Value::as_str).is_none_or(str::is_empty) {
+                m.insert("name".into(), Value::String(name.to_string()));
+            }
+        }
+        Ok(obj)
     }
 
     /// Prepares a new object: type and namespace, generated name, uid,
     /// creation timestamp, generation, defaults, managedFields, strategy.
-    fn prepare_create(&self, ctx: &Context<'_>, obj: &mut Value, opts: &WriteOptions, part: Part) -> Result<(), Status> {
+    fn prepare_create(&self, ctx: &Context<'_>, obj: &mut Value, opts: &WriteOptions, part: Part, tracking: Tracking) -> Result<(), Status> {
         validate_field_manager(opts)?;
         self.check_type_meta(obj)?;
         self.prune_unknown_fields(opts.field_validation, ctx.warnings, obj)?;
@@ -343,15 +430,17 @@ impl Store {
         // Fields are tracked after defaulting and before the strategy, as kube's
         // create handler does: defaults count as the request's, fields the
         // server generates (a Job's selector) do not.
-        self.track_managed_fields(ctx, opts, part, None, obj);
+        if tracking == Tracking::Update {
+            self.track_managed_fields(ctx, opts, part, None, obj);
+        }
         strategy.prepare_for_create(obj);
         Ok(())
     }
 
     /// A new object through prepare, admission and validation: what is
     /// created.
-    async fn admit_new(&self, ctx: &Context<'_>, mut obj: Value, opts: &WriteOptions, part: Part) -> Result<Value, Status> {
-        self.prepare_create(ctx, &mut obj, opts, part)?;
+    async fn admit_new(&self, ctx: &Context<'_>, mut obj: Value, opts: &WriteOptions, part: Part, tracking: Tracking) -> Result<Value, Status> {
+        self.prepare_create(ctx, &mut obj, opts, part, tracking)?;
         let options = self.options_json(Operation::Create, opts);
         let obj = self.admit(ctx, Operation::Create, part, obj, None, &options, opts.dry_run).await?;
         self.validate(&obj, None)?;
@@ -364,7 +453,7 @@ impl Store {
     /// defaults, managedFields, strategy, generation bump, admission and
     /// validation. Returns what to write; an object being deleted that no
     /// finalizer holds (any more) is deleted.
-    async fn admit_update(&self, ctx: &Context<'_>, mut new: Value, old: &Value, opts: &WriteOptions, part: Part) -> Result<Update, Status> {
+    async fn admit_update(&self, ctx: &Context<'_>, mut new: Value, old: &Value, opts: &WriteOptions, part: Part, tracking: Tracking) -> Result<Update, Status> {
         let r = &self.resource;
         validate_field_manager(opts)?;
         self.check_type_meta(&mut new)?;
@@ -400,12 +489,25 @@ impl Store {
                     }
                 }
             }
+            if tracking == Tracking::Applied {
+                // The apply's entries, written for the whole object.
+                if let Some(m) = meta::meta_mut(&mut merged) {
+                    match new.get("metadata").and_then(|n| n.get("managedFields")) {
+                        Some(f) => m.insert("managedFields".into(), f.clone()),
+                        None => m.remove("managedFields"),
+                    };
+                }
+            }
             new = merged;
-            self.track_managed_fields(ctx, opts, part, Some(old), &mut new);
+            if tracking == Tracking::Update {
+                self.track_managed_fields(ctx, opts, part, Some(old), &mut new);
+            }
         } else {
             carry_system_meta(&mut new, old)?;
             r.strategy.default(&mut new);
-            self.track_managed_fields(ctx, opts, part, Some(old), &mut new);
+            if tracking == Tracking::Update {
+                self.track_managed_fields(ctx, opts, part, Some(old), &mut new);
+            }
             r.strategy.prepare_for_update(&mut new, old);
             if r.strategy.has_generation() {
                 let gen = old["metadata"]["generation"].as_i64().unwrap_or(1);
@@ -488,9 +590,43 @@ impl Store {
         }
         let name = meta::name(&obj).to_string();
         let namespace = if self.resource.namespaced { meta::namespace(&obj).to_string() } else { String::new() };
+        if let Some(t) = part.shown_as {
+            // Plugins see (and change) the subresource's kind.
+            let sub_old = old.map(|o| t.shown(o));
+            let mut attrs = self.attributes(ctx, op, part, &name, &namespace, Some(t.shown(&obj)), sub_old.as_ref(), options, dry_run);
+            let (group, version, kind) = t.kind();
+            attrs.kind = admission::Kind { group, version, kind };
+            attrs.request_kind = attrs.kind;
+            self.admission.admit(&mut attrs).await?;
+            let sub = attrs.object.take().ok_or_else(|| Status::internal("an admission plugin dropped the object"))?;
+            let mut obj = t.carry_back(&sub, &obj)?;
+            self.decode_admitted(&mut obj)?;
+            return Ok(obj);
+        }
         let mut attrs = self.attributes(ctx, op, part, &name, &namespace, Some(obj), old, options, dry_run);
         self.admission.admit(&mut attrs).await?;
-        attrs.object.take().ok_or_else(|| Status::internal("an admission plugin dropped the object"))
+        let mut obj = attrs.object.take().ok_or_else(|| Status::internal("an admission plugin dropped the object"))?;
+        self.decode_admitted(&mut obj)?;
+        Ok(obj)
+    }
+
+    /// What mutating admission returned, decoded again as kube's dispatcher
+    /// decodes a webhook's or policy's patched object: a built-in object
+    /// with a value of the wrong type is a 500 (whatever the failure
+    /// policy, since the plugin answered), and fields the schema does not
+    /// declare are dropped.
+    ///
+    /// # Errors
+    /// 500 InternalError with Go's decoding error.
+    fn decode_admitted(&self, obj: &mut Value) -> Result<(), Status> {
+        let Some(schema) = self.schema() else { return Ok(()) };
+        if schema.origin() != Origin::Custom {
+            if let Some(e) = schema.type_error(obj) {
+                return Err(Status::internal(e));
+            }
+        }
+        schema.prune(obj);
+        Ok(())
     }
 
     /// Validating admission.
@@ -502,6 +638,14 @@ impl Store {
         let about = obj.or(old).unwrap_or(&Value::Null);
         let name = meta::name(about).to_string();
         let namespace = if self.resource.namespaced { meta::namespace(about).to_string() } else { String::new() };
+        if let Some(t) = part.shown_as {
+            let sub_old = old.map(|o| t.shown(o));
+            let mut attrs = self.attributes(ctx, op, part, &name, &namespace, obj.map(|o| t.shown(o)), sub_old.as_ref(), options, dry_run);
+            let (group, version, kind) = t.kind();
+            attrs.kind = admission::Kind { group, version, kind };
+            attrs.request_kind = attrs.kind;
+            return self.admission.validate(&attrs).await;
+        }
         let attrs = self.attributes(ctx, op, part, &name, &namespace, obj.cloned(), old, options, dry_run);
         self.admission.validate(&attrs).await
     }
@@ -516,7 +660,9 @@ impl Store {
     /// # Errors
     /// 404; 409 Conflict; 400 and 422 as for create; `info`'s own errors.
     pub async fn update_part(&self, ctx: &Context<'_>, name: &str, info: &dyn UpdatedObjectInfo, opts: &WriteOptions, part: Part) -> Result<(Value, bool), Status> {
-        let may_create = part == Part::MAIN && self.resource.strategy.allow_create_on_update() && info.may_create();
+        // A server-side apply creates what is missing; a PUT only where the
+        // strategy allows it.
+        let may_create = part == Part::MAIN && info.may_create() && (info.apply_config().is_some() || self.resource.strategy.allow_create_on_update());
         let mut step = UpdateStep { store: self, ctx, name, info, opts, part, may_create, dry_result: None, created: false };
         let r = self.storage.guaranteed_update(&self.resource.key(ctx.namespace, name), &Preconditions::default(), &mut step).await;
         let created = step.created;
@@ -654,15 +800,26 @@ impl TryUpdate for UpdateStep<'_> {
         self.created = false;
         self.dry_result = None;
         let current = current.map(|o| store.as_read(o));
+        let applied = self.info.apply_config();
+        let tracking = if applied.is_some() { Tracking::Applied } else { Tracking::Update };
         let Some(old) = current else {
             if !self.may_create {
                 return Err(Status::not_found(&store.resource.group, &store.resource.resource, self.name));
             }
-            let mut obj = self.info.updated_object(None).await?;
+            let mut obj = match applied {
+                Some(config) => {
+                    let r = &store.resource;
+                    if let Some(why) = r.strategy.create_refused() {
+                        return Err(Status::method_not_supported(&r.group, &r.resource, why));
+                    }
+                    store.apply_configuration(None, config, self.name, self.opts, self.part)?
+                }
+                None => self.info.updated_object(None).await?,
+            };
             if let Some(m) = meta::meta_mut(&mut obj) {
                 m.remove("resourceVersion");
             }
-            let obj = store.admit_new(self.ctx, obj, self.opts, self.part).await?;
+            let obj = store.admit_new(self.ctx, obj, self.opts, self.part, tracking).await?;
             self.created = true;
             if self.opts.dry_run {
                 self.dry_result = Some(obj);
@@ -670,8 +827,11 @@ impl TryUpdate for UpdateStep<'_> {
             }
             return Ok(Update::Put(obj));
         };
-        let new = self.info.updated_object(Some(&old)).await?;
-        let u = store.admit_update(self.ctx, new, &old, self.opts, self.part).await?;
+        let new = match applied {
+            Some(config) => store.apply_configuration(Some(&old), config, self.name, self.opts, self.part)?,
+            None => self.info.updated_object(Some(&old)).await?,
+        };
+        let u = store.admit_update(self.ctx, new, &old, self.opts, self.part, tracking).await?;
         if self.opts.dry_run {
             self.dry_result = Some(match &u {
                 Update::Put(o) => o.clone(),
@@ -822,7 +982,7 @@ impl Creater for Store {
         if let Some(why) = self.resource.strategy.create_refused() {
             return Err(Status::method_not_supported(&self.resource.group, &self.resource.resource, why));
         }
-        let obj = self.admit_new(ctx, obj, opts, Part::MAIN).await?;
+        let obj = self.admit_new(ctx, obj, opts, Part::MAIN, Tracking::Update).await?;
         let name = meta::name(&obj).to_string();
         let key = self.resource.key(meta::namespace(&obj), &name);
         if opts.dry_run {

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use super::rest::{Context, GetOptions, Getter, Gvk, Rest, UpdatedObjectInfo, Updater, WriteOptions};
-use super::store::{Part, Store};
+use super::store::{Part, ShownAs, Store};
 use crate::errors::{Cause, Status};
 use crate::meta;
 use crate::selectors::LabelSelector;
@@ -96,7 +96,7 @@ impl Getter for PartRest {
 impl Updater for PartRest {
     async fn update(&self, ctx: &Context<'_>, name: &str, info: &dyn UpdatedObjectInfo, opts: &WriteOptions) -> Result<(Value, bool), Status> {
         if self.ephemeral_containers {
-            let part = Part { subresource: "ephemeralcontainers", status_only: false };
+            let part = Part { subresource: "ephemeralcontainers", status_only: false, shown_as: None };
             return self.store.update_part(ctx, name, &EphemeralContainersUpdate { inner: info }, opts, part).await;
         }
         self.store.update_part(ctx, name, info, opts, Part::STATUS).await
@@ -131,7 +131,7 @@ impl Rest for FinalizeRest {
 #[async_trait]
 impl Updater for FinalizeRest {
     async fn update(&self, ctx: &Context<'_>, name: &str, info: &dyn UpdatedObjectInfo, opts: &WriteOptions) -> Result<(Value, bool), Status> {
-        self.store.update_part(ctx, name, info, opts, Part { subresource: "finalize", status_only: false }).await
+        self.store.update_part(ctx, name, info, opts, Part { subresource: "finalize", status_only: false, shown_as: None }).await
     }
 }
 
@@ -214,6 +214,103 @@ impl UpdatedObjectInfo for ScaleUpdate<'_> {
     fn may_create(&self) -> bool {
         false
     }
+
+    fn apply_config(&self) -> Option<&Value> {
+        self.inner.apply_config()
+    }
+}
+
+/// An object as its Scale, for admission and server-side apply (kube's
+/// scale REST and its `managedFields` handler): an entry of the object that
+/// owns `.spec.replicas` owns the Scale's `.spec.replicas`; after an apply,
+/// an entry that no longer owns it there loses it on the object, and a new
+/// owner gets an entry on the object (with the object's apiVersion and
+/// subresource `scale`).
+struct AsScale;
+
+/// Entries are the same manager when manager, operation and subresource
+/// agree (the apiVersions of the two kinds differ).
+fn same_manager(a: &Value, b: &Value) -> bool {
+    ["manager", "operation", "subresource"].iter().all(|k| a.get(*k).and_then(Value::as_str).unwrap_or("") == b.get(*k).and_then(Value::as_str).unwrap_or(""))
+}
+
+fn owns_replicas(entry: &Value) -> bool {
+    entry["fieldsV1"]["f:spec"].get("f:replicas").is_some()
+}
+
+fn entries(obj: &Value) -> Vec<Value> {
+    obj["metadata"]["managedFields"].as_array().cloned().unwrap_or_default()
+}
+
+/// `entry` owning only `.spec.replicas`, as of `api_version`.
+fn replicas_entry(entry: &Value, api_version: &str) -> Value {
+    let mut e = json!({"manager": entry["manager"], "operation": entry["operation"], "apiVersion": api_version, "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:replicas": {}}}});
+    for k in ["time", "subresource"] {
+        if let Some(v) = entry.get(k) {
+            e[k] = v.clone();
+        }
+    }
+    e
+}
+
+fn set_entries(obj: &mut Value, list: Vec<Value>) {
+    if let Some(m) = meta::meta_mut(obj) {
+        if list.is_empty() {
+            m.remove("managedFields");
+        } else {
+            m.insert("managedFields".into(), Value::Array(list));
+        }
+    }
+}
+
+impl ShownAs for AsScale {
+    fn kind(&self) -> (&'static str, &'static str, &'static str) {
+        ("autoscaling", "v1", "Scale")
+    }
+
+    fn shown(&self, obj: &Value) -> Value {
+        let mut scale = to_scale(obj);
+        let mapped = entries(obj).iter().filter(|e| owns_replicas(e)).map(|e| replicas_entry(e, "autoscaling/v1")).collect();
+        set_entries(&mut scale, mapped);
+        scale
+    }
+
+    fn carry_back(&self, sub: &Value, obj: &Value) -> Result<Value, Status> {
+        let mut new = from_scale(sub, obj)?;
+        let owners = entries(sub);
+        let mut out = Vec::new();
+        for mut e in entries(obj) {
+            if owns_replicas(&e) && !owners.iter().any(|s| same_manager(s, &e)) {
+                if let Some(spec) = e["fieldsV1"].get_mut("f:spec").and_then(Value::as_object_mut) {
+                    spec.remove("f:replicas");
+                    if spec.is_empty() {
+                        if let Some(f) = e["fieldsV1"].as_object_mut() {
+                            f.remove("f:spec");
+                        }
+                    }
+                }
+                if e["fieldsV1"].as_object().is_some_and(serde_json::Map::is_empty) {
+                    continue;
+                }
+            }
+            out.push(e);
+        }
+        let api_version = obj["apiVersion"].as_str().unwrap_or("");
+        for s in &owners {
+            match out.iter_mut().find(|e| same_manager(e, s)) {
+                Some(e) if !owns_replicas(e) => {
+                    e["fieldsV1"]["f:spec"]["f:replicas"] = json!({});
+                    if let Some(t) = s.get("time") {
+                        e["time"] = t.clone();
+                    }
+                }
+                Some(_) => {}
+                None => out.push(replicas_entry(s, api_version)),
+            }
+        }
+        set_entries(&mut new, out);
+        Ok(new)
+    }
 }
 
 impl Rest for ScaleRest {
@@ -241,7 +338,8 @@ impl Getter for ScaleRest {
 #[async_trait]
 impl Updater for ScaleRest {
     async fn update(&self, ctx: &Context<'_>, name: &str, info: &dyn UpdatedObjectInfo, opts: &WriteOptions) -> Result<(Value, bool), Status> {
-        let (obj, created) = self.store.update_part(ctx, name, &ScaleUpdate { inner: info }, opts, Part { subresource: "scale", status_only: false }).await?;
+        let part = Part { subresource: "scale", status_only: false, shown_as: Some(&AsScale) };
+        let (obj, created) = self.store.update_part(ctx, name, &ScaleUpdate { inner: info }, opts, part).await?;
         Ok((to_scale(&obj), created))
     }
 }

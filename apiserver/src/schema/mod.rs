@@ -106,6 +106,17 @@ impl Schema {
         self.object_meta.as_ref().map(|(l, id)| l.at(*id))
     }
 
+    /// ObjectMeta's schema for this kind: the root's `metadata` property
+    /// for built-ins, the built-in ObjectMeta for custom kinds (whose CRD
+    /// schemas leave `metadata` out); what the root and embedded resources'
+    /// `metadata` are typed by (field management, server-side apply).
+    pub fn metadata_schema(&self) -> Option<SchemaRef<'_>> {
+        match self.origin() {
+            Origin::Builtin => self.root().property("metadata"),
+            Origin::Custom => self.object_meta(),
+        }
+    }
+
     /// Drops the fields the schema does not declare and returns their
     /// paths, sorted (`spec.template.spec.containers[0].imagePullPolcy`),
     /// for `fieldValidation`: built-ins as Go's decoder drops them

@@ -126,7 +126,7 @@ fn configmap(name: &str, labels: &str, annotations: &str) -> String {
 fn each_stage_sees_the_earlier_stages_changes() {
     let seen = Seen::default();
     let hooks = webhook(seen.clone());
-    let s = Server::start_with(&["--enable-admission-plugins=MutatingAdmissionPolicy".to_string()]);
+    let s = Server::start();
     s.kubectl(33, &["create", "namespace", "order"]).ok();
     let ca = base64::engine::general_purpose::STANDARD.encode(&hooks.pki.ca_pem);
     let file = s.dir.path().join("order.yaml");

@@ -19,8 +19,6 @@ use serde_json::Value;
 
 use crate::common::{fixtures, Out, Server};
 
-const MAP_ENABLED: &str = "--enable-admission-plugins=MutatingAdmissionPolicy";
-
 const FIXTURE_DENIAL: &str =
     "ValidatingAdmissionPolicy 'deployment-replica-limit.example.com' with binding 'deployment-replica-limit.example.com' denied request: Deployment replicas must not exceed 5";
 
@@ -62,7 +60,8 @@ fn fixture(name: &str) -> String {
 /// MutatingAdmissionPolicy enabled; reads are never evaluated.
 #[test]
 fn fixture_policies_deny_too_many_replicas_and_annotate_new_deployments() {
-    let s = Server::start_with(&[MAP_ENABLED.to_string()]);
+    // MutatingAdmissionPolicy is on by default.
+    let s = Server::start();
     let too_many = fixtures().join("deployment-too-many-replicas.yaml");
     let too_many = too_many.to_str().unwrap();
 

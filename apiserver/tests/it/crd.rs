@@ -344,7 +344,11 @@ spec:
     s.kubectl_stdin(33, &["create", "--validate=false", "-f", "-"], Some(&cron("p", "smp", "  image: x\n"))).ok();
     let smp = s.kubectl(33, &["patch", "ctsmp", "p", "--type=strategic", "-p", r#"{"spec":{"image":"y"}}"#]);
     assert_eq!(smp.code, 1, "{smp:?}");
-    assert!(smp.stderr.contains("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json\n"), "{smp:?}");
+    assert!(
+        smp.stderr
+            .contains("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml\n"),
+        "{smp:?}"
+    );
 }
 
 /// A CRD whose storage version is v1beta1 and which also serves v1 with

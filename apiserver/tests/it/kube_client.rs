@@ -98,3 +98,90 @@ async fn kube_crate_watchers_on_a_three_node_cluster() {
     assert_eq!(streaming.await.unwrap(), expected, "streaming-list watcher");
     assert_eq!(classic.await.unwrap(), expected, "list-then-watch watcher");
 }
+
+/// Server-side apply through the `kube` crate (`Patch::Apply`), on a
+/// Deployment and on a custom resource: creation, a conflict between two
+/// managers (409 with kube's message and a `FieldManagerConflict` cause),
+/// and `force`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_crate_server_side_apply() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+
+    let s = Server::start();
+    let c = client(&s).await;
+    let deployments: Api<Deployment> = Api::namespaced(c.clone(), "default");
+    let mine = serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "kube-ssa"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "k"}},
+                 "template": {"metadata": {"labels": {"app": "k"}}, "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}}},
+    });
+    let created = deployments.patch("kube-ssa", &PatchParams::apply("operator"), &Patch::Apply(&mine)).await.unwrap();
+    let entries = created.metadata.managed_fields.unwrap_or_default();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert_eq!((entries[0].manager.as_deref(), entries[0].operation.as_deref()), (Some("operator"), Some("Apply")));
+
+    let theirs = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "kube-ssa"}, "spec": {"replicas": 4}});
+    let err = deployments.patch("kube-ssa", &PatchParams::apply("autoscaler"), &Patch::Apply(&theirs)).await.unwrap_err();
+    let kube::Error::Api(status) = err else { panic!("not an API error: {err:?}") };
+    assert_eq!(status.code, 409, "{status:?}");
+    assert_eq!(status.message, "Apply failed with 1 conflict: conflict with \"operator\": .spec.replicas");
+    let causes = status.details.map(|d| d.causes).unwrap_or_default();
+    assert_eq!(causes.len(), 1, "{causes:?}");
+    assert_eq!((causes[0].reason.as_str(), causes[0].message.as_str(), causes[0].field.as_str()), ("FieldManagerConflict", "conflict with \"operator\"", ".spec.replicas"));
+    let forced = deployments.patch("kube-ssa", &PatchParams::apply("autoscaler").force(), &Patch::Apply(&theirs)).await.unwrap();
+    assert_eq!(forced.spec.unwrap().replicas, Some(4));
+    let managers: Vec<String> = forced.metadata.managed_fields.unwrap_or_default().into_iter().filter_map(|e| e.manager).collect();
+    assert_eq!(managers, ["autoscaler", "operator"]);
+
+    // Through the scale subresource: the Scale's replicas are the
+    // Deployment's, owned by the same managers.
+    let scale = serde_json::json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "kube-ssa"}, "spec": {"replicas": 6}});
+    let err = deployments.patch_scale("kube-ssa", &PatchParams::apply("hpa"), &Patch::Apply(&scale)).await.unwrap_err();
+    let kube::Error::Api(status) = err else { panic!("not an API error: {err:?}") };
+    assert_eq!((status.code, status.message.as_str()), (409, "Apply failed with 1 conflict: conflict with \"autoscaler\": .spec.replicas"));
+    let scaled = deployments.patch_scale("kube-ssa", &PatchParams::apply("hpa").force(), &Patch::Apply(&scale)).await.unwrap();
+    assert_eq!(scaled.spec.and_then(|s| s.replicas), Some(6));
+    let d = deployments.get("kube-ssa").await.unwrap();
+    let owners: Vec<(String, String)> = d.metadata.managed_fields.unwrap_or_default().into_iter().map(|e| (e.manager.unwrap_or_default(), e.subresource.unwrap_or_default())).collect();
+    assert_eq!(owners, [("operator".to_string(), String::new()), ("hpa".to_string(), "scale".to_string())], "the autoscaler owned nothing else");
+
+    // Through the status subresource: only status changes, under its own entry.
+    let status_cfg = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "kube-ssa"}, "spec": {"replicas": 1}, "status": {"observedGeneration": 7}});
+    let d = deployments.patch_status("kube-ssa", &PatchParams::apply("status-writer"), &Patch::Apply(&status_cfg)).await.unwrap();
+    assert_eq!(d.status.and_then(|s| s.observed_generation), Some(7));
+    assert_eq!(d.spec.and_then(|s| s.replicas), Some(6), "spec changed through /status");
+    let entry = d.metadata.managed_fields.unwrap_or_default().into_iter().find(|e| e.manager.as_deref() == Some("status-writer")).expect("no status-writer entry");
+    assert_eq!(entry.subresource.as_deref(), Some("status"));
+
+    // A custom resource, through the dynamic API.
+    let crd = serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "gadgets.kube.example.com"},
+        "spec": {"group": "kube.example.com", "scope": "Namespaced", "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+                 "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                     "spec": {"type": "object", "properties": {"size": {"type": "integer"}, "color": {"type": "string"}}}}}}}]},
+    });
+    let crds: Api<DynamicObject> =
+        Api::all_with(c.clone(), &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"), "customresourcedefinitions"));
+    crds.patch("gadgets.kube.example.com", &PatchParams::apply("setup"), &Patch::Apply(&crd)).await.unwrap();
+    let gadgets: Api<DynamicObject> = Api::namespaced_with(c, "default", &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("kube.example.com", "v1", "Gadget"), "gadgets"));
+    let gadget = |size: i64| serde_json::json!({"apiVersion": "kube.example.com/v1", "kind": "Gadget", "metadata": {"name": "g"}, "spec": {"size": size}});
+    let mut created = None;
+    for _ in 0..100 {
+        match gadgets.patch("g", &PatchParams::apply("one"), &Patch::Apply(&gadget(1))).await {
+            Ok(g) => {
+                created = Some(g);
+                break;
+            }
+            // Until the CRD is established its resource is not served.
+            Err(kube::Error::Api(s)) if s.code == 404 => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    assert_eq!(created.expect("the CRD was never served").data["spec"]["size"], 1);
+    let err = gadgets.patch("g", &PatchParams::apply("two"), &Patch::Apply(&gadget(2))).await.unwrap_err();
+    let kube::Error::Api(status) = err else { panic!("not an API error: {err:?}") };
+    assert_eq!((status.code, status.message.as_str()), (409, "Apply failed with 1 conflict: conflict with \"one\": .spec.size"));
+    let forced = gadgets.patch("g", &PatchParams::apply("two").force(), &Patch::Apply(&gadget(2))).await.unwrap();
+    assert_eq!(forced.data["spec"]["size"], 2);
+}

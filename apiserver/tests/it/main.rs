@@ -5,9 +5,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err, missing_docs)]
 
 mod admission_builtins;
+mod admission_decode;
 mod admission_order;
 mod admission_policies;
+mod admission_scale;
 mod admission_webhooks;
+mod apply;
 mod audit;
 mod authz;
 mod cluster;

@@ -43,7 +43,7 @@ impl UpdatedObjectInfo for Edit {
 }
 
 fn write(kind: &'static str, dry_run: bool) -> WriteOptions {
-    WriteOptions { kind, dry_run, field_manager: Some("suite".into()), field_validation: FieldValidation::Strict }
+    WriteOptions { kind, dry_run, field_manager: Some("suite".into()), field_validation: FieldValidation::Strict, force: false }
 }
 
 fn rv(o: &Value) -> i64 {

@@ -175,7 +175,7 @@ fn kube_errors_for_refused_requests() {
         &curl(&s, "PATCH", "/api/v1/namespaces/default/configmaps/x", &["Content-Type: text/plain"], Some(b"{}")),
         415,
         "UnsupportedMediaType",
-        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json",
+        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml",
     );
     // A protobuf body of a kind this server does not decode: `k8s\0` +
     // Unknown{typeMeta{apiVersion: v1, kind: Pod}}.

@@ -11,8 +11,11 @@
 //! time (closed loop). The run works in a fresh namespace, deleted at the
 //! end. Phases, each timed on its own: create N ConfigMaps, get each of them,
 //! list them L times (one unpaginated list of N objects per op), then the
-//! same for Deployments. Non-2xx answers are counted as errors, and the run
-//! exits non-zero if any phase had one.
+//! same for Deployments. With `--apply`, each kind gets a last phase: a
+//! server-side apply (`application/apply-patch+yaml`, field manager
+//! `kubeload`, forced) of every object with one label added. Non-2xx
+//! answers are counted as errors, and the run exits non-zero if any phase
+//! had one.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -57,6 +60,10 @@ struct Cli {
     /// Print one JSON line per phase instead of a table.
     #[arg(long)]
     json: bool,
+    /// Add a server-side apply phase per kind (each object applied once,
+    /// with a new label, as manager `kubeload`).
+    #[arg(long)]
+    apply: bool,
 }
 
 /// Where and how to connect.
@@ -120,13 +127,19 @@ impl Target {
     }
 }
 
-/// Sends one request; returns the status code.
+/// Sends one request with a JSON body; returns the status code.
 async fn send(sender: &mut SendRequest<Full<Bytes>>, base: &str, method: &http::Method, path: &str, body: Option<Vec<u8>>, timeout: Duration) -> anyhow::Result<u16> {
+    send_as(sender, base, method, path, "application/json", body, timeout).await
+}
+
+/// Sends one request whose body is of `content_type`; returns the status
+/// code.
+async fn send_as(sender: &mut SendRequest<Full<Bytes>>, base: &str, method: &http::Method, path: &str, content_type: &str, body: Option<Vec<u8>>, timeout: Duration) -> anyhow::Result<u16> {
     let req = http::Request::builder()
         .method(method)
         .uri(format!("{base}{path}"))
         .header(http::header::ACCEPT, "application/json")
-        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::CONTENT_TYPE, content_type)
         .header(http::header::USER_AGENT, "kubeload")
         .body(Full::new(Bytes::from(body.unwrap_or_default())))?;
     let fut = async {
@@ -185,6 +198,7 @@ enum Op {
     Create,
     Get,
     List,
+    Apply,
 }
 
 /// The result of one phase.
@@ -211,6 +225,7 @@ async fn run_phase(cli: &Cli, target: &Arc<Target>, conns: &mut [SendRequest<Ful
         Op::Create => cli.objects,
         Op::Get => cli.gets.unwrap_or(cli.objects),
         Op::List => cli.lists,
+        Op::Apply => cli.objects,
     };
     let next = Arc::new(AtomicU64::new(0));
     let timeout = Duration::from_secs(cli.timeout);
@@ -229,8 +244,17 @@ async fn run_phase(cli: &Cli, target: &Arc<Target>, conns: &mut [SendRequest<Ful
                     break;
                 }
                 let coll = kind.collection(&ns);
+                let mut content_type = "application/json";
                 let (method, path, body) = match op {
                     Op::Create => (http::Method::POST, coll, Some(serde_json::to_vec(&kind.object(i))?)),
+                    Op::Apply => {
+                        // The object as created plus one label: one field
+                        // changes, the rest is taken over from the creator.
+                        let mut obj = kind.object(i);
+                        obj["metadata"]["labels"]["applied"] = json!("kubeload");
+                        content_type = "application/apply-patch+yaml";
+                        (http::Method::PATCH, format!("{coll}/obj-{i}?fieldManager=kubeload&force=true"), Some(serde_json::to_vec(&obj)?))
+                    }
                     Op::Get => {
                         // xorshift: a random object, not the one just written.
                         seed ^= seed << 13;
@@ -241,7 +265,7 @@ async fn run_phase(cli: &Cli, target: &Arc<Target>, conns: &mut [SendRequest<Ful
                     Op::List => (http::Method::GET, coll, None),
                 };
                 let t = Instant::now();
-                let ok = matches!(send(&mut sender, &target.base, &method, &path, body, timeout).await, Ok(200..=299));
+                let ok = matches!(send_as(&mut sender, &target.base, &method, &path, content_type, body, timeout).await, Ok(200..=299));
                 hist.saturating_record(t.elapsed().as_micros().try_into().unwrap_or(u64::MAX).max(1));
                 if !ok {
                     errors += 1;
@@ -261,6 +285,7 @@ async fn run_phase(cli: &Cli, target: &Arc<Target>, conns: &mut [SendRequest<Ful
         Op::Create => "create",
         Op::Get => "get",
         Op::List => "list",
+        Op::Apply => "apply",
     };
     Ok(Phase { name: format!("{verb} {}", kind.plural()), ops: total, errors, elapsed: start.elapsed(), hist })
 }
@@ -286,7 +311,8 @@ async fn main() -> anyhow::Result<()> {
 
     let mut phases = Vec::new();
     for kind in [Kind::ConfigMap, Kind::Deployment] {
-        for op in [Op::Create, Op::Get, Op::List] {
+        let ops: &[Op] = if cli.apply { &[Op::Create, Op::Get, Op::List, Op::Apply] } else { &[Op::Create, Op::Get, Op::List] };
+        for &op in ops {
             phases.push(run_phase(&cli, &target, &mut conns, &ns, kind, op).await?);
         }
     }

@@ -200,12 +200,17 @@ impl Validating for ValidatingAdmissionPolicy {
     }
 
     /// Every operation, while some policy has a binding (so that writes
-    /// skip building admission attributes when there is none).
+    /// skip building admission attributes when there is none) or the
+    /// copies are not complete yet.
     fn handles(&self, _op: Operation) -> bool {
-        !self.cache.hooks(&self.sources).is_empty()
+        self.cache.waiting(&self.sources) || !self.cache.hooks(&self.sources).is_empty()
     }
 
     async fn validate(&self, attrs: &Attributes<'_>) -> Result<(), Status> {
+        if super::ignored(attrs) {
+            return Ok(());
+        }
+        self.sources.wait_ready(&self.cache.needs(), attrs).await?;
         let hooks = self.cache.hooks(&self.sources);
         if hooks.is_empty() {
             return Ok(());

@@ -150,7 +150,8 @@ impl Scope {
         let kind = self.options_kind();
         let dry_run = self.query.dry_run(kind)?;
         let field_validation = self.query.field_validation(kind)?;
-        Ok(WriteOptions { kind, dry_run, field_manager: self.query.get("fieldManager").map(String::from), field_validation })
+        let force = kind == "PatchOptions" && self.query.flag("force");
+        Ok(WriteOptions { kind, dry_run, field_manager: self.query.get("fieldManager").map(String::from), field_validation, force })
     }
 
     /// Reads the request body as a JSON value, and records it for the

@@ -2,6 +2,11 @@
 //! patch (RFC 7386) and strategic merge patch, applied to the current object
 //! inside a guaranteed update, so a lost race re-applies the patch. A patch
 //! carrying a stale `metadata.resourceVersion` gets 409 Conflict.
+//!
+//! Server-side apply (`application/apply-patch+yaml`, a YAML or JSON body)
+//! is handed to the store as an apply configuration: the store merges it
+//! and tracks its fields ([`crate::fieldmanager::apply`]), and creates the
+//! object when it is missing (201).
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -18,6 +23,7 @@ enum PatchType {
     Json,
     Merge,
     Strategic,
+    Apply,
 }
 
 fn apply_patch(t: PatchType, doc: &Value, patch: &Value, meta: PatchMeta<'_>) -> Result<Value, Status> {
@@ -51,6 +57,10 @@ fn apply_patch(t: PatchType, doc: &Value, patch: &Value, meta: PatchMeta<'_>) ->
             Ok(out)
         }
         PatchType::Strategic => crate::strategicpatch::apply(doc, patch, meta).map_err(invalid),
+        // The store merges apply configurations itself
+        // (`UpdatedObjectInfo::apply_config`); a REST object that asks
+        // for the patched object instead cannot apply.
+        PatchType::Apply => Err(Status::unsupported_media_type(&["application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json"])),
     }
 }
 
@@ -70,27 +80,65 @@ pub async fn handle(mut scope: Scope) -> Result<Response, Status> {
     // merge patches for them.
     let custom = schema.as_ref().is_some_and(|s| s.origin() == crate::schema::Origin::Custom);
     let accepted: &[&str] = if custom {
-        &["application/json-patch+json", "application/merge-patch+json"]
+        &["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"]
     } else {
-        &["application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json"]
+        &["application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json", "application/apply-patch+yaml"]
     };
     let t = match ct.as_str() {
         "application/json-patch+json" => PatchType::Json,
         "application/merge-patch+json" => PatchType::Merge,
         "application/strategic-merge-patch+json" if !custom => PatchType::Strategic,
-        // Server-side apply (application/apply-patch+yaml) is not served
-        // yet, so it is not listed.
+        "application/apply-patch+yaml" => PatchType::Apply,
         _ => return Err(Status::unsupported_media_type(accepted)),
     };
-    let patch: Value = scope.decode_json(&bytes)?;
+    let opts = scope.write_options()?;
+    check_patch_options(&scope, t, &opts)?;
+    let patch: Value = if t == PatchType::Apply { decode_apply_configuration(&bytes)? } else { scope.decode_json(&bytes)? };
     if let Some(audit) = crate::audit::AuditContext::of(scope.req.extensions()) {
         audit.log_request_patch(&patch);
     }
-    let opts = scope.write_options()?;
     let info = Patch { kind: t, patch, schema };
     let updater = scope.rest.updater().ok_or_else(Status::method_not_allowed)?;
-    let (obj, _) = updater.update(&scope.context(), &scope.info.name, &info, &opts).await?;
-    Ok(scope.respond_object(200, obj))
+    let (obj, created) = updater.update(&scope.context(), &scope.info.name, &info, &opts).await?;
+    Ok(scope.respond_object(if created { 201 } else { 200 }, obj))
+}
+
+/// kube's `ValidatePatchOptions` of what depends on the patch type: `force`
+/// only with apply, `fieldManager` required with it.
+///
+/// # Errors
+/// 422 Invalid on `PatchOptions.meta.k8s.io`.
+fn check_patch_options(scope: &Scope, t: PatchType, opts: &crate::registry::rest::WriteOptions) -> Result<(), Status> {
+    let cause = if t == PatchType::Apply {
+        if opts.field_manager.as_deref().is_some_and(|m| !m.is_empty()) {
+            return Ok(());
+        }
+        Cause::required("fieldManager", "is required for apply patch")
+    } else if scope.query.get("force").is_some() {
+        Cause::forbidden("force", "may not be specified for non-apply patch")
+    } else {
+        return Ok(());
+    };
+    Err(Status::invalid("meta.k8s.io", "PatchOptions", "", vec![cause]))
+}
+
+/// An apply configuration: YAML (JSON is YAML too) holding one object.
+///
+/// # Errors
+/// 400 `error decoding YAML: …`, as kube's apply patcher.
+fn decode_apply_configuration(bytes: &[u8]) -> Result<Value, Status> {
+    let bad = |e: &dyn std::fmt::Display| Status::bad_request(format!("error decoding YAML: {e}"));
+    let options = serde_saphyr::options! { legacy_octal_numbers: true, budget: serde_saphyr::budget! { max_depth: 128 } };
+    let v: Value = serde_saphyr::from_slice_with_options(bytes, options).map_err(|e| bad(&e))?;
+    match v {
+        Value::Object(_) => Ok(v),
+        // An empty document decodes as an empty object in kube.
+        Value::Null => Ok(Value::Object(serde_json::Map::new())),
+        other => {
+            let got = if other.is_array() { "array" } else { "value" };
+            Err(bad(&format!("error unmarshaling JSON: while decoding JSON: json: cannot unmarshal {got} into Go value of type map[string]interface {{}}")))
+        }
+    }
 }
 
 /// A patch as an update: the current object with the patch applied, on
@@ -110,6 +158,11 @@ impl UpdatedObjectInfo for Patch {
     }
 
     fn may_create(&self) -> bool {
-        false
+        // kube's apply creates a missing object; the other patches 404.
+        self.kind == PatchType::Apply
+    }
+
+    fn apply_config(&self) -> Option<&Value> {
+        (self.kind == PatchType::Apply).then_some(&self.patch)
     }
 }

@@ -38,7 +38,15 @@
 //! structs (`spec.template`, `spec.strategy`) already exist and required
 //! lists are null, so only what the client added gets a `.` of its own
 //! ([`BY_VALUE`] names the by-value structs, which the schema cannot tell).
-//! Server-side apply (operation `Apply`) is not handled here.
+//! Server-side apply (operation `Apply`) is [`apply`] (`apply.rs`), over
+//! the schema-typed walks of `typed.rs`; both cap Update entries as kube
+//! does (`cap.rs`, on Update only).
+
+mod apply;
+mod cap;
+mod conflict;
+mod lastapplied;
+mod typed;
 
 use std::collections::BTreeMap;
 
@@ -46,11 +54,14 @@ use serde_json::{json, Map, Value};
 
 use crate::schema::{ListType, MapType, Schema, SchemaRef};
 
+pub use apply::{apply, ApplyRequest};
+pub use conflict::{ApplyError, Conflict};
+
 /// A set of field paths, as a tree of path elements (`f:name`, `k:{..}`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FieldSet {
-    member: bool,
-    children: BTreeMap<String, FieldSet>,
+    pub(crate) member: bool,
+    pub(crate) children: BTreeMap<String, FieldSet>,
 }
 
 impl FieldSet {
@@ -59,14 +70,14 @@ impl FieldSet {
         !self.member && self.children.values().all(FieldSet::is_empty)
     }
 
-    fn insert(&mut self, path: &[String]) {
+    pub(crate) fn insert(&mut self, path: &[String]) {
         match path.split_first() {
             None => self.member = true,
             Some((first, rest)) => self.children.entry(first.clone()).or_default().insert(rest),
         }
     }
 
-    fn union(&mut self, other: &FieldSet) {
+    pub(crate) fn union(&mut self, other: &FieldSet) {
         self.member |= other.member;
         for (k, v) in &other.children {
             self.children.entry(k.clone()).or_default().union(v);
@@ -74,7 +85,7 @@ impl FieldSet {
     }
 
     /// Removes the members of `other` (each path exactly, not what is below it).
-    fn difference(&mut self, other: &FieldSet) {
+    pub(crate) fn difference(&mut self, other: &FieldSet) {
         if other.member {
             self.member = false;
         }
@@ -84,6 +95,43 @@ impl FieldSet {
             }
         }
         self.children.retain(|_, c| !c.is_empty());
+    }
+
+    /// The members of both sets.
+    pub(crate) fn intersection(&self, other: &FieldSet) -> FieldSet {
+        let mut out = FieldSet { member: self.member && other.member, children: BTreeMap::new() };
+        for (k, c) in &self.children {
+            if let Some(o) = other.children.get(k) {
+                let i = c.intersection(o);
+                if !i.is_empty() {
+                    out.children.insert(k.clone(), i);
+                }
+            }
+        }
+        out
+    }
+
+    /// Every member path, in structured-merge-diff's order: a node's
+    /// members first, then what is below its children, each in key order.
+    pub(crate) fn paths(&self) -> Vec<Vec<String>> {
+        let mut out = Vec::new();
+        self.collect(&mut Vec::new(), &mut out);
+        out
+    }
+
+    fn collect(&self, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        for (k, c) in &self.children {
+            if c.member {
+                prefix.push(k.clone());
+                out.push(prefix.clone());
+                prefix.pop();
+            }
+        }
+        for (k, c) in &self.children {
+            prefix.push(k.clone());
+            c.collect(prefix, out);
+            prefix.pop();
+        }
     }
 
     /// Removes a path and everything below it.
@@ -354,7 +402,7 @@ fn zero_value(s: SchemaRef<'_>, depth: usize) -> Value {
 
 /// Fields kube never records (`fieldmanager` stripmeta), as paths whose
 /// membership is removed.
-const STRIPPED: &[&[&str]] = &[
+pub(crate) const STRIPPED: &[&[&str]] = &[
     &["f:apiVersion"],
     &["f:kind"],
     &["f:metadata"],
@@ -379,7 +427,7 @@ pub enum Scope {
     StatusOnly,
 }
 
-fn restrict(s: &mut FieldSet, scope: Scope) {
+pub(crate) fn restrict(s: &mut FieldSet, scope: Scope) {
     for p in STRIPPED {
         s.remove_member(p);
     }
@@ -392,13 +440,13 @@ fn restrict(s: &mut FieldSet, scope: Scope) {
 
 /// One `ManagedFieldsEntry`.
 #[derive(Debug, Clone)]
-struct Entry {
-    manager: String,
-    operation: String,
-    api_version: String,
-    time: String,
-    subresource: String,
-    set: FieldSet,
+pub(crate) struct Entry {
+    pub(crate) manager: String,
+    pub(crate) operation: String,
+    pub(crate) api_version: String,
+    pub(crate) time: String,
+    pub(crate) subresource: String,
+    pub(crate) set: FieldSet,
 }
 
 impl Entry {
@@ -435,15 +483,15 @@ impl Entry {
     }
 }
 
-fn managed_fields(obj: Option<&Value>) -> Option<&Value> {
+pub(crate) fn managed_fields(obj: Option<&Value>) -> Option<&Value> {
     obj.and_then(|o| o.get("metadata")).and_then(|m| m.get("managedFields"))
 }
 
-fn parse_entries(v: Option<&Value>) -> Vec<Entry> {
+pub(crate) fn parse_entries(v: Option<&Value>) -> Vec<Entry> {
     v.and_then(Value::as_array).into_iter().flatten().filter_map(Entry::parse).collect()
 }
 
-fn without_managed_fields(v: &Value) -> Value {
+pub(crate) fn without_managed_fields(v: &Value) -> Value {
     let mut v = v.clone();
     if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("managedFields");
@@ -531,6 +579,14 @@ pub fn update(schema: Option<&Schema>, old: Option<&Value>, new: &mut Value, req
             entries.push(mine);
         }
     }
+    cap::cap_update_managers(&mut entries, cap::MAX_UPDATE_MANAGERS);
+    write_entries(new, entries);
+}
+
+/// Sorts `entries` in kube's order (operation, time, manager, apiVersion,
+/// subresource) and writes them as `obj`'s `metadata.managedFields`
+/// (removed when there are none).
+pub(crate) fn write_entries(obj: &mut Value, mut entries: Vec<Entry>) {
     entries.sort_by(|p, q| {
         let secs = |t: &str| crate::meta::parse_time(t).and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_secs());
         (p.operation.as_str(), secs(&p.time), p.manager.as_str(), p.api_version.as_str(), p.subresource.as_str()).cmp(&(
@@ -541,7 +597,7 @@ pub fn update(schema: Option<&Schema>, old: Option<&Value>, new: &mut Value, req
             q.subresource.as_str(),
         ))
     });
-    let Some(m) = crate::meta::meta_mut(new) else {
+    let Some(m) = crate::meta::meta_mut(obj) else {
         return;
     };
     if entries.is_empty() {
@@ -552,8 +608,11 @@ pub fn update(schema: Option<&Schema>, old: Option<&Value>, new: &mut Value, req
 }
 
 #[cfg(test)]
+mod tests;
+
+#[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+mod update_tests {
     use super::*;
 
     fn req<'a>(manager: &'a str, now: &'a str) -> Request<'a> {

@@ -1,0 +1,248 @@
+//! Server-side apply with real kubectl (1.33 and 1.27): field ownership
+//! between managers, conflicts and force, removal of fields a manager stops
+//! declaring, no-op applies, Update managers of other verbs, the move from
+//! client-side apply, custom resources with list-type maps, and `diff
+//! --server-side` (issue 20).
+
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use crate::common::{kubectl_path, Out, Server};
+
+fn json(out: &Out) -> Value {
+    serde_json::from_str(out.ok()).unwrap_or_else(|e| panic!("not JSON ({e}): {out:?}"))
+}
+
+/// `kubectl apply --server-side` of `yaml` as `manager`, with `extra` flags.
+fn ssa(s: &Server, minor: u32, manager: &str, yaml: &str, extra: &[&str]) -> Out {
+    let mut args = vec!["apply", "--server-side", "--field-manager", manager, "-f", "-"];
+    args.extend_from_slice(extra);
+    s.kubectl_stdin(minor, &args, Some(yaml))
+}
+
+fn get(s: &Server, minor: u32, what: &str) -> Value {
+    json(&s.kubectl(minor, &["get", what, "-o", "json", "--show-managed-fields"]))
+}
+
+/// The managedFields entries as (manager, operation, subresource).
+fn managers(obj: &Value) -> Vec<(String, String, String)> {
+    let s = |e: &Value, k: &str| e[k].as_str().unwrap_or("").to_string();
+    obj["metadata"]["managedFields"].as_array().into_iter().flatten().map(|e| (s(e, "manager"), s(e, "operation"), s(e, "subresource"))).collect()
+}
+
+/// The FieldsV1 of `manager`'s entry with `operation`.
+fn fields_of<'a>(obj: &'a Value, manager: &str, operation: &str) -> &'a Value {
+    obj["metadata"]["managedFields"].as_array().into_iter().flatten().find(|e| e["manager"] == manager && e["operation"] == operation).map(|e| &e["fieldsV1"]).unwrap_or(&Value::Null)
+}
+
+fn deployment(name: &str, body: &str) -> String {
+    format!("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n{body}")
+}
+
+fn full(name: &str, labels: &str, replicas: u32, image: &str) -> String {
+    deployment(
+        name,
+        &format!(
+            "{labels}spec:\n  replicas: {replicas}\n  selector:\n    matchLabels:\n      app: {name}\n  template:\n    metadata:\n      labels:\n        app: {name}\n    spec:\n      containers:\n      - name: main\n        image: {image}\n"
+        ),
+    )
+}
+
+fn suite(s: &Server, minor: u32) {
+    let name = format!("web-{minor}");
+    let dep = format!("deployment/{name}");
+    let a_config = full(&name, "  labels:\n    tier: web\n", 2, "nginx:1.25");
+
+    // A creates by apply: one Apply entry with exactly what it declared.
+    let out = ssa(s, minor, "a", &a_config, &[]);
+    assert_eq!(out.ok().trim(), format!("deployment.apps/{name} serverside-applied"));
+    let obj = get(s, minor, &dep);
+    assert_eq!(managers(&obj), [("a".to_string(), "Apply".to_string(), String::new())], "{obj}");
+    let f = fields_of(&obj, "a", "Apply");
+    assert_eq!(f["f:spec"]["f:replicas"], serde_json::json!({}), "{f}");
+    assert_eq!(f["f:metadata"]["f:labels"]["f:tier"], serde_json::json!({}), "{f}");
+    assert_eq!(f["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"main\"}"]["."], serde_json::json!({}), "{f}");
+    // Defaults the server filled in belong to nobody.
+    assert!(f["f:spec"].get("f:strategy").is_none(), "{f}");
+
+    // B changes a field A owns: 409 naming A and the path.
+    let b_replicas = deployment(&name, "spec:\n  replicas: 3\n");
+    let out = ssa(s, minor, "b", &b_replicas, &[]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("Apply failed with 1 conflict: conflict with \"a\": .spec.replicas"), "{out:?}");
+    assert_eq!(s.kubectl(minor, &["get", &dep, "-o", "jsonpath={.spec.replicas}"]).ok(), "2");
+
+    // Forced, the field moves to B.
+    let out = ssa(s, minor, "b", &b_replicas, &["--force-conflicts"]);
+    assert_eq!(out.ok().trim(), format!("deployment.apps/{name} serverside-applied"));
+    let obj = get(s, minor, &dep);
+    assert_eq!(obj["spec"]["replicas"], 3);
+    assert_eq!(fields_of(&obj, "b", "Apply")["f:spec"]["f:replicas"], serde_json::json!({}), "{obj}");
+    assert!(fields_of(&obj, "a", "Apply")["f:spec"].get("f:replicas").is_none(), "{obj}");
+
+    // A stops declaring its label and replicas: the label goes; replicas,
+    // owned by B, stays.
+    let a_config = full(&name, "", 2, "nginx:1.25").replace("  replicas: 2\n", "");
+    let out = ssa(s, minor, "a", &a_config, &[]);
+    assert_eq!(out.ok().trim(), format!("deployment.apps/{name} serverside-applied"));
+    let obj = get(s, minor, &dep);
+    assert!(obj["metadata"]["labels"].get("tier").is_none(), "{obj}");
+    assert_eq!(obj["spec"]["replicas"], 3);
+
+    // Two managers, one container each, in one list.
+    let sidecar = deployment(&name, "spec:\n  template:\n    spec:\n      containers:\n      - name: sidecar\n        image: busybox:1.36\n");
+    let out = ssa(s, minor, "c", &sidecar, &[]);
+    assert_eq!(out.ok().trim(), format!("deployment.apps/{name} serverside-applied"));
+    let obj = get(s, minor, &dep);
+    let names: Vec<&str> = obj["spec"]["template"]["spec"]["containers"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["main", "sidecar"], "{obj}");
+    let containers = |m: &str| fields_of(&obj, m, "Apply")["f:spec"]["f:template"]["f:spec"]["f:containers"].as_object().map(|o| o.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
+    assert_eq!(containers("a"), ["k:{\"name\":\"main\"}"], "{obj}");
+    assert_eq!(containers("c"), ["k:{\"name\":\"sidecar\"}"], "{obj}");
+    // A re-applies: the sidecar stays; a no-op keeps the resourceVersion.
+    let rv = obj["metadata"]["resourceVersion"].clone();
+    ssa(s, minor, "a", &a_config, &[]).ok();
+    let obj = get(s, minor, &dep);
+    assert_eq!(obj["metadata"]["resourceVersion"], rv, "a no-op apply wrote: {obj}");
+    assert_eq!(obj["spec"]["template"]["spec"]["containers"].as_array().unwrap().len(), 2);
+    // C drops its container: it goes.
+    ssa(s, minor, "c", &format!("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  annotations:\n    owner: c\n"), &[]).ok();
+    let obj = get(s, minor, &dep);
+    let names: Vec<&str> = obj["spec"]["template"]["spec"]["containers"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["main"], "{obj}");
+
+    // Other verbs are Update managers.
+    s.kubectl(minor, &["label", &dep, "team=x"]).ok();
+    s.kubectl(minor, &["scale", &dep, "--replicas=4"]).ok();
+    let mut edit = Command::new(kubectl_path(minor));
+    edit.arg("--kubeconfig").arg(s.kubeconfig()).args(["edit", &dep]);
+    edit.env("KUBE_EDITOR", "sed -i -e s/owner:\\ c/owner:\\ edited/");
+    let o = edit.stdin(Stdio::null()).output().unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let obj = get(s, minor, &dep);
+    assert_eq!(obj["metadata"]["annotations"]["owner"], "edited", "{obj}");
+    let ms = managers(&obj);
+    for want in [("kubectl-label", ""), ("kubectl-edit", "")] {
+        assert!(ms.iter().any(|(m, op, sub)| m == want.0 && op == "Update" && sub == want.1), "{want:?} not in {ms:?}");
+    }
+    assert!(ms.iter().any(|(_, op, sub)| op == "Update" && sub == "scale"), "no scale manager in {ms:?}");
+    // Editing C's annotation took it from C.
+    assert!(fields_of(&obj, "c", "Apply").is_null() || fields_of(&obj, "c", "Apply")["f:metadata"]["f:annotations"].get("f:owner").is_none(), "{obj}");
+
+    // `diff --server-side` shows a change and writes nothing.
+    let changed = full(&name, "", 2, "nginx:1.26").replace("  replicas: 2\n", "");
+    let file = s.dir.path().join(format!("diff-{minor}.yaml"));
+    std::fs::write(&file, &changed).unwrap();
+    let rv = get(s, minor, &dep)["metadata"]["resourceVersion"].clone();
+    let diff = s.kubectl(minor, &["diff", "--server-side", "--field-manager", "a", "-f", file.to_str().unwrap()]);
+    assert_eq!(diff.code, 1, "{diff:?}");
+    assert!(diff.stdout.contains("-      - image: nginx:1.25") && diff.stdout.contains("+      - image: nginx:1.26"), "{diff:?}");
+    let obj = get(s, minor, &dep);
+    assert_eq!(obj["metadata"]["resourceVersion"], rv);
+    assert_eq!(obj["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:1.25");
+
+    s.kubectl(minor, &["delete", &dep]).ok();
+}
+
+/// Client-side apply, then server-side apply of the same file, then a
+/// change through server-side apply: no conflicts, the client-side manager's
+/// fields move to `kubectl`, and the last-applied annotation follows.
+fn from_client_side(s: &Server, minor: u32) {
+    let name = format!("csa-{minor}");
+    let dep = format!("deployment/{name}");
+    let v1 = full(&name, "", 1, "nginx:1.25");
+    assert_eq!(s.kubectl_stdin(minor, &["apply", "-f", "-"], Some(&v1)).ok().trim(), format!("deployment.apps/{name} created"));
+    let obj = get(s, minor, &dep);
+    assert!(managers(&obj).iter().any(|(m, op, _)| m == "kubectl-client-side-apply" && op == "Update"), "{obj}");
+    let annotation = "kubectl.kubernetes.io/last-applied-configuration";
+    assert!(obj["metadata"]["annotations"][annotation].is_string(), "{obj}");
+
+    let out = s.kubectl_stdin(minor, &["apply", "--server-side", "-f", "-"], Some(&v1));
+    assert_eq!(out.ok().trim(), format!("deployment.apps/{name} serverside-applied"));
+    let obj = get(s, minor, &dep);
+    let ms = managers(&obj);
+    assert!(ms.iter().any(|(m, op, _)| m == "kubectl" && op == "Apply"), "{ms:?}");
+    assert!(!ms.iter().any(|(m, _, _)| m == "kubectl-client-side-apply"), "client-side apply's fields were not upgraded: {ms:?}");
+
+    let v2 = full(&name, "", 1, "nginx:1.26");
+    let out = s.kubectl_stdin(minor, &["apply", "--server-side", "-f", "-"], Some(&v2));
+    assert_eq!(out.ok().trim(), format!("deployment.apps/{name} serverside-applied"), "{out:?}");
+    let obj = get(s, minor, &dep);
+    assert_eq!(obj["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:1.26");
+    let last: Value = serde_json::from_str(obj["metadata"]["annotations"][annotation].as_str().unwrap()).unwrap();
+    assert_eq!(last["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:1.26", "the annotation did not follow: {last}");
+    // Client-side apply of the same file again changes no field (the
+    // annotation's text may be rewritten in kubectl's own encoding, which
+    // kubectl reports as "configured").
+    let again = s.kubectl_stdin(minor, &["apply", "-f", "-"], Some(&v2));
+    assert!(again.code == 0, "{again:?}");
+    let after = get(s, minor, &dep);
+    assert_eq!(after["spec"], obj["spec"], "client-side apply changed fields");
+    s.kubectl(minor, &["delete", &dep]).ok();
+}
+
+const CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: shelves.ssa.example.com
+spec:
+  group: ssa.example.com
+  scope: Namespaced
+  names: {plural: shelves, singular: shelf, kind: Shelf}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              books:
+                type: array
+                x-kubernetes-list-type: map
+                x-kubernetes-list-map-keys: [title]
+                items:
+                  type: object
+                  required: [title]
+                  properties:
+                    title: {type: string}
+                    copies: {type: integer}
+"#;
+
+fn shelf(name: &str, books: &str) -> String {
+    format!("apiVersion: ssa.example.com/v1\nkind: Shelf\nmetadata:\n  name: {name}\nspec:\n  books:\n{books}")
+}
+
+fn custom_resource(s: &Server, minor: u32) {
+    let name = format!("shelf-{minor}");
+    let what = format!("shelves/{name}");
+    ssa(s, minor, "alice", &shelf(&name, "  - title: dune\n    copies: 1\n"), &[]).ok();
+    ssa(s, minor, "bob", &shelf(&name, "  - title: emma\n    copies: 2\n"), &[]).ok();
+    let obj = get(s, minor, &what);
+    let titles: Vec<&str> = obj["spec"]["books"].as_array().unwrap().iter().map(|b| b["title"].as_str().unwrap()).collect();
+    assert_eq!(titles, ["dune", "emma"], "{obj}");
+    let out = ssa(s, minor, "bob", &shelf(&name, "  - title: dune\n    copies: 5\n"), &[]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("Apply failed with 1 conflict: conflict with \"alice\": .spec.books[title=\"dune\"].copies"), "{out:?}");
+    // Bob's apply without emma, forced onto dune's copies.
+    ssa(s, minor, "bob", &shelf(&name, "  - title: dune\n    copies: 5\n"), &["--force-conflicts"]).ok();
+    let obj = get(s, minor, &what);
+    assert_eq!(obj["spec"]["books"], serde_json::json!([{"title": "dune", "copies": 5}]), "{obj}");
+    s.kubectl(minor, &["delete", &what]).ok();
+}
+
+#[test]
+fn server_side_apply_with_kubectl() {
+    let s = Server::start();
+    s.kubectl_stdin(33, &["apply", "--server-side", "-f", "-"], Some(CRD)).ok();
+    s.kubectl(33, &["wait", "--for=condition=Established", "crd/shelves.ssa.example.com", "--timeout=60s"]).ok();
+    for minor in [33, 27] {
+        suite(&s, minor);
+        from_client_side(&s, minor);
+        custom_resource(&s, minor);
+    }
+}
