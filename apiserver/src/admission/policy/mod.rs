@@ -675,7 +675,7 @@ mod tests {
         let sources = Sources::new();
         let storage: Arc<dyn Storage> = Arc::new(testing::Fixed(Default::default()));
         let allow: Arc<dyn crate::authz::Authorizer> = Arc::new(crate::authz::always::AlwaysAllow);
-        let vap = validating::ValidatingAdmissionPolicy::new(sources.clone(), storage.clone(), allow.clone());
+        let vap = validating::ValidatingAdmissionPolicy::new(sources.clone(), storage.clone(), allow.clone(), crate::schema::SchemaStore::builtin());
         let map = mutating::MutatingAdmissionPolicy::new(sources.clone(), storage.clone(), allow.clone(), crate::schema::SchemaStore::builtin());
         let hooks = crate::admission::webhook::config::Hooks::new(sources.clone(), allow, false);
         let (user, warnings, opts) = (UserInfo::default(), Warnings::default(), Value::Null);
