@@ -107,17 +107,22 @@ impl Tls {
     /// certificate or key that cannot be read.
     pub fn client_config(&self) -> Result<rustls::ClientConfig> {
         let mut roots = rustls::RootCertStore::empty();
+        let mut trusted = Vec::new();
         for cert in CertificateDer::pem_slice_iter(&self.ca) {
             let cert = cert.map_err(|e| Error::Config(format!("certificate authority: {e}")))?;
+            trusted.push(cert.clone());
             roots.add(cert).map_err(|e| Error::Config(format!("certificate authority: {e}")))?;
         }
         if roots.is_empty() {
             return Err(Error::Config("certificate authority: no PEM certificate in it".into()));
         }
-        let builder = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone()).build().map_err(|e| Error::Config(format!("certificate authority: {e}")))?;
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| Error::Config(e.to_string()))?
-            .with_root_certificates(roots);
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(BundleVerifier { webpki, trusted }));
         match &self.identity {
             None => Ok(builder.with_no_client_auth()),
             Some((cert, key)) => {
@@ -417,6 +422,106 @@ fn go_words(e: &(dyn std::error::Error + 'static), depth: usize) -> Option<Strin
     e.source().and_then(|s| go_words(s, depth + 1))
 }
 
+/// Server certificates checked as Go's `crypto/x509` checks them against a
+/// caBundle: by webpki's path building, and besides it a serving
+/// certificate that is itself one of the bundle's certificates (a
+/// self-signed certificate, often marked CA:TRUE, used as its own caBundle,
+/// as many webhook setups do), which Go accepts once its validity period
+/// and host name check out and webpki refuses (`CaUsedAsEndEntity`).
+#[derive(Debug)]
+struct BundleVerifier {
+    webpki: Arc<rustls::client::WebPkiServerVerifier>,
+    trusted: Vec<CertificateDer<'static>>,
+}
+
+impl rustls::client::danger::ServerCertVerifier for BundleVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &rustls::pki_types::ServerName<'_>,
+        ocsp_response: &[u8],
+        now: rustls::pki_types::UnixTime,
+    ) -> std::result::Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        match self.webpki.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
+            Err(_) if self.trusted.iter().any(|t| t.as_ref() == end_entity.as_ref()) => {
+                check_trusted_leaf(end_entity, server_name, now)?;
+                Ok(rustls::client::danger::ServerCertVerified::assertion())
+            }
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> std::result::Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> std::result::Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.webpki.supported_verify_schemes()
+    }
+}
+
+/// What Go still checks of a serving certificate found among the trusted
+/// ones: its validity period and that it names `server_name` (an IP
+/// address SAN, or a DNS SAN with at most a leading `*.` label).
+fn check_trusted_leaf(der: &CertificateDer<'_>, server_name: &rustls::pki_types::ServerName<'_>, now: rustls::pki_types::UnixTime) -> std::result::Result<(), rustls::Error> {
+    use rustls::CertificateError as C;
+    use x509_parser::extensions::GeneralName;
+    let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref()).map_err(|_| rustls::Error::InvalidCertificate(C::BadEncoding))?;
+    let t = i64::try_from(now.as_secs()).unwrap_or(i64::MAX);
+    let validity = cert.validity();
+    if t < validity.not_before.timestamp() || t > validity.not_after.timestamp() {
+        return Err(rustls::Error::InvalidCertificate(C::Expired));
+    }
+    let names: Vec<GeneralName<'_>> = cert.subject_alternative_name().ok().flatten().map(|s| s.value.general_names.clone()).unwrap_or_default();
+    let named = match server_name {
+        rustls::pki_types::ServerName::IpAddress(ip) => {
+            let want = std::net::IpAddr::from(*ip);
+            names.iter().any(|n| match n {
+                GeneralName::IPAddress(b) => match b.len() {
+                    4 => <[u8; 4]>::try_from(*b).is_ok_and(|a| std::net::IpAddr::from(a) == want),
+                    16 => <[u8; 16]>::try_from(*b).is_ok_and(|a| std::net::IpAddr::from(a) == want),
+                    _ => false,
+                },
+                _ => false,
+            })
+        }
+        rustls::pki_types::ServerName::DnsName(d) => {
+            let host = d.as_ref().trim_end_matches('.').to_ascii_lowercase();
+            names.iter().any(|n| match n {
+                GeneralName::DNSName(pattern) => {
+                    let pattern = pattern.trim_end_matches('.').to_ascii_lowercase();
+                    match pattern.strip_prefix("*.") {
+                        Some(rest) => host.split_once('.').is_some_and(|(first, tail)| !first.is_empty() && tail == rest),
+                        None => pattern == host,
+                    }
+                }
+                _ => false,
+            })
+        }
+        _ => false,
+    };
+    if named {
+        Ok(())
+    } else {
+        Err(rustls::Error::InvalidCertificate(C::NotValidForName))
+    }
+}
+
 /// A rustls failure in the words of Go's `crypto/tls` and `crypto/x509`.
 fn go_tls_error(e: &rustls::Error) -> String {
     use rustls::CertificateError as C;
@@ -424,7 +529,15 @@ fn go_tls_error(e: &rustls::Error) -> String {
         rustls::Error::InvalidCertificate(C::UnknownIssuer) => "certificate signed by unknown authority".to_string(),
         rustls::Error::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => "certificate is not valid for the requested name".to_string(),
         rustls::Error::InvalidCertificate(C::Expired | C::ExpiredContext { .. } | C::NotValidYet | C::NotValidYetContext { .. }) => "certificate has expired or is not yet valid".to_string(),
-        rustls::Error::InvalidCertificate(other) => format!("{other:?}"),
+        rustls::Error::InvalidCertificate(C::BadEncoding) => "malformed certificate".to_string(),
+        rustls::Error::InvalidCertificate(C::Revoked) => "certificate has been revoked".to_string(),
+        rustls::Error::InvalidCertificate(C::InvalidPurpose | C::InvalidPurposeContext { .. }) => "certificate specifies an incompatible key usage".to_string(),
+        rustls::Error::InvalidCertificate(C::BadSignature) => "certificate signature is invalid".to_string(),
+        // A CA certificate served as the server's own that the bundle does
+        // not hold: Go finds no chain to a trusted root.
+        rustls::Error::InvalidCertificate(C::Other(o)) if format!("{o:?}").contains("CaUsedAsEndEntity") => "certificate signed by unknown authority".to_string(),
+        // The rest (webpki's own reasons) as rustls words them.
+        other @ rustls::Error::InvalidCertificate(_) => return format!("tls: failed to verify certificate: x509: {}", other.to_string().trim_start_matches("invalid peer certificate: ")),
         other => return format!("tls: {other}"),
     };
     format!("tls: failed to verify certificate: x509: {x509}")
@@ -614,6 +727,36 @@ fn placeholder_ca() -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A self-signed certificate for 127.0.0.1 marked CA:TRUE, as `openssl
+    /// req -x509` makes one.
+    fn self_signed_ca_leaf() -> CertificateDer<'static> {
+        let key = rcgen::KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+        let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap_or_else(|e| panic!("{e}"));
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params.self_signed(&key).unwrap_or_else(|e| panic!("{e}")).der().clone()
+    }
+
+    #[test]
+    fn a_self_signed_ca_serving_as_its_own_bundle_is_trusted_as_go_trusts_it() {
+        use rustls::client::danger::ServerCertVerifier as _;
+        let leaf = self_signed_ca_leaf();
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(leaf.clone()).unwrap_or_else(|e| panic!("{e}"));
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider).build().unwrap_or_else(|e| panic!("{e}"));
+        let v = BundleVerifier { webpki, trusted: vec![leaf.clone()] };
+        let name = |n: &str| rustls::pki_types::ServerName::try_from(n.to_string()).unwrap_or_else(|e| panic!("{e}"));
+        let now = rustls::pki_types::UnixTime::now();
+        assert!(v.verify_server_cert(&leaf, &[], &name("127.0.0.1"), &[], now).is_ok(), "Go accepts a trusted certificate as its own chain");
+        let wrong_name = v.verify_server_cert(&leaf, &[], &name("10.0.0.1"), &[], now).err().map(|e| go_tls_error(&e));
+        assert_eq!(wrong_name.as_deref(), Some("tls: failed to verify certificate: x509: certificate is not valid for the requested name"));
+        // A certificate outside the bundle is still refused.
+        let stranger = self_signed_ca_leaf();
+        let refused = v.verify_server_cert(&stranger, &[], &name("127.0.0.1"), &[], now).err().map(|e| go_tls_error(&e)).unwrap_or_default();
+        assert!(refused.starts_with("tls: failed to verify certificate: x509: "), "{refused}");
+        assert!(!refused.contains("Other("), "Rust Debug form: {refused}");
+    }
 
     #[test]
     fn kubeconfig_picks_current_context_and_reads_relative_files() {
