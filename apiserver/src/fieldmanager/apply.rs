@@ -33,7 +33,7 @@ use serde_json::{Map, Value};
 
 use super::conflict::{print_manager, ApplyError, Conflict};
 use super::typed::{print_path, Typer};
-use super::{lastapplied, managed_fields, parse_entries, restrict, without_managed_fields, write_entries, Entry, FieldSet, Scope, STRIPPED};
+use super::{lastapplied, managed_fields, parse_entries, restrict, without_managed_fields, write_entries, Entry, FieldSet, InVersions, Scope, Versions, STRIPPED};
 use crate::schema::Schema;
 
 /// One apply request, as the PATCH handler knows it.
@@ -53,6 +53,10 @@ pub struct ApplyRequest<'a> {
     pub force: bool,
     /// The time to record (RFC 3339).
     pub now: &'a str,
+    /// The resource's other versions: the conflicts with and removals from
+    /// a manager whose entry is in another apiVersion are computed on the
+    /// objects converted to it.
+    pub versions: Option<Versions<'a>>,
 }
 
 /// Applies the apply configuration `config` (the decoded body: apiVersion,
@@ -130,8 +134,27 @@ pub fn apply(schema: Option<&Schema>, live: Option<&Value>, config: &Value, req:
     let mut changed = cmp.modified.clone();
     changed.union(&cmp.added);
 
-    let conflicts_of = |e: &Entry| e.set.intersection(&changed);
-    let mut conflicts: Vec<(usize, FieldSet)> = others.iter().enumerate().map(|(i, e)| (i, conflicts_of(e))).filter(|(_, c)| !c.is_empty()).collect();
+    // A manager of another apiVersion sees the change in its own paths.
+    let mut elsewhere = InVersions::new(req.versions, req.api_version, Some(&live_obj), &merged, req.scope, typed_compare);
+    let mut removed_of: Vec<FieldSet> = Vec::with_capacity(others.len());
+    let mut conflicts: Vec<(usize, FieldSet)> = Vec::new();
+    for (i, e) in others.iter().enumerate() {
+        let c = match elsewhere.of(&e.api_version) {
+            Some([added, modified, removed]) => {
+                removed_of.push(removed.clone());
+                let mut changed = added.clone();
+                changed.union(modified);
+                e.set.intersection(&changed)
+            }
+            None => {
+                removed_of.push(cmp.removed.clone());
+                e.set.intersection(&changed)
+            }
+        };
+        if !c.is_empty() {
+            conflicts.push((i, c));
+        }
+    }
     if !conflicts.is_empty() && !req.force {
         let mut reported = conflicts.clone();
         if req.manager == lastapplied::KUBECTL {
@@ -151,8 +174,8 @@ pub fn apply(schema: Option<&Schema>, live: Option<&Value>, config: &Value, req:
     for (i, c) in conflicts.drain(..) {
         entries[i].set.difference(&c);
     }
-    for e in &mut entries {
-        e.set.difference(&cmp.removed);
+    for (e, removed) in entries.iter_mut().zip(&removed_of) {
+        e.set.difference(removed);
     }
     entries.retain(|e| !e.set.is_empty());
     let mine = Entry {
@@ -189,6 +212,13 @@ pub fn apply(schema: Option<&Schema>, live: Option<&Value>, config: &Value, req:
         lastapplied::rewrite(&mut out, config);
     }
     Ok(out)
+}
+
+/// [`Typer::compare`] for [`InVersions`] (`lhs` `None`: an empty object).
+fn typed_compare(schema: Option<&Schema>, lhs: Option<&Value>, rhs: &Value) -> [FieldSet; 3] {
+    let empty = Value::Object(Map::new());
+    let c = Typer::new(schema).compare(lhs.unwrap_or(&empty), rhs);
+    [c.added, c.modified, c.removed]
 }
 
 /// Go's `GroupVersionKind.String()` of an apiVersion and kind:
