@@ -29,6 +29,8 @@
 //! "kubectl" using apps/v1: .spec.replicas`, unless forced, which moves it
 //! to `a`.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Map, Value};
 
 use super::conflict::{print_manager, ApplyError, Conflict};
@@ -115,13 +117,22 @@ pub fn apply(schema: Option<&Schema>, live: Option<&Value>, config: &Value, req:
     // (the applier included) still owns them.
     if let Some(last) = last.filter(|l| !l.set.is_empty()) {
         let mut managed = config_set.clone();
+        // Sets of managers of another apiVersion are in its paths: they
+        // keep a field when its removal would take away one they own there.
+        let mut elsewhere: BTreeMap<&str, FieldSet> = BTreeMap::new();
         for e in &others {
-            managed.union(&e.set);
+            match req.versions.filter(|v| e.api_version != req.api_version && (v.convert)(&merged, &e.api_version).is_some()) {
+                Some(_) => elsewhere.entry(e.api_version.as_str()).or_default().union(&e.set),
+                None => managed.union(&e.set),
+            }
         }
         for p in STRIPPED {
             managed.insert(&p.iter().map(|x| x.to_string()).collect::<Vec<_>>());
         }
-        let removal = removal_set(&typer.ensure_named(&last.set), &typer.ensure_named(&managed));
+        let mut removal = removal_set(&typer.ensure_named(&last.set), &typer.ensure_named(&managed));
+        if let (Some(v), false) = (req.versions, removal.is_empty() || elsewhere.is_empty()) {
+            removal = kept_elsewhere(&typer, v, &merged, removal, &elsewhere);
+        }
         if !removal.is_empty() {
             merged = typer.remove(&merged, &removal);
         }
@@ -212,6 +223,31 @@ pub fn apply(schema: Option<&Schema>, live: Option<&Value>, config: &Value, req:
         lastapplied::rewrite(&mut out, config);
     }
     Ok(out)
+}
+
+/// The paths of `removal` whose removal from `merged` takes away (or
+/// changes) no field owned in another apiVersion (`owned`, by version),
+/// checked on the objects converted to each; a path whose effect cannot
+/// be converted stays (is not removed).
+fn kept_elsewhere(typer: &Typer<'_>, v: Versions<'_>, merged: &Value, removal: FieldSet, owned: &BTreeMap<&str, FieldSet>) -> FieldSet {
+    let mut out = FieldSet::default();
+    for p in removal.paths() {
+        let mut one = FieldSet::default();
+        one.insert(&p);
+        let without = typer.remove(merged, &one);
+        let takes_owned = owned.iter().any(|(api_version, set)| {
+            let (Some(before), Some(after)) = ((v.convert)(merged, api_version), (v.convert)(&without, api_version)) else {
+                return true;
+            };
+            let schema = (v.schema_of)(api_version);
+            let c = Typer::new(schema.as_ref()).compare(&before, &after);
+            !c.removed.intersection(set).is_empty() || !c.modified.intersection(set).is_empty()
+        });
+        if !takes_owned {
+            out.insert(&p);
+        }
+    }
+    out
 }
 
 /// [`Typer::compare`] for [`InVersions`] (`lhs` `None`: an empty object).

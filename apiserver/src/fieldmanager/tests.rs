@@ -1189,3 +1189,24 @@ fn removal_applied_through_conversion() {
     update(None, Some(&old), &mut new, &Request { versions: None, ..req });
     assert_eq!(new["metadata"]["managedFields"][0]["fieldsV1"], json!({"f:spec": {"f:size": {}, "f:color": {}}}));
 }
+
+/// A v2 applier that stops declaring `spec.replicas` leaves it when a v1
+/// manager owns it as `spec.size`; without that manager it goes.
+#[test]
+fn removal_kept_for_an_owner_in_another_version() {
+    let versions = Versions { convert: &rename_versions, schema_of: &no_schema };
+    let b = e("b", "Apply", "x.io/v2", json!({"f:spec": {"f:replicas": {}, "f:color": {}}}));
+    let config = thing("x.io/v2", json!({"color": "red"}));
+    let req = ApplyRequest { manager: "b", api_version: "x.io/v2", kind: "Thing", subresource: "", scope: Scope::All, force: false, now: NOW, versions: Some(versions) };
+    let a = e("a", "Update", "x.io/v1", json!({"f:spec": {"f:size": {}}}));
+    let live = with_mf(thing("x.io/v2", json!({"replicas": 3, "color": "red"})), vec![a, b.clone()]);
+    let out = apply(None, Some(&live), &config, &req).unwrap();
+    assert_eq!(out["spec"], json!({"replicas": 3, "color": "red"}));
+    let managers: Vec<&str> = out["metadata"]["managedFields"].as_array().unwrap().iter().map(|e| e["manager"].as_str().unwrap()).collect();
+    assert_eq!(managers, ["b", "a"], "{out}");
+    // Compared as if v1 paths were v2 ones, the field would go.
+    assert_eq!(apply(None, Some(&live), &config, &ApplyRequest { versions: None, ..req.clone() }).unwrap()["spec"], json!({"color": "red"}));
+
+    let alone = with_mf(thing("x.io/v2", json!({"replicas": 3, "color": "red"})), vec![b]);
+    assert_eq!(apply(None, Some(&alone), &config, &req).unwrap()["spec"], json!({"color": "red"}));
+}
