@@ -38,6 +38,7 @@ pub mod openapi;
 pub mod options;
 pub mod pki;
 pub mod protobuf;
+pub mod quantity;
 pub mod registry;
 pub mod schema;
 pub mod selectors;

@@ -34,11 +34,11 @@ use serde_json::{json, Value};
 
 use super::lookup;
 use super::pod_resources::{self, ResourceList, Side};
-use super::quantity::{self, Quantity};
 use super::sources::Sources;
 use super::{Attributes, Mutating, Operation, Validating};
 use crate::errors::Status;
 use crate::meta;
+use crate::quantity::{self, Quantity};
 use crate::storage::Storage;
 
 /// The annotation listing what the plugin filled in.

@@ -36,7 +36,6 @@ pub mod pod_resources;
 pub mod pod_security;
 pub mod policy;
 pub mod priority;
-pub mod quantity;
 pub mod resource_quota;
 pub mod runtime_class;
 pub mod service_account;

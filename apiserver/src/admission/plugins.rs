@@ -177,7 +177,9 @@ pub fn build(enable: &[String], disable: &[String], ctx: &Context) -> Result<(Ch
             "MutatingAdmissionPolicy" => {
                 chain.mutating.push(Arc::new(super::policy::mutating::MutatingAdmissionPolicy::new(ctx.sources.clone(), ctx.storage.clone(), ctx.authorizer.clone(), ctx.schemas.clone())))
             }
-            "ValidatingAdmissionPolicy" => chain.validating.push(Arc::new(super::policy::validating::ValidatingAdmissionPolicy::new(ctx.sources.clone(), ctx.storage.clone(), ctx.authorizer.clone()))),
+            "ValidatingAdmissionPolicy" => {
+                chain.validating.push(Arc::new(super::policy::validating::ValidatingAdmissionPolicy::new(ctx.sources.clone(), ctx.storage.clone(), ctx.authorizer.clone(), ctx.schemas.clone())))
+            }
             "MutatingAdmissionWebhook" => chain.mutating.push(Arc::new(super::webhook::MutatingWebhooks::new(ctx))),
             "ValidatingAdmissionWebhook" => chain.validating.push(Arc::new(super::webhook::ValidatingWebhooks::new(ctx))),
             "AlwaysDeny" => {

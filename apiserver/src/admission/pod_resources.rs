@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::quantity::{self, Quantity};
+use crate::quantity::{self, Quantity};
 
 /// Resource name → quantity.
 pub type ResourceList = BTreeMap<String, Quantity>;

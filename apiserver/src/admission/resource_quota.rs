@@ -55,11 +55,11 @@ use serde_json::{Map, Value};
 
 use super::lookup;
 use super::pod_resources::{self, ResourceList, Side};
-use super::quantity::{self, Quantity};
 use super::sources::Sources;
 use super::{Attributes, Operation, Validating};
 use crate::errors::Status;
 use crate::meta;
+use crate::quantity::{self, Quantity};
 use crate::storage::{keys, Storage, Update};
 
 /// The suffix of per-StorageClass claim resources.

@@ -21,10 +21,10 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 
 use super::lookup;
-use super::quantity;
 use super::sources::Sources;
 use super::{Attributes, Mutating, Operation, Validating};
 use crate::errors::Status;
+use crate::quantity;
 use crate::storage::Storage;
 
 /// The plugin.

@@ -9,12 +9,24 @@
 //! (`controllers::admission`) starts an informer per resource of
 //! [`WATCHED`] once the registry serves it and plugs its copy in with
 //! [`Sources::set`]. Reading a copy never touches the store.
+//!
+//! Readiness (kube's `WaitForReady`): a plugin that must not decide on an
+//! incomplete copy (the webhook and policy plugins) waits in
+//! [`Sources::wait_ready`] until the copies it reads have listed once. A
+//! copy counts as ready when it is plugged in and listed, or when the feed
+//! has plugged in everything it serves ([`Sources::mark_fed`]) without it:
+//! that resource is not served, so there is nothing to wait for.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::RwLock;
 use serde_json::Value;
+
+use super::Attributes;
+use crate::errors::Status;
 
 /// One resource's objects, keyed `namespace/name` (`name` when
 /// cluster-scoped), in key order.
@@ -55,7 +67,17 @@ pub const WATCHED: &[(&str, &str, &str)] = &[
 #[derive(Default)]
 pub struct Sources {
     by_resource: RwLock<HashMap<(String, String), Arc<dyn Source>>>,
+    /// Set once the feed has plugged in every copy it serves.
+    fed: AtomicBool,
 }
+
+/// How long a request waits for the copies' first list before it is
+/// refused (kube's `timeToWaitForReady`).
+pub const WAIT_FOR_READY: Duration = Duration::from_secs(10);
+
+/// How often a waiting request looks again (kube's `WaitForReady` polls at
+/// this rate too).
+const READY_POLL: Duration = Duration::from_millis(100);
 
 impl Sources {
     /// No copies yet.
@@ -87,6 +109,57 @@ impl Sources {
     pub fn namespace(&self, name: &str) -> Option<Arc<Value>> {
         self.object("", "namespaces", name)
     }
+
+    /// Records that the feed has plugged in every copy it will serve; a
+    /// copy still missing then belongs to a resource that is not served.
+    pub fn mark_fed(&self) {
+        self.fed.store(true, Ordering::Release);
+    }
+
+    /// Whether the copies of `resources` ((group, resource) pairs) are
+    /// complete: each plugged in and listed once, or known not to be served.
+    pub fn ready(&self, resources: &[(&str, &str)]) -> bool {
+        let fed = self.fed.load(Ordering::Acquire);
+        resources.iter().all(|(g, r)| self.get(g, r).map_or(fed, |s| s.synced()))
+    }
+
+    /// Waits until [`Sources::ready`] holds for `resources`, at most
+    /// [`WAIT_FOR_READY`] (kube's `WaitForReady`).
+    ///
+    /// # Errors
+    /// 403 `<resource> "<name>" is forbidden: not yet ready to handle
+    /// request` (kube's `admission.NewForbidden`; the name is the
+    /// request's, else the object's name or generateName, else `Unknown`)
+    /// when the copies are still incomplete after the wait.
+    pub async fn wait_ready(&self, resources: &[(&str, &str)], attrs: &Attributes<'_>) -> Result<(), Status> {
+        self.wait_ready_for(resources, attrs, WAIT_FOR_READY).await
+    }
+
+    /// [`Sources::wait_ready`] with a bound of `limit`.
+    ///
+    /// # Errors
+    /// As [`Sources::wait_ready`].
+    pub async fn wait_ready_for(&self, resources: &[(&str, &str)], attrs: &Attributes<'_>, limit: Duration) -> Result<(), Status> {
+        let deadline = tokio::time::Instant::now() + limit;
+        while !self.ready(resources) {
+            if tokio::time::Instant::now() >= deadline {
+                return Err(not_ready(attrs));
+            }
+            tokio::time::sleep(READY_POLL).await;
+        }
+        Ok(())
+    }
+}
+
+/// kube's refusal of a request that came before the plugin's copies were
+/// complete.
+fn not_ready(attrs: &Attributes<'_>) -> Status {
+    let about = attrs.object.as_ref().or(attrs.old_object);
+    let name = [attrs.name, about.map(crate::meta::name).unwrap_or_default(), about.map(|o| crate::meta::meta_str(o, "generateName")).unwrap_or_default()]
+        .into_iter()
+        .find(|n| !n.is_empty())
+        .unwrap_or("Unknown");
+    Status::forbidden_because(attrs.resource.group, attrs.resource.resource, name, "not yet ready to handle request")
 }
 
 /// A fixed copy, for tests and for resources a plugin fills itself.

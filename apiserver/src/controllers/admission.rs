@@ -31,7 +31,8 @@ impl EventHandler for Quiet {
 }
 
 /// Starts the informers of the served resources of [`WATCHED`] until
-/// `stop`, and plugs them into `sources`.
+/// `stop`, plugs them into `sources`, and then marks `sources` fed (the
+/// copies of resources not served are then known to be empty).
 pub fn start(registry: &Registry, sources: &Sources, stop: watch::Receiver<bool>) {
     for (group, version, resource) in WATCHED {
         match registry.store(group, version, resource) {
@@ -42,4 +43,5 @@ pub fn start(registry: &Registry, sources: &Sources, stop: watch::Receiver<bool>
             None => tracing::debug!("{resource}.{group} is not served: admission plugins see none"),
         }
     }
+    sources.mark_fed();
 }

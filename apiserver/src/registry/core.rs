@@ -488,8 +488,8 @@ pub fn resources() -> Vec<ResourceDef> {
         core("nodes", "node", "Node", false, &["no"], &[], vec![status()], Box::new(WithStatus)),
         core("persistentvolumes", "persistentvolume", "PersistentVolume", false, &["pv"], &[], vec![status()], Box::new(WithStatus)),
         core("persistentvolumeclaims", "persistentvolumeclaim", "PersistentVolumeClaim", true, &["pvc"], &[], vec![status()], Box::new(WithStatus)),
-        core("limitranges", "limitrange", "LimitRange", true, &["limits"], &[], none(), Box::new(DefaultStrategy)),
-        core("resourcequotas", "resourcequota", "ResourceQuota", true, &["quota"], &[], vec![status()], Box::new(WithStatus)),
+        core("limitranges", "limitrange", "LimitRange", true, &["limits"], &[], none(), Box::new(super::resource_limits::LimitRanges)),
+        core("resourcequotas", "resourcequota", "ResourceQuota", true, &["quota"], &[], vec![status()], Box::new(super::resource_limits::ResourceQuotas)),
         core("replicationcontrollers", "replicationcontroller", "ReplicationController", true, &["rc"], &["all"], vec![status()], Box::new(WithStatus)),
         core("podtemplates", "podtemplate", "PodTemplate", true, &[], &[], none(), Box::new(DefaultStrategy)),
     ]

@@ -31,6 +31,7 @@ pub mod escalation;
 pub mod networking;
 pub mod printers;
 pub mod rbac;
+pub mod resource_limits;
 pub mod rest;
 pub mod simple;
 pub mod store;

@@ -105,11 +105,16 @@ pub fn drop_empty_maps(s: SchemaRef<'_>, obj: &mut Value) {
     }
 }
 
+/// The definition of resource quantities (`500m`, `1Gi`).
+const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
+
 /// The first value of `obj` whose JSON type its schema does not allow, as
 /// Go's decoder words it: `json: cannot unmarshal string into Go struct
 /// field DeploymentSpec.spec.replicas of type int32`. kube-apiserver fails
-/// such a body with 400 whatever `fieldValidation` says. `null` fits any
-/// field; `schema` is the kind's (its definition names the root struct).
+/// such a body with 400 whatever `fieldValidation` says. A quantity that
+/// does not parse fails the same way, with the parser's message (`quantities
+/// must match the regular expression …`). `null` fits any field; `schema` is
+/// the kind's (its definition names the root struct).
 pub fn type_error(schema: SchemaRef<'_>, obj: &Value) -> Option<String> {
     let root = schema.definition_name().unwrap_or("");
     let short = root.rsplit('.').next().unwrap_or(root);
@@ -207,6 +212,13 @@ fn check_type(s: SchemaRef<'_>, v: &Value, parent: &str, path: &str) -> Option<S
     if !fits(s, v) {
         return Some(format!("json: cannot unmarshal {} into Go struct field {parent}.{path} of type {}", json_kind(v), go_type(s)));
     }
+    if s.definition_name() == Some(QUANTITY) && matches!(v, Value::String(_) | Value::Number(_)) {
+        // kube's `Quantity.UnmarshalJSON` fails the decode with the parse
+        // error, unwrapped.
+        if let Err(e) = crate::quantity::Quantity::from_json(v) {
+            return Some(e.to_string());
+        }
+    }
     if let (Value::String(text), Some("byte")) = (v, s.format()) {
         if let Err(at) = go_base64(text) {
             return Some(format!("illegal base64 data at input byte {at}"));
@@ -291,6 +303,11 @@ mod tests {
             (json!({"spec": "x"}), Some("json: cannot unmarshal string into Go struct field Deployment.spec of type v1.DeploymentSpec")),
             (json!({"spec": {"replicas": null, "strategy": {"rollingUpdate": {"maxSurge": 1, "maxUnavailable": "25%"}}}}), None),
             (json!({"spec": {"template": {"spec": {"containers": [{"resources": {"limits": {"cpu": 0.5, "memory": "1Gi"}}}]}}}}), None),
+            (
+                json!({"spec": {"template": {"spec": {"containers": [{"resources": {"limits": {"cpu": "abc"}}}]}}}}),
+                Some("quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"),
+            ),
+            (json!({"spec": {"template": {"spec": {"containers": [{"resources": {"requests": {"memory": "1K"}}}]}}}}), Some("unable to parse quantity's suffix")),
         ];
         for (obj, want) in type_cases {
             assert_eq!(type_error(schema, &obj).as_deref(), want, "{obj}");

@@ -315,3 +315,79 @@ fn disabled_plugins_have_no_effect() {
     // Two pods against a quota of one, and the charge never made.
     assert_eq!(used(&s, "off", "one", "pods"), "0");
 }
+
+/// A kubectl write refused with `reason` and `message`. kubectl prints
+/// `Error from server (<reason>)` before most refusals, and an Invalid one
+/// (422) as `The <Kind> "<name>" is invalid: …` alone.
+#[track_caller]
+fn refused_with(out: &Out, reason: &str, message: &str) {
+    assert_eq!(out.code, 1, "{out:?}");
+    let prefixed = out.stderr.contains(&format!("Error from server ({reason})"));
+    assert_eq!(prefixed, reason != "Invalid", "{out:?}");
+    assert!(out.stderr.contains(message), "want {message:?} in {out:?}");
+}
+
+#[test]
+fn limit_ranges_and_quotas_with_bad_values_are_refused() {
+    const REGEX: &str = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
+    let s = Server::start();
+    namespace(&s, "qv");
+    let lr = |name: &str, item: Value| json!({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": name}, "spec": {"limits": [item]}});
+    let rq = |name: &str, spec: Value| json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name}, "spec": spec});
+    for minor in MINORS {
+        // Quantities that do not parse fail the decode (400), as in kube.
+        let out = create(&s, minor, "qv", &lr("bad-text", json!({"type": "Container", "max": {"cpu": "abc"}})));
+        refused_with(&out, "BadRequest", &format!("LimitRange in version \"v1\" cannot be handled as a LimitRange: {REGEX}"));
+        let out = create(&s, minor, "qv", &rq("bad-text", json!({"hard": {"pods": "1x"}})));
+        refused_with(&out, "BadRequest", &format!("ResourceQuota in version \"v1\" cannot be handled as a ResourceQuota: {REGEX}"));
+    }
+    // What parses but breaks kube's rules is 422 Invalid with field paths.
+    let cases = [
+        (
+            lr("min-over-max", json!({"type": "Container", "min": {"cpu": "2"}, "max": {"cpu": "1"}})),
+            r#"The LimitRange "min-over-max" is invalid: spec.limits[0].min[cpu]: Invalid value: 2: min value 2 is greater than max value 1"#,
+        ),
+        (
+            lr("request-over-limit", json!({"type": "Container", "default": {"memory": "1Gi"}, "defaultRequest": {"memory": "1536Mi"}})),
+            r#"The LimitRange "request-over-limit" is invalid: spec.limits[0].defaultRequest[memory]: Invalid value: 1536Mi: default request value 1536Mi is greater than default limit value 1Gi"#,
+        ),
+        (
+            lr("bad-name", json!({"type": "Container", "max": {"storage": "1Gi"}})),
+            r#"The LimitRange "bad-name" is invalid: spec.limits[0].max[storage]: Invalid value: "storage": must be a standard resource for containers"#,
+        ),
+        (
+            lr("bad-ratio", json!({"type": "Container", "maxLimitRequestRatio": {"cpu": "500m"}})),
+            r#"The LimitRange "bad-ratio" is invalid: spec.limits[0].maxLimitRequestRatio[cpu]: Invalid value: 500m: ratio 500m is less than 1"#,
+        ),
+        (rq("negative", json!({"hard": {"pods": "-1"}})), r#"The ResourceQuota "negative" is invalid: spec.hard[pods]: Invalid value: "-1": must be greater than or equal to 0"#),
+        (rq("fraction", json!({"hard": {"services": "1500m"}})), r#"The ResourceQuota "fraction" is invalid: spec.hard[services]: Invalid value: 1500m: must be an integer"#),
+        (
+            rq("unknown", json!({"hard": {"widgets": "1"}})),
+            "The ResourceQuota \"unknown\" is invalid: \n* spec.hard[widgets]: Invalid value: \"widgets\": must be a standard resource type or fully qualified\n* spec.hard[widgets]: Invalid value: \"widgets\": must be a standard resource for quota",
+        ),
+        (
+            rq("conflict", json!({"hard": {"pods": "1"}, "scopes": ["Terminating", "NotTerminating"]})),
+            r#"The ResourceQuota "conflict" is invalid: spec.scopes: Invalid value: []core.ResourceQuotaScope{"Terminating", "NotTerminating"}: conflicting scopes"#,
+        ),
+    ];
+    for (obj, message) in &cases {
+        let out = create(&s, 33, "qv", obj);
+        refused_with(&out, "Invalid", message);
+    }
+    let out = s.kubectl(33, &["get", "limitranges,resourcequotas", "-n", "qv", "-o", "name"]);
+    assert_eq!(out.ok().trim(), "", "nothing refused was stored");
+    // Good ones are stored, and quantities keep working.
+    create(
+        &s,
+        33,
+        "qv",
+        &lr("good", json!({"type": "Container", "min": {"cpu": "100m"}, "max": {"cpu": "2"}, "default": {"cpu": "1"}, "defaultRequest": {"cpu": "500m"}, "maxLimitRequestRatio": {"cpu": "4"}})),
+    )
+    .ok();
+    create(&s, 27, "qv", &rq("good", json!({"hard": {"pods": "10", "requests.cpu": "4", "count/deployments.apps": "2"}, "scopes": ["NotTerminating"]}))).ok();
+    assert_eq!(get(&s, "qv", "limitrange/good")["spec"]["limits"][0]["max"]["cpu"], "2");
+    assert_eq!(get(&s, "qv", "resourcequota/good")["spec"]["hard"]["pods"], "10");
+    // Scopes may not change on update.
+    let out = s.kubectl(33, &["patch", "resourcequota", "good", "-n", "qv", "--type=merge", "-p", r#"{"spec":{"scopes":["Terminating"]}}"#]);
+    refused_with(&out, "Invalid", r#"The ResourceQuota "good" is invalid: spec.scopes: Invalid value: []core.ResourceQuotaScope{"Terminating"}: field is immutable"#);
+}

@@ -453,3 +453,53 @@ fn authorizer_checks_ask_rbac() {
     s.kubectl(33, &["create", "rolebinding", "alice-writes", "--role=cm-writer", "--user=alice", "-n", "authz"]).ok();
     wait_for("the robot losing its rights", || s.kubectl(33, &["create", "configmap", "probe", "-n", "authz", "--dry-run=server"]).stderr.contains("the robot may not create configmaps"));
 }
+
+/// A policy whose paramKind names no served kind: under Fail the writes it
+/// matches are refused with kube's configuration error (422 Invalid, as
+/// kube answers a policy denial without a reason); under Ignore they pass.
+#[test]
+fn a_param_kind_that_is_not_served_fails_the_policy() {
+    let s = Server::start();
+    s.kubectl(33, &["create", "namespace", "nothing"]).ok();
+    let policy = |name: &str, failure: &str| {
+        format!(
+            "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: {name}
+spec:
+  failurePolicy: {failure}
+  paramKind: {{apiVersion: example.com/v1, kind: Nothing}}
+  matchConstraints:
+    resourceRules: [{{apiGroups: [''], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}}]
+    objectSelector: {{matchLabels: {{policy: {name}}}}}
+  validations: [{{expression: 'true'}}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: {name}
+spec:
+  policyName: {name}
+  validationActions: [Deny]
+  paramRef: {{name: p, parameterNotFoundAction: Deny}}
+"
+        )
+    };
+    apply(&s, &policy("nothing-fail", "Fail"));
+    apply(&s, &policy("nothing-ignore", "Ignore"));
+    let cm = |name: &str, label: &str| format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: nothing\n  labels: {{policy: {label}}}\n");
+    let denial = "ValidatingAdmissionPolicy 'nothing-fail' denied request: failed to configure policy: failed to find resource referenced by paramKind: 'example.com/v1, Kind=Nothing'";
+    wait_for("the policy", || create(&s, 33, &cm("probe", "nothing-fail"), &["--dry-run=server"]).stderr.contains(denial));
+    for minor in [33, 27] {
+        let name = format!("refused-{minor}");
+        let out = create(&s, minor, &cm(&name, "nothing-fail"), &[]);
+        // kubectl prints a 422 by its causes; the message is kube's
+        // `configmaps "<name>" is forbidden: <denial>`.
+        let want = format!(r#"The configmaps "{name}" is invalid: : {denial}"#);
+        assert!(out.code == 1 && out.stderr.contains(&want), "kubectl 1.{minor}: {out:?}");
+        let name = format!("ignored-{minor}");
+        let out = create(&s, minor, &cm(&name, "nothing-ignore"), &[]);
+        assert_eq!(out.ok().trim(), format!("configmap/{name} created"), "kubectl 1.{minor}");
+    }
+}

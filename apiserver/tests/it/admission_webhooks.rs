@@ -124,6 +124,12 @@ async fn answer(path: &str, review: &Value) -> (u16, Value) {
         "/warn" => merge(&mut resp, json!({"warnings": ["this is a warning from the webhook"]})),
         "/deny-plainly" => resp["allowed"] = json!(false),
         "/svc" => merge(&mut resp, patched(json!([set_meta(obj, "annotations", "via-service", "yes")]))),
+        // Answers kube refuses at different stages: an unknown JSON Patch
+        // op (decodes, fails to apply), a non-boolean `allowed` (does not
+        // decode), a denial with a code of 600.
+        "/frob" => merge(&mut resp, patched(json!([{"op": "frob", "path": "/x"}]))),
+        "/allowed-yes" => resp["allowed"] = json!("yes"),
+        "/deny-600" => merge(&mut resp, json!({"allowed": false, "status": {"code": 600, "message": "six hundred"}})),
         "/allow" | "/some" | "/sentinel" => {}
         _ => return (404, json!({"kind": "Status", "message": "no such webhook"})),
     }
@@ -603,19 +609,10 @@ webhooks:
   clientConfig: {url: URL/allow, caBundle: CA_BUNDLE}
   namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: effects}}
   rules: [{operations: ['*'], apiGroups: [''], apiVersions: [v1], resources: ['*']}]
-- name: some.example.com
-  admissionReviewVersions: [v1]
-  sideEffects: Some
-  clientConfig: {url: URL/some, caBundle: CA_BUNDLE}
-  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: effects}}
-  objectSelector: {matchLabels: {hook: some}}
-  rules: [{operations: ['*'], apiGroups: [''], apiVersions: [v1], resources: ['*']}]
 ";
 
-/// `--dry-run=server` calls the webhooks without side effects (telling
-/// them it is a dry run) and refuses with kube's 400 a dry run that a
-/// webhook with side effects would see; reads (get, list, watch) call no
-/// webhook.
+/// `--dry-run=server` calls the webhooks without side effects, telling
+/// them it is a dry run; reads (get, list, watch) call no webhook.
 #[test]
 fn dry_runs_call_only_webhooks_without_side_effects_and_reads_none() {
     let log = Log::default();
@@ -632,14 +629,13 @@ fn dry_runs_call_only_webhooks_without_side_effects_and_reads_none() {
         assert!(calls.iter().all(|c| c.dry_run && c.path == "/allow" && c.operation == "CREATE"), "kubectl 1.{minor}: {calls:?}");
         assert_eq!(s.kubectl(minor, &["get", "cm", &name, "-n", "effects"]).code, 1, "a dry run stores nothing");
 
+        // For real, the webhooks are called without dryRun. (A webhook
+        // with `sideEffects: Some`, which dry runs refuse, cannot be
+        // created through v1: the configuration is refused.)
         let name = format!("some-{minor}");
-        let out = s.kubectl_stdin(minor, &["create", "-n", "effects", "--dry-run=server", "-f", "-"], Some(&configmap(&name, &[("hook", "some")])));
-        let want = r#"Error from server (BadRequest): error when creating "STDIN": admission webhook "some.example.com" does not support dry run"#;
-        assert!(out.code == 1 && out.stderr.contains(want), "kubectl 1.{minor}: {out:?}");
-        assert_eq!(log.count("/some", &name), 0, "never sent a dry run");
-        // For real, it is called.
         create(&s, minor, "effects", &configmap(&name, &[("hook", "some")])).ok();
-        assert_eq!(log.count("/some", &name), 1);
+        let calls: Vec<Call> = log.calls().into_iter().filter(|c| c.name == name).collect();
+        assert!(calls.len() == 2 && calls.iter().all(|c| !c.dry_run), "kubectl 1.{minor}: {calls:?}");
     }
 
     // Reads: nothing reaches a webhook, whatever the client.
@@ -748,4 +744,156 @@ webhooks:
         assert_eq!(out.code, 1, "{out:?}");
         assert!(out.stderr.contains(&format!("Error from server (InternalError): error when creating \"STDIN\": Internal error occurred: {want}")), "{out:?}");
     }
+}
+
+const ODD_ANSWERS: &str = "
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata:
+  name: odd-answers
+webhooks:
+- name: frob-ignore.example.com
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Ignore
+  clientConfig: {url: URL/frob, caBundle: CA_BUNDLE}
+  objectSelector: {matchLabels: {hook: frob}}
+  rules: [{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [configmaps]}]
+- name: yes-ignore.example.com
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Ignore
+  clientConfig: {url: URL/allowed-yes, caBundle: CA_BUNDLE}
+  objectSelector: {matchLabels: {hook: yes-ignore}}
+  rules: [{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [configmaps]}]
+- name: yes-fail.example.com
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+  clientConfig: {url: URL/allowed-yes, caBundle: CA_BUNDLE}
+  objectSelector: {matchLabels: {hook: yes-fail}}
+  rules: [{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [configmaps]}]
+- name: deny-600.example.com
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  clientConfig: {url: URL/deny-600, caBundle: CA_BUNDLE}
+  objectSelector: {matchLabels: {hook: deny-600}}
+  rules: [{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [configmaps]}]
+";
+
+/// Answers kube handles at different stages: a JSON Patch with an unknown
+/// op fails the write with a 500 even under `failurePolicy: Ignore` (it
+/// decodes, then does not apply); `\"allowed\": \"yes\"` does not decode, so
+/// the failure policy decides (Ignore admits, Fail is kube's `failed
+/// calling webhook`); a denial's code of 600 reaches the client as is.
+#[test]
+fn odd_answers_fail_where_kube_fails_them() {
+    let log = Log::default();
+    let hooks = webhooks(Arc::new(Pki::new()), log.clone());
+    let s = Server::start();
+    apply_and_wait(&s, &hooks, &log, ODD_ANSWERS);
+    for minor in [33, 27] {
+        let name = format!("frob-{minor}");
+        let out = create(&s, minor, "default", &configmap(&name, &[("hook", "frob")]));
+        let want = r#"Error from server (InternalError): error when creating "STDIN": Internal error occurred: Unexpected kind: frob"#;
+        assert!(out.code == 1 && out.stderr.contains(want), "kubectl 1.{minor}: {out:?}");
+        assert_eq!(log.count("/frob", &name), 1);
+
+        let name = format!("yes-ignore-{minor}");
+        let out = create(&s, minor, "default", &configmap(&name, &[("hook", "yes-ignore")]));
+        assert_eq!(out.ok().trim(), format!("configmap/{name} created"), "kubectl 1.{minor}");
+        assert_eq!(log.count("/allowed-yes", &name), 1);
+
+        let out = create(&s, minor, "default", &configmap(&format!("yes-fail-{minor}"), &[("hook", "yes-fail")]));
+        let want = r#"Internal error occurred: failed calling webhook "yes-fail.example.com": failed to call webhook: json: cannot unmarshal string into Go struct field AdmissionResponse.response.allowed of type bool"#;
+        assert!(out.code == 1 && out.stderr.contains(want), "kubectl 1.{minor}: {out:?}");
+    }
+    let body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"six-hundred","labels":{"hook":"deny-600"}}}"#;
+    let out = crate::common::curl_admin(&s, "/api/v1/namespaces/default/configmaps", &["-X", "POST", "-H", "Content-Type: application/json", "-d", body]);
+    assert!(out.starts_with("HTTP/2 600") || out.starts_with("HTTP/1.1 600"), "{out}");
+    let status: Value = serde_json::from_str(&crate::common::body_of(&out)).unwrap_or_default();
+    assert_eq!((status["code"].as_u64(), status["message"].as_str()), (Some(600), Some(r#"admission webhook "deny-600.example.com" denied the request: six hundred"#)), "{out}");
+}
+
+/// Configurations kube refuses, each with its message, through kubectl:
+/// 422 with every cause, nothing stored.
+#[test]
+fn invalid_configurations_are_refused_with_kubes_messages() {
+    let s = Server::start();
+    let bad = "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: bad
+webhooks:
+- name: short.name
+  admissionReviewVersions: [v2]
+  timeoutSeconds: 31
+  failurePolicy: Maybe
+  clientConfig: {url: 'http://u@h/x?a=b#f'}
+  rules: [{operations: [GET], apiGroups: [], apiVersions: [v1], resources: ['*', pods]}]
+- name: short.name
+  admissionReviewVersions: []
+  sideEffects: Some
+  clientConfig: {}
+  namespaceSelector: {matchExpressions: [{key: a, operator: Has}]}
+";
+    let wants = [
+        r#"The ValidatingWebhookConfiguration "bad" is invalid: "#,
+        r#"webhooks[0].name: Invalid value: "short.name": should be a domain with at least three segments separated by dots"#,
+        r#"webhooks[0].rules[0].operations[0]: Unsupported value: "GET": supported values: "*", "CONNECT", "CREATE", "DELETE", "UPDATE""#,
+        "webhooks[0].rules[0].apiGroups: Required value",
+        r#"webhooks[0].rules[0].resources: Invalid value: []string{"*", "pods"}: if '*' is present, must not specify other resources without subresources"#,
+        r#"webhooks[0].failurePolicy: Unsupported value: "Maybe": supported values: "Fail", "Ignore""#,
+        "webhooks[0].sideEffects: Required value: must specify one of None, NoneOnDryRun",
+        "webhooks[0].timeoutSeconds: Invalid value: 31: the timeout value must be between 1 and 30 seconds",
+        r#"webhooks[0].clientConfig.url: Invalid value: "http": 'https' is the only allowed URL scheme; desired format: https://host[/path]"#,
+        r#"webhooks[0].clientConfig.url: Invalid value: "u": user information is not permitted in the URL"#,
+        r#"webhooks[0].clientConfig.url: Invalid value: "f": fragments are not permitted in the URL"#,
+        r#"webhooks[0].clientConfig.url: Invalid value: "a=b": query parameters are not permitted in the URL"#,
+        r#"webhooks[0].admissionReviewVersions: Invalid value: []string{"v2"}: must include at least one of v1, v1beta1"#,
+        r#"webhooks[1].sideEffects: Unsupported value: "Some": supported values: "None", "NoneOnDryRun""#,
+        r#"webhooks[1].namespaceSelector.matchExpressions[0].operator: Invalid value: "Has": not a valid selector operator"#,
+        "webhooks[1].clientConfig: Required value: exactly one of url or service is required",
+        "webhooks[1].admissionReviewVersions: Required value: must specify one of v1, v1beta1",
+        r#"webhooks[1].name: Duplicate value: "short.name""#,
+    ];
+    for minor in [33, 27] {
+        let out = s.kubectl_stdin(minor, &["create", "-f", "-"], Some(bad));
+        assert_eq!(out.code, 1, "kubectl 1.{minor}: {out:?}");
+        for want in wants {
+            assert!(out.stderr.contains(want), "kubectl 1.{minor}: want {want:?} in {}", out.stderr);
+        }
+    }
+    let policy = "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: bad-policy
+spec:
+  failurePolicy: Sometimes
+  paramKind: {apiVersion: example.com/v1}
+  matchConstraints: {resourceRules: []}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: bad-binding
+spec:
+  policyName: bad-policy
+  validationActions: [Deny, Warn, Shout]
+";
+    let out = s.kubectl_stdin(33, &["create", "-f", "-"], Some(policy));
+    for want in [
+        r#"ValidatingAdmissionPolicy.admissionregistration.k8s.io "bad-policy" is invalid: "#,
+        r#"spec.failurePolicy: Unsupported value: "Sometimes": supported values: "Fail", "Ignore""#,
+        "spec.paramKind.kind: Required value",
+        "spec.matchConstraints.resourceRules: Required value",
+        "spec.validations: Required value: validations or auditAnnotations must contain at least one item",
+        r#"ValidatingAdmissionPolicyBinding.admissionregistration.k8s.io "bad-binding" is invalid: "#,
+        r#"spec.validationActions[2]: Unsupported value: "Shout": supported values: "Audit", "Deny", "Warn""#,
+        "must not contain both Deny and Warn",
+    ] {
+        assert!(out.stderr.contains(want), "want {want:?} in {}", out.stderr);
+    }
+    let out = s.kubectl(33, &["get", "validatingwebhookconfigurations,validatingadmissionpolicies,validatingadmissionpolicybindings", "-o", "name"]);
+    assert_eq!(out.ok().trim(), "", "nothing stored");
 }

@@ -83,6 +83,10 @@ async fn resources_come_and_go_at_run_time() {
     .unwrap();
     // The member has a leader already: nothing to wait for.
     api.state.health.mark_started();
+    // The admission feed, as the server starts it: the webhook and policy
+    // plugins refuse writes until their copies have listed.
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    apiserver::controllers::admission::start(&api.registry, &api.admission_sources, stopped);
     let chain = &api.chain;
     let cache = api.cache.clone().unwrap();
     let (code, _, _) = call(chain, "POST", "/api/v1/namespaces", None, Some(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}}))).await;

@@ -47,6 +47,7 @@ const LAYERS: &[(&str, usize)] = &[
     ("selectors", 9),
     ("warning", 9),
     ("protobuf", 9),
+    ("quantity", 9),
     // The HTTPS client of webhooks (authentication, authorization, audit).
     ("webhook", 9),
 ];

@@ -138,10 +138,33 @@ impl<P> Cache<P> {
         hooks
     }
 
+    /// The copies the policies must have complete before they decide
+    /// (kube's ready func of the policy plugins: the policy source and the
+    /// namespaces).
+    pub fn needs(&self) -> [(&'static str, &'static str); 3] {
+        [(GROUP, self.policies), (GROUP, self.bindings), ("", "namespaces")]
+    }
+
+    /// Whether every operation must reach the plugin: while the copies are
+    /// incomplete it waits there (and refuses if they stay so), even
+    /// though no policy is known yet.
+    pub fn waiting(&self, sources: &Sources) -> bool {
+        !sources.ready(&self.needs())
+    }
+
     /// The compiled policies of the last [`Cache::hooks`] call.
     pub fn last(&self) -> Option<Arc<Vec<Hook<P>>>> {
         self.state.lock().as_ref().map(|s| s.hooks.clone())
     }
+}
+
+/// Whether the request writes an admission policy or binding, which the
+/// policy plugins leave alone (kube's `shouldIgnoreResource` over the
+/// policy resources), so that policies can be written before the
+/// plugins are ready.
+pub fn ignored(attrs: &Attributes<'_>) -> bool {
+    attrs.resource.group == GROUP
+        && matches!(attrs.resource.resource, "validatingadmissionpolicies" | "validatingadmissionpolicybindings" | "mutatingadmissionpolicies" | "mutatingadmissionpolicybindings")
 }
 
 /// Whether the policy's `matchConstraints` match: its selectors, some
@@ -164,6 +187,22 @@ pub fn policy_matches(common: &Common, attrs: &Attributes<'_>, sources: &Sources
 /// As [`policy_matches`].
 pub fn binding_matches(binding: &Value, attrs: &Attributes<'_>, sources: &Sources) -> Result<bool, String> {
     matching::resources_match(&binding["spec"]["matchResources"], attrs, sources).map_err(|e| e.0)
+}
+
+/// Why a policy's `paramKind` cannot be used: the kind is not served
+/// (kube's policy source finds no REST mapping for it), worded as kube
+/// words it: `failed to find resource referenced by paramKind:
+/// 'example.com/v1, Kind=Nothing'`. `None` without a paramKind or when
+/// the kind is served.
+pub fn param_kind_error(param_kind: Option<&Value>, schemas: &crate::schema::SchemaStore) -> Option<String> {
+    let kind = param_kind?;
+    let api_version = kind["apiVersion"].as_str().unwrap_or("");
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let k = kind["kind"].as_str().unwrap_or("");
+    if schemas.of_kind(group, version, k).is_some() {
+        return None;
+    }
+    Some(format!("failed to find resource referenced by paramKind: '{group}/{version}, Kind={k}'"))
 }
 
 /// kube's guess of a kind's resource (`UnsafeGuessKindToResource`):
@@ -619,5 +658,71 @@ mod tests {
         let got = collect_params(&store, Some(&kind), &binding(json!({"name": "gone", "parameterNotFoundAction": "Deny"})), "default").await;
         assert_eq!(got.map(names), Err("no params found for policy binding with `Deny` parameterNotFoundAction".to_string()));
         assert_eq!(collect_params(&store, None, &binding(json!({"name": "gone"})), "default").await.map(names), Ok(vec![String::new()]));
+    }
+
+    /// Until the policies, bindings and namespaces have listed, the policy
+    /// plugins (and the webhooks) take every write, wait for the copies up
+    /// to kube's 10 s and then refuse it with kube's 403; writes of
+    /// policies themselves pass; once the copies are in, writes are
+    /// evaluated as usual.
+    #[tokio::test]
+    async fn plugins_refuse_writes_until_their_copies_have_listed() {
+        use crate::admission::sources::Fixed;
+        use crate::admission::{Kind, Mutating, Operation, Resource, Validating};
+        use crate::authn::UserInfo;
+        use crate::warning::Warnings;
+
+        let sources = Sources::new();
+        let storage: Arc<dyn Storage> = Arc::new(testing::Fixed(Default::default()));
+        let allow: Arc<dyn crate::authz::Authorizer> = Arc::new(crate::authz::always::AlwaysAllow);
+        let vap = validating::ValidatingAdmissionPolicy::new(sources.clone(), storage.clone(), allow.clone(), crate::schema::SchemaStore::builtin());
+        let map = mutating::MutatingAdmissionPolicy::new(sources.clone(), storage.clone(), allow.clone(), crate::schema::SchemaStore::builtin());
+        let hooks = crate::admission::webhook::config::Hooks::new(sources.clone(), allow, false);
+        let (user, warnings, opts) = (UserInfo::default(), Warnings::default(), Value::Null);
+        let attrs = |group: &'static str, resource: &'static str, kind: &'static str, name: &'static str| Attributes {
+            operation: Operation::Create,
+            name,
+            namespace: "default",
+            resource: Resource { group, version: "v1", resource },
+            subresource: "",
+            kind: Kind { group, version: "v1", kind },
+            request_kind: Kind { group, version: "v1", kind },
+            object: Some(json!({"metadata": {"name": name, "namespace": "default"}, "spec": {"replicas": 1}})),
+            old_object: None,
+            options: &opts,
+            user: &user,
+            dry_run: false,
+            warnings: &warnings,
+            audit: None,
+            reinvocation: false,
+        };
+        assert!(vap.handles(Operation::Create) && map.handles(Operation::Create) && hooks.handles(Operation::Create), "not ready: every write reaches the plugins");
+        let deployment = attrs("apps", "deployments", "Deployment", "web");
+        let mut mutated = attrs("apps", "deployments", "Deployment", "web");
+        let began = std::time::Instant::now();
+        let (v, m, w) = tokio::join!(vap.validate(&deployment), map.admit(&mut mutated), crate::admission::webhook::dispatch::wait_ready(&hooks, &deployment));
+        assert!(began.elapsed() >= crate::admission::sources::WAIT_FOR_READY, "the plugins waited for the copies first");
+        for refusal in [v, m, w] {
+            let err = refusal.unwrap_err();
+            assert_eq!((err.code, err.reason.as_str()), (403, "Forbidden"));
+            assert_eq!(err.message, r#"deployments.apps "web" is forbidden: not yet ready to handle request"#);
+        }
+        // Policies and bindings are written without waiting (kube ignores
+        // them in the policy plugins).
+        let policy = attrs(GROUP, "validatingadmissionpolicies", "ValidatingAdmissionPolicy", "p");
+        assert!(vap.validate(&policy).await.is_ok());
+
+        // The feed plugs in listed copies: writes are evaluated at once.
+        sources.set(GROUP, "validatingadmissionpolicies", Fixed::of([]));
+        sources.set(GROUP, "validatingadmissionpolicybindings", Fixed::of([]));
+        sources.set("", "namespaces", Fixed::of([json!({"metadata": {"name": "default"}})]));
+        assert!(!vap.handles(Operation::Create), "ready, and no policy: writes skip the plugin");
+        assert!(vap.validate(&deployment).await.is_ok());
+        // Resources the feed does not serve count as listed once it is done.
+        assert!(map.handles(Operation::Create));
+        sources.mark_fed();
+        assert!(!map.handles(Operation::Create));
+        assert!(map.admit(&mut mutated).await.is_ok());
+        assert!(crate::admission::webhook::dispatch::wait_ready(&hooks, &deployment).await.is_ok());
     }
 }

@@ -159,9 +159,10 @@ impl Mutating for MutatingAdmissionPolicy {
         "MutatingAdmissionPolicy"
     }
 
-    /// Creates and updates, while some policy has a binding.
+    /// Creates and updates, while some policy has a binding or the copies
+    /// are not complete yet.
     fn handles(&self, op: Operation) -> bool {
-        matches!(op, Operation::Create | Operation::Update) && !self.cache.hooks(&self.sources).is_empty()
+        matches!(op, Operation::Create | Operation::Update) && (self.cache.waiting(&self.sources) || !self.cache.hooks(&self.sources).is_empty())
     }
 
     fn reinvocable(&self) -> bool {
@@ -169,6 +170,10 @@ impl Mutating for MutatingAdmissionPolicy {
     }
 
     async fn admit(&self, attrs: &mut Attributes<'_>) -> Result<(), Status> {
+        if super::ignored(attrs) {
+            return Ok(());
+        }
+        self.sources.wait_ready(&self.cache.needs(), attrs).await?;
         let hooks = self.cache.hooks(&self.sources);
         if hooks.is_empty() || attrs.object.is_none() {
             return Ok(());
@@ -196,6 +201,10 @@ impl Mutating for MutatingAdmissionPolicy {
                     steps.push(config(None, e));
                     continue;
                 }
+            }
+            if let Some(e) = super::param_kind_error(common.param_kind.as_ref(), &self.schemas) {
+                steps.push(config(None, e));
+                continue;
             }
             for b in &hook.bindings {
                 match binding_matches(b, attrs, &self.sources) {

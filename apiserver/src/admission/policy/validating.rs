@@ -57,15 +57,17 @@ pub struct ValidatingAdmissionPolicy {
     sources: Arc<Sources>,
     storage: Arc<dyn Storage>,
     authorizer: Arc<dyn Authorizer>,
+    schemas: crate::schema::SchemaStore,
     cache: Cache<ValidatingPolicy>,
 }
 
 impl ValidatingAdmissionPolicy {
     /// The plugin over the policies and bindings of `sources`, reading
     /// params from `storage` and asking `authorizer` for CEL's
-    /// `authorizer`.
-    pub fn new(sources: Arc<Sources>, storage: Arc<dyn Storage>, authorizer: Arc<dyn Authorizer>) -> Self {
-        ValidatingAdmissionPolicy { sources, storage, authorizer, cache: Cache::new("validatingadmissionpolicies", "validatingadmissionpolicybindings", ValidatingPolicy::compile) }
+    /// `authorizer`; a paramKind whose kind has no schema in `schemas` is
+    /// not served.
+    pub fn new(sources: Arc<Sources>, storage: Arc<dyn Storage>, authorizer: Arc<dyn Authorizer>, schemas: crate::schema::SchemaStore) -> Self {
+        ValidatingAdmissionPolicy { sources, storage, authorizer, schemas, cache: Cache::new("validatingadmissionpolicies", "validatingadmissionpolicybindings", ValidatingPolicy::compile) }
     }
 }
 
@@ -198,12 +200,17 @@ impl Validating for ValidatingAdmissionPolicy {
     }
 
     /// Every operation, while some policy has a binding (so that writes
-    /// skip building admission attributes when there is none).
+    /// skip building admission attributes when there is none) or the
+    /// copies are not complete yet.
     fn handles(&self, _op: Operation) -> bool {
-        !self.cache.hooks(&self.sources).is_empty()
+        self.cache.waiting(&self.sources) || !self.cache.hooks(&self.sources).is_empty()
     }
 
     async fn validate(&self, attrs: &Attributes<'_>) -> Result<(), Status> {
+        if super::ignored(attrs) {
+            return Ok(());
+        }
+        self.sources.wait_ready(&self.cache.needs(), attrs).await?;
         let hooks = self.cache.hooks(&self.sources);
         if hooks.is_empty() {
             return Ok(());
@@ -227,6 +234,12 @@ impl Validating for ValidatingAdmissionPolicy {
                     }
                     continue;
                 }
+            }
+            if let Some(e) = super::param_kind_error(common.param_kind.as_ref(), &self.schemas) {
+                if fail {
+                    steps.push(Step::Denied(config(None, e)));
+                }
+                continue;
             }
             for b in &hook.bindings {
                 match binding_matches(b, attrs, &self.sources) {
@@ -394,7 +407,7 @@ mod tests {
             Fixed::of([json!({"metadata": {"name": "default", "labels": {"kubernetes.io/metadata.name": "default"}}}), json!({"metadata": {"name": "t", "labels": {"env": "test"}}})]),
         );
         let storage: Arc<dyn Storage> = Arc::new(super::super::testing::Fixed(Default::default()));
-        let plugin = ValidatingAdmissionPolicy::new(sources.clone(), storage, Arc::new(crate::authz::always::AlwaysAllow));
+        let plugin = ValidatingAdmissionPolicy::new(sources.clone(), storage, Arc::new(crate::authz::always::AlwaysAllow), crate::schema::SchemaStore::builtin());
         let user = UserInfo::default();
         let warnings = Warnings::default();
         let opts = Value::Null;

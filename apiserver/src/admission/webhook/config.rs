@@ -203,10 +203,10 @@ impl Hooks {
         &self.authorizer
     }
 
-    /// Whether the copy of the configurations is complete (its first list
-    /// is in); `None` when the feed serves none (yet).
-    pub fn synced(&self) -> Option<bool> {
-        self.sources.get(GROUP, self.resource).map(|s| s.synced())
+    /// The copies the hooks must have complete before they decide: the
+    /// configurations and the namespaces (for `namespaceSelector`).
+    pub fn needs(&self) -> [(&'static str, &'static str); 2] {
+        [(GROUP, self.resource), ("", "namespaces")]
     }
 
     /// The sources the hooks read (namespaces, services, endpointslices).
@@ -255,7 +255,9 @@ impl Hooks {
     /// for them). Writes skip the plugin otherwise, so that a server
     /// without webhooks builds no admission attributes for them.
     pub fn handles(&self, op: crate::admission::Operation) -> bool {
-        if self.synced() == Some(false) {
+        // Until the copies are complete every operation waits in the
+        // plugin (and is refused if they stay incomplete).
+        if !self.sources.ready(&self.needs()) {
             return true;
         }
         let g = self.current();
@@ -282,6 +284,8 @@ mod tests {
         let sources = Sources::new();
         sources.set(GROUP, "mutatingwebhookconfigurations", Fixed::of([config("b", "1", &["b1"]), config("a", "1", &["a2", "a1"])]));
         let hooks = Hooks::new(sources.clone(), Arc::new(crate::authz::Union::new(Vec::new())), true);
+        assert!(hooks.handles(crate::admission::Operation::Create), "no namespaces yet: every write waits in the plugin");
+        sources.set("", "namespaces", Fixed::of([]));
         let g1 = hooks.current();
         let names: Vec<&str> = g1.hooks.iter().map(|h| h.name.as_str()).collect();
         assert_eq!(names, ["a2", "a1", "b1"]);

@@ -6,7 +6,6 @@
 //! `util/proxy.ResolveEndpoint`).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::Value;
 
@@ -62,34 +61,17 @@ pub fn exempt(attrs: &Attributes<'_>) -> bool {
         )
 }
 
-/// How long a request waits for the configurations' first list (kube's
-/// `timeToWaitForReady`).
-const WAIT_FOR_READY: Duration = Duration::from_secs(10);
-
 /// Waits until the copies of the configurations and the namespaces are
-/// complete (kube's `WaitForReady`); a feed that serves no copy at all
-/// counts as ready with no webhooks.
+/// complete (kube's `WaitForReady`, whose ready func is the namespace and
+/// configuration informers having synced): [`Sources::wait_ready`].
 ///
 /// # Errors
-/// 403 `… is forbidden: not yet ready to handle request` after 10 s.
+/// 403 `… is forbidden: not yet ready to handle request` after
+/// [`crate::admission::sources::WAIT_FOR_READY`].
+///
+/// [`Sources::wait_ready`]: crate::admission::sources::Sources::wait_ready
 pub async fn wait_ready(hooks: &Hooks, attrs: &Attributes<'_>) -> Result<(), Status> {
-    let ready = || hooks.synced().unwrap_or(true) && hooks.sources().get("", "namespaces").is_none_or(|s| s.synced());
-    if ready() {
-        return Ok(());
-    }
-    let deadline = tokio::time::Instant::now() + WAIT_FOR_READY;
-    while tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        if ready() {
-            return Ok(());
-        }
-    }
-    let about = attrs.object.as_ref().or(attrs.old_object);
-    let name = [attrs.name, about.map(crate::meta::name).unwrap_or_default(), about.map(|o| crate::meta::meta_str(o, "generateName")).unwrap_or_default()]
-        .into_iter()
-        .find(|n| !n.is_empty())
-        .unwrap_or("Unknown");
-    Err(Status::forbidden_because(attrs.resource.group, attrs.resource.resource, name, "not yet ready to handle request"))
+    hooks.sources().wait_ready(&hooks.needs(), attrs).await
 }
 
 /// Whether `hook` is called for `attrs` (kube `ShouldCallHook`): a rule

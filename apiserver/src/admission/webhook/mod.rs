@@ -14,6 +14,8 @@
 //! - [`review`]: the AdmissionReview sent and the checks on the answer;
 //! - [`mutating`]: webhooks called one by one, JSON Patches applied,
 //!   `reinvocationPolicy: IfNeeded`;
+//! - [`patch`]: a webhook's JSON Patch decoded and applied as kube does,
+//!   with its error wording;
 //! - [`validating`]: webhooks called in parallel, any denial fails.
 //!
 //! Neither plugin calls a webhook about webhook configurations or
@@ -33,6 +35,7 @@
 pub mod config;
 pub mod dispatch;
 pub mod mutating;
+pub mod patch;
 pub mod review;
 pub mod service;
 pub mod validating;

@@ -163,7 +163,9 @@ async fn call(hook: &Hook, attrs: &mut Attributes<'_>, round: usize, index: usiz
         return Err(CallError::Status(Box::new(review::denied(&hook.name, &answer.status))));
     }
     let Some(patch_bytes) = answer.patch else { return Ok(()) };
-    let patch: json_patch::Patch = serde_json::from_slice(&patch_bytes).map_err(|e| CallError::Calling(format!("received undecodable patch in webhook response: {e}")))?;
+    // Only a body that is not a list of operations is undecodable (subject
+    // to the failure policy); an operation that does not apply is a 500.
+    let patch = super::patch::decode(&patch_bytes).map_err(|e| CallError::Calling(format!("received undecodable patch in webhook response: {e}")))?;
     if patch.0.is_empty() {
         return Ok(());
     }
@@ -173,12 +175,11 @@ async fn call(hook: &Hook, attrs: &mut Attributes<'_>, round: usize, index: usiz
     if answer.patch_type != "JSONPatch" {
         return Err(CallError::Calling(format!("unsupported patch type {}", go_quote(&answer.patch_type))));
     }
-    let mut patched = object.clone();
-    json_patch::patch(&mut patched, &patch).map_err(|e| CallError::Status(Box::new(Status::internal(e))))?;
+    let patched = super::patch::apply(object, &patch).map_err(|e| CallError::Status(Box::new(Status::internal(e))))?;
     *changed = patched != *object;
     *object = patched;
     if attrs.audit.is_some_and(|a| a.records_request_bodies()) {
-        let patch_json = serde_json::to_string(&patch).unwrap_or_default();
+        let patch_json = serde_json::to_string(&patch.0).unwrap_or_default();
         let value = format!("{{\"configuration\":{},\"webhook\":{},\"patch\":{patch_json},\"patchType\":\"JSONPatch\"}}", json_str(&hook.configuration), json_str(&hook.name));
         annotate(attrs, &format!("patch.webhook.admission.k8s.io/round_{round}_index_{index}"), &value);
     }

@@ -158,6 +158,7 @@ pub fn verify(body: &Value, version: Version, uid: &str, mutating: bool) -> Resu
     if !r.is_object() {
         return Err(Invalid::Response("webhook response was absent".into()));
     }
+    wrong_types(r)?;
     let patch = match r["patch"].as_str() {
         Some(p) if !p.is_empty() => Some(base64::engine::general_purpose::STANDARD.decode(p).map_err(|e| Invalid::Decode(go_base64_error(&e)))?),
         _ => None,
@@ -218,6 +219,51 @@ pub fn verify(body: &Value, version: Version, uid: &str, mutating: bool) -> Resu
     Ok(answer)
 }
 
+/// Go's JSON type word for a value (`UnmarshalTypeError.Value`).
+fn go_json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+        Value::Null => "null",
+    }
+}
+
+/// Fields of `response` whose JSON type Go's decoder refuses (a string
+/// `allowed`, a number `uid`, …), worded as its `UnmarshalTypeError`:
+/// `json: cannot unmarshal string into Go struct field
+/// AdmissionResponse.response.allowed of type bool`. Nulls decode as
+/// zero values.
+fn wrong_types(r: &Value) -> Result<(), Invalid> {
+    let refuse =
+        |v: &Value, field: &str, go_type: &str| Err(Invalid::Decode(format!("json: cannot unmarshal {} into Go struct field AdmissionResponse.response.{field} of type {go_type}", go_json_kind(v))));
+    for (field, go_type, ok) in [
+        ("uid", "types.UID", Value::is_string as fn(&Value) -> bool),
+        ("allowed", "bool", Value::is_boolean),
+        ("patchType", "v1.PatchType", Value::is_string),
+        ("warnings", "[]string", Value::is_array),
+        ("auditAnnotations", "map[string]string", Value::is_object),
+    ] {
+        match r.get(field) {
+            Some(v) if !v.is_null() && !ok(v) => return refuse(v, field, go_type),
+            _ => {}
+        }
+    }
+    for w in r["warnings"].as_array().into_iter().flatten() {
+        if !w.is_string() && !w.is_null() {
+            return refuse(w, "warnings", "string");
+        }
+    }
+    for v in r["auditAnnotations"].as_object().into_iter().flat_map(|m| m.values()) {
+        if !v.is_string() && !v.is_null() {
+            return refuse(v, "auditAnnotations", "string");
+        }
+    }
+    Ok(())
+}
+
 /// Why an answer is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Invalid {
@@ -243,7 +289,7 @@ fn go_base64_error(e: &base64::DecodeError) -> String {
 /// the webhook's `status`, its message prefixed with `admission webhook
 /// "<name>" denied the request: ` (its reason when it has no message,
 /// ` without explanation` when it has neither), a code below 400 raised to
-/// 400, and `Failure`.
+/// 400 (any other kept, 600 and up included), and `Failure`.
 pub fn denied(webhook: &str, status: &Value) -> Status {
     let denied_by = format!("admission webhook {} denied the request", go_quote(webhook));
     let message = status["message"].as_str().unwrap_or_default();
@@ -255,7 +301,9 @@ pub fn denied(webhook: &str, status: &Value) -> Status {
     } else {
         format!("{denied_by} without explanation")
     };
-    let code = status["code"].as_u64().filter(|c| (400..600).contains(c)).unwrap_or(400) as u16;
+    // Only codes below 400 are raised; kube keeps any other, 600 and up
+    // included (a code past u16 is cut to 65535).
+    let code = status["code"].as_i64().filter(|c| *c >= 400).map_or(400, |c| u16::try_from(c).unwrap_or(u16::MAX));
     let details: Option<Details> = status.get("details").and_then(|d| serde_json::from_value(d.clone()).ok());
     Status::failure(code, reason, message, details)
 }
@@ -345,6 +393,8 @@ mod tests {
             (json!({"uid": "u", "allowed": true, "patchType": "JSONPatch"}), Version::V1, true, Invalid::Response("webhook returned response.patchType but not response.patch".into())),
             (json!({"uid": "u", "allowed": true, "patch": patch, "patchType": "JSONPatch"}), Version::V1, false, Invalid::Response("validating webhook may not return response.patch".into())),
             (json!({"uid": "u", "allowed": true, "patch": "!!"}), Version::V1, true, Invalid::Decode("illegal base64 data at input byte 0".into())),
+            (json!({"uid": "u", "allowed": "yes"}), Version::V1, false, Invalid::Decode("json: cannot unmarshal string into Go struct field AdmissionResponse.response.allowed of type bool".into())),
+            (json!({"uid": 7, "allowed": true}), Version::V1, false, Invalid::Decode("json: cannot unmarshal number into Go struct field AdmissionResponse.response.uid of type types.UID".into())),
         ] {
             assert_eq!(verify(&ok(resp.clone()), version, "u", mutating), Err(want), "{resp}");
         }
@@ -367,5 +417,8 @@ mod tests {
         assert_eq!((s.code, s.reason.as_str(), s.message.as_str(), s.status.as_str()), (400, "", r#"admission webhook "d" denied the request without explanation"#, "Failure"));
         let s = denied("d", &json!({"code": 200, "reason": "NotGood"}));
         assert_eq!((s.code, s.message.as_str()), (400, r#"admission webhook "d" denied the request: NotGood"#));
+        assert_eq!(denied("d", &json!({"code": 600, "message": "m"})).code, 600);
+        assert_eq!(denied("d", &json!({"code": 799})).code, 799);
+        assert_eq!(denied("d", &json!({"code": -1})).code, 400);
     }
 }

@@ -1,7 +1,8 @@
 //! Kubernetes resource quantities (`k8s.io/apimachinery/pkg/api/resource`
 //! `Quantity`): parsing, exact arithmetic and kube's canonical form, for the
-//! plugins that compare and add resources (LimitRanger, ResourceQuota,
-//! RuntimeClass).
+//! admission plugins that compare and add resources (LimitRanger,
+//! ResourceQuota, RuntimeClass) and the validation of the objects that hold
+//! them.
 //!
 //! No crate does this as kube does: `kube_quantity` parses through `f64`
 //! and prints the suffix it was given, and kube-cel keeps its quantity

@@ -16,6 +16,8 @@ use super::ResourceDef;
 use crate::errors::Cause;
 use crate::meta;
 
+pub mod validation;
+
 const GROUP: &str = "admissionregistration.k8s.io";
 
 fn webhook_columns() -> Vec<Column> {
@@ -38,6 +40,9 @@ fn webhook_defaults(o: &mut Value, mutating: bool) {
         if mutating {
             m.entry("reinvocationPolicy").or_insert_with(|| json!("Never"));
         }
+        if let Some(svc) = m.get_mut("clientConfig").and_then(|c| c.get_mut("service")).and_then(Value::as_object_mut) {
+            svc.entry("port").or_insert_with(|| json!(443));
+        }
         for r in m.get_mut("rules").and_then(Value::as_array_mut).into_iter().flatten() {
             if let Some(r) = r.as_object_mut() {
                 r.entry("scope").or_insert_with(|| json!("*"));
@@ -46,67 +51,32 @@ fn webhook_defaults(o: &mut Value, mutating: bool) {
     }
 }
 
-fn webhook_validate(o: &Value) -> Vec<Cause> {
-    let mut causes = Vec::new();
-    for (i, w) in o["webhooks"].as_array().into_iter().flatten().enumerate() {
-        causes.extend(cel_causes(&format!("webhooks[{i}]."), w, &[("matchConditions", "expression")]));
-        if w["name"].as_str().is_none_or(str::is_empty) {
-            causes.push(Cause::required(&format!("webhooks[{i}].name"), ""));
-        }
-        if w["sideEffects"].is_null() {
-            causes.push(Cause {
-                reason: "FieldValueNotSupported".into(),
-                message: "Unsupported value: \"\": supported values: \"None\", \"NoneOnDryRun\"".into(),
-                field: format!("webhooks[{i}].sideEffects"),
-            });
-        }
-        if w["admissionReviewVersions"].as_array().is_none_or(Vec::is_empty) {
-            causes.push(Cause::required(&format!("webhooks[{i}].admissionReviewVersions"), "must specify one of \"v1\", \"v1beta1\""));
-        }
-    }
-    causes
+/// A webhook configuration's strategy: [`Simple`] with kube's create
+/// checks, relaxed on update for what the stored object already had.
+struct WebhookConfigs {
+    inner: Simple,
+    mutating: bool,
 }
 
-/// The CEL expressions of a policy or webhook, compiled as their plugins
-/// will compile them: one 422 cause per expression that does not parse
-/// (kube: `spec.validations[0].expression: Invalid value: "…": compilation
-/// failed: …`). Type checking is left to the policy's `status.typeChecking`.
-fn cel_causes(base: &str, o: &Value, paths: &[(&str, &str)]) -> Vec<Cause> {
-    let mut causes = Vec::new();
-    for (list, field) in paths {
-        let mut node = o;
-        for part in list.split('.') {
-            node = &node[part];
-        }
-        for (i, item) in node.as_array().into_iter().flatten().enumerate() {
-            let mut expr = item;
-            for part in field.split('.') {
-                expr = &expr[part];
-            }
-            let Some(src) = expr.as_str() else { continue };
-            if let Err(e) = crate::cel::Program::compile(src) {
-                causes.push(Cause::invalid(&format!("{base}{list}[{i}].{field}"), &Value::String(src.to_string()), &e.to_string()));
-            }
-        }
+impl Strategy for WebhookConfigs {
+    fn name_rule(&self) -> NameRule {
+        self.inner.name_rule()
     }
-    causes
-}
-
-/// The expressions of ValidatingAdmissionPolicy and MutatingAdmissionPolicy.
-fn policy_validate(o: &Value) -> Vec<Cause> {
-    cel_causes(
-        "",
-        o,
-        &[
-            ("spec.validations", "expression"),
-            ("spec.validations", "messageExpression"),
-            ("spec.auditAnnotations", "valueExpression"),
-            ("spec.matchConditions", "expression"),
-            ("spec.variables", "expression"),
-            ("spec.mutations", "applyConfiguration.expression"),
-            ("spec.mutations", "jsonPatch.expression"),
-        ],
-    )
+    fn default(&self, obj: &mut Value) {
+        self.inner.default(obj)
+    }
+    fn validate(&self, obj: &Value) -> Vec<Cause> {
+        validation::webhook_configuration(obj, self.mutating, &validation::WebhookOptions::for_create())
+    }
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<Cause> {
+        validation::webhook_configuration(new, self.mutating, &validation::WebhookOptions::for_update(new, old))
+    }
+    fn columns(&self) -> Vec<Column> {
+        self.inner.columns()
+    }
+    fn cells(&self, obj: &Value) -> Vec<Value> {
+        self.inner.cells(obj)
+    }
 }
 
 fn vap_columns() -> Vec<Column> {
@@ -127,11 +97,32 @@ fn vap_cells(o: &Value) -> Vec<Value> {
 fn vap_defaults(o: &mut Value) {
     if let Some(s) = o.get_mut("spec").and_then(Value::as_object_mut) {
         s.entry("failurePolicy").or_insert_with(|| json!("Fail"));
-        if let Some(mc) = s.get_mut("matchConstraints").and_then(Value::as_object_mut) {
-            mc.entry("matchPolicy").or_insert_with(|| json!("Equivalent"));
-            mc.entry("namespaceSelector").or_insert_with(|| json!({}));
-            mc.entry("objectSelector").or_insert_with(|| json!({}));
+        if let Some(mc) = s.get_mut("matchConstraints") {
+            match_resources_defaults(mc);
         }
+    }
+}
+
+/// `SetDefaults_MatchResources`: Equivalent matching, empty selectors,
+/// rules of any scope.
+fn match_resources_defaults(mc: &mut Value) {
+    let Some(mc) = mc.as_object_mut() else { return };
+    mc.entry("matchPolicy").or_insert_with(|| json!("Equivalent"));
+    mc.entry("namespaceSelector").or_insert_with(|| json!({}));
+    mc.entry("objectSelector").or_insert_with(|| json!({}));
+    for list in ["resourceRules", "excludeResourceRules"] {
+        for r in mc.get_mut(list).and_then(Value::as_array_mut).into_iter().flatten() {
+            if let Some(r) = r.as_object_mut() {
+                r.entry("scope").or_insert_with(|| json!("*"));
+            }
+        }
+    }
+}
+
+/// A binding's defaults: those of its `matchResources`.
+fn binding_defaults(o: &mut Value) {
+    if let Some(mr) = o.get_mut("spec").and_then(|s| s.get_mut("matchResources")) {
+        match_resources_defaults(mr);
     }
 }
 
@@ -239,12 +230,15 @@ fn mutating_policies(version: &'static str) -> Vec<ResourceDef> {
         def("mutatingadmissionpolicies", "mutatingadmissionpolicy", "MutatingAdmissionPolicy", false, &[], &["api-extensions"]).build(
             GROUP,
             version,
-            Box::new(Versioned { inner: Simple::new().with_generation().with_defaults(map_defaults).with_validation(policy_validate).with_table(map_columns, map_cells), version }),
+            Box::new(Versioned { inner: Simple::new().with_generation().with_defaults(map_defaults).with_validation(validation::mutating_policy).with_table(map_columns, map_cells), version }),
         ),
         def("mutatingadmissionpolicybindings", "mutatingadmissionpolicybinding", "MutatingAdmissionPolicyBinding", false, &[], &["api-extensions"]).build(
             GROUP,
             version,
-            Box::new(Versioned { inner: Simple::new().with_generation().with_table(vapb_columns, vapb_cells), version }),
+            Box::new(Versioned {
+                inner: Simple::new().with_generation().with_defaults(binding_defaults).with_validation(|o| validation::binding(o, true)).with_table(vapb_columns, vapb_cells),
+                version,
+            }),
         ),
     ]
 }
@@ -256,22 +250,22 @@ pub fn resources() -> Vec<ResourceDef> {
         def("mutatingwebhookconfigurations", "mutatingwebhookconfiguration", "MutatingWebhookConfiguration", false, &[], &["api-extensions"]).build(
             GROUP,
             "v1",
-            Box::new(Simple::new().with_defaults(|o| webhook_defaults(o, true)).with_validation(webhook_validate).with_table(webhook_columns, webhook_cells)),
+            Box::new(WebhookConfigs { inner: Simple::new().with_defaults(|o| webhook_defaults(o, true)).with_table(webhook_columns, webhook_cells), mutating: true }),
         ),
         def("validatingadmissionpolicies", "validatingadmissionpolicy", "ValidatingAdmissionPolicy", false, &[], &["api-extensions"]).build(
             GROUP,
             "v1",
-            Box::new(Simple::new().with_status().with_defaults(vap_defaults).with_validation(policy_validate).with_table(vap_columns, vap_cells)),
+            Box::new(Simple::new().with_status().with_defaults(vap_defaults).with_validation(validation::validating_policy).with_table(vap_columns, vap_cells)),
         ),
         def("validatingadmissionpolicybindings", "validatingadmissionpolicybinding", "ValidatingAdmissionPolicyBinding", false, &[], &["api-extensions"]).build(
             GROUP,
             "v1",
-            Box::new(Simple::new().with_generation().with_table(vapb_columns, vapb_cells)),
+            Box::new(Simple::new().with_generation().with_defaults(binding_defaults).with_validation(|o| validation::binding(o, false)).with_table(vapb_columns, vapb_cells)),
         ),
         def("validatingwebhookconfigurations", "validatingwebhookconfiguration", "ValidatingWebhookConfiguration", false, &[], &["api-extensions"]).build(
             GROUP,
             "v1",
-            Box::new(Simple::new().with_defaults(|o| webhook_defaults(o, false)).with_validation(webhook_validate).with_table(webhook_columns, webhook_cells)),
+            Box::new(WebhookConfigs { inner: Simple::new().with_defaults(|o| webhook_defaults(o, false)).with_table(webhook_columns, webhook_cells), mutating: false }),
         ),
     ];
     for version in ["v1", "v1beta1", "v1alpha1"] {
