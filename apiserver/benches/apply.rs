@@ -28,7 +28,8 @@ fn bench(c: &mut Criterion) {
     let store = SchemaStore::builtin();
     let pod_schema = store.of_kind("", "v1", "Pod");
     let cm_schema = store.of_kind("", "v1", "ConfigMap");
-    let req = |api: &'static str, kind: &'static str, scope| ApplyRequest { manager: "bench", api_version: api, kind, subresource: "", scope, force: false, now: "2026-01-01T00:00:00Z" };
+    let req =
+        |api: &'static str, kind: &'static str, scope| ApplyRequest { manager: "bench", api_version: api, kind, subresource: "", scope, force: false, now: "2026-01-01T00:00:00Z", versions: None };
 
     let pr = req("v1", "Pod", Scope::NoStatus);
     let (p1, p2) = (pod(1), pod(2));

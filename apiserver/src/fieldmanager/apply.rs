@@ -29,11 +29,13 @@
 //! "kubectl" using apps/v1: .spec.replicas`, unless forced, which moves it
 //! to `a`.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Map, Value};
 
 use super::conflict::{print_manager, ApplyError, Conflict};
 use super::typed::{print_path, Typer};
-use super::{lastapplied, managed_fields, parse_entries, restrict, without_managed_fields, write_entries, Entry, FieldSet, Scope, STRIPPED};
+use super::{lastapplied, managed_fields, parse_entries, restrict, without_managed_fields, write_entries, Entry, FieldSet, InVersions, Scope, Versions, STRIPPED};
 use crate::schema::Schema;
 
 /// One apply request, as the PATCH handler knows it.
@@ -53,6 +55,10 @@ pub struct ApplyRequest<'a> {
     pub force: bool,
     /// The time to record (RFC 3339).
     pub now: &'a str,
+    /// The resource's other versions: the conflicts with and removals from
+    /// a manager whose entry is in another apiVersion are computed on the
+    /// objects converted to it.
+    pub versions: Option<Versions<'a>>,
 }
 
 /// Applies the apply configuration `config` (the decoded body: apiVersion,
@@ -111,13 +117,22 @@ pub fn apply(schema: Option<&Schema>, live: Option<&Value>, config: &Value, req:
     // (the applier included) still owns them.
     if let Some(last) = last.filter(|l| !l.set.is_empty()) {
         let mut managed = config_set.clone();
+        // Sets of managers of another apiVersion are in its paths: they
+        // keep a field when its removal would take away one they own there.
+        let mut elsewhere: BTreeMap<&str, FieldSet> = BTreeMap::new();
         for e in &others {
-            managed.union(&e.set);
+            match req.versions.filter(|v| e.api_version != req.api_version && (v.convert)(&merged, &e.api_version).is_some()) {
+                Some(_) => elsewhere.entry(e.api_version.as_str()).or_default().union(&e.set),
+                None => managed.union(&e.set),
+            }
         }
         for p in STRIPPED {
             managed.insert(&p.iter().map(|x| x.to_string()).collect::<Vec<_>>());
         }
-        let removal = removal_set(&typer.ensure_named(&last.set), &typer.ensure_named(&managed));
+        let mut removal = removal_set(&typer.ensure_named(&last.set), &typer.ensure_named(&managed));
+        if let (Some(v), false) = (req.versions, removal.is_empty() || elsewhere.is_empty()) {
+            removal = kept_elsewhere(&typer, v, &merged, removal, &elsewhere);
+        }
         if !removal.is_empty() {
             merged = typer.remove(&merged, &removal);
         }
@@ -130,8 +145,27 @@ pub fn apply(schema: Option<&Schema>, live: Option<&Value>, config: &Value, req:
     let mut changed = cmp.modified.clone();
     changed.union(&cmp.added);
 
-    let conflicts_of = |e: &Entry| e.set.intersection(&changed);
-    let mut conflicts: Vec<(usize, FieldSet)> = others.iter().enumerate().map(|(i, e)| (i, conflicts_of(e))).filter(|(_, c)| !c.is_empty()).collect();
+    // A manager of another apiVersion sees the change in its own paths.
+    let mut elsewhere = InVersions::new(req.versions, req.api_version, Some(&live_obj), &merged, req.scope, typed_compare);
+    let mut removed_of: Vec<FieldSet> = Vec::with_capacity(others.len());
+    let mut conflicts: Vec<(usize, FieldSet)> = Vec::new();
+    for (i, e) in others.iter().enumerate() {
+        let c = match elsewhere.of(&e.api_version) {
+            Some([added, modified, removed]) => {
+                removed_of.push(removed.clone());
+                let mut changed = added.clone();
+                changed.union(modified);
+                e.set.intersection(&changed)
+            }
+            None => {
+                removed_of.push(cmp.removed.clone());
+                e.set.intersection(&changed)
+            }
+        };
+        if !c.is_empty() {
+            conflicts.push((i, c));
+        }
+    }
     if !conflicts.is_empty() && !req.force {
         let mut reported = conflicts.clone();
         if req.manager == lastapplied::KUBECTL {
@@ -151,8 +185,8 @@ pub fn apply(schema: Option<&Schema>, live: Option<&Value>, config: &Value, req:
     for (i, c) in conflicts.drain(..) {
         entries[i].set.difference(&c);
     }
-    for e in &mut entries {
-        e.set.difference(&cmp.removed);
+    for (e, removed) in entries.iter_mut().zip(&removed_of) {
+        e.set.difference(removed);
     }
     entries.retain(|e| !e.set.is_empty());
     let mine = Entry {
@@ -189,6 +223,38 @@ pub fn apply(schema: Option<&Schema>, live: Option<&Value>, config: &Value, req:
         lastapplied::rewrite(&mut out, config);
     }
     Ok(out)
+}
+
+/// The paths of `removal` whose removal from `merged` takes away (or
+/// changes) no field owned in another apiVersion (`owned`, by version),
+/// checked on the objects converted to each; a path whose effect cannot
+/// be converted stays (is not removed).
+fn kept_elsewhere(typer: &Typer<'_>, v: Versions<'_>, merged: &Value, removal: FieldSet, owned: &BTreeMap<&str, FieldSet>) -> FieldSet {
+    let mut out = FieldSet::default();
+    for p in removal.paths() {
+        let mut one = FieldSet::default();
+        one.insert(&p);
+        let without = typer.remove(merged, &one);
+        let takes_owned = owned.iter().any(|(api_version, set)| {
+            let (Some(before), Some(after)) = ((v.convert)(merged, api_version), (v.convert)(&without, api_version)) else {
+                return true;
+            };
+            let schema = (v.schema_of)(api_version);
+            let c = Typer::new(schema.as_ref()).compare(&before, &after);
+            !c.removed.intersection(set).is_empty() || !c.modified.intersection(set).is_empty()
+        });
+        if !takes_owned {
+            out.insert(&p);
+        }
+    }
+    out
+}
+
+/// [`Typer::compare`] for [`InVersions`] (`lhs` `None`: an empty object).
+fn typed_compare(schema: Option<&Schema>, lhs: Option<&Value>, rhs: &Value) -> [FieldSet; 3] {
+    let empty = Value::Object(Map::new());
+    let c = Typer::new(schema).compare(lhs.unwrap_or(&empty), rhs);
+    [c.added, c.modified, c.removed]
 }
 
 /// Go's `GroupVersionKind.String()` of an apiVersion and kind:

@@ -509,6 +509,81 @@ pub fn manager_name(field_manager: Option<&str>, user_agent: Option<&str>) -> St
     user_agent.unwrap_or("").split('/').next().unwrap_or("").chars().take(128).collect()
 }
 
+/// The other served versions of a request's resource, for tracking the
+/// managers whose entries were recorded in another apiVersion (kube's
+/// structured-merge-diff `Updater` with the resource's converter): such a
+/// manager's conflicts and removed fields are computed on the objects
+/// converted to its apiVersion, with that version's schema, since its
+/// field paths are that version's (autoscaling/v1
+/// `.spec.targetCPUUtilizationPercentage` is autoscaling/v2
+/// `.spec.metrics[…]`).
+///
+/// Without it, or when a conversion fails (`None`: an unknown version, or
+/// a converter that needs a webhook), the entry is compared with the
+/// request's version's paths, as if they were the same.
+#[derive(Clone, Copy)]
+pub struct Versions<'a> {
+    /// Converts an object of the request's version (without
+    /// `metadata.managedFields`) to the given apiVersion (`autoscaling/v1`).
+    pub convert: &'a dyn Fn(&Value, &str) -> Option<Value>,
+    /// The kind's schema in the given apiVersion, if it has one.
+    pub schema_of: &'a dyn Fn(&str) -> Option<Schema>,
+}
+
+impl std::fmt::Debug for Versions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Versions")
+    }
+}
+
+/// `[added, modified, removed]` from one object to another, with a schema.
+pub(crate) type CompareFn = fn(Option<&Schema>, Option<&Value>, &Value) -> [FieldSet; 3];
+
+/// A request's change (`lhs` to `rhs`) as seen from other apiVersions:
+/// the objects converted to each and compared there, once per version.
+pub(crate) struct InVersions<'a> {
+    versions: Option<Versions<'a>>,
+    own: &'a str,
+    lhs: Option<&'a Value>,
+    rhs: &'a Value,
+    scope: Scope,
+    compare: CompareFn,
+    cache: BTreeMap<String, Option<[FieldSet; 3]>>,
+}
+
+impl<'a> InVersions<'a> {
+    pub(crate) fn new(versions: Option<Versions<'a>>, own: &'a str, lhs: Option<&'a Value>, rhs: &'a Value, scope: Scope, compare: CompareFn) -> Self {
+        InVersions { versions, own, lhs, rhs, scope, compare, cache: BTreeMap::new() }
+    }
+
+    /// `[added, modified, removed]` in `api_version` (restricted to the
+    /// scope), or `None` when it is the request's own version or the
+    /// objects do not convert: the caller uses its own comparison.
+    pub(crate) fn of(&mut self, api_version: &str) -> Option<&[FieldSet; 3]> {
+        if api_version == self.own || api_version.is_empty() {
+            return None;
+        }
+        let v = self.versions?;
+        let (lhs, rhs, scope, compare) = (self.lhs, self.rhs, self.scope, self.compare);
+        self.cache
+            .entry(api_version.to_string())
+            .or_insert_with(|| {
+                let rhs = (v.convert)(rhs, api_version)?;
+                let lhs = match lhs {
+                    Some(l) => Some((v.convert)(l, api_version)?),
+                    None => None,
+                };
+                let schema = (v.schema_of)(api_version);
+                let mut sets = compare(schema.as_ref(), lhs.as_ref(), &rhs);
+                for s in &mut sets {
+                    restrict(s, scope);
+                }
+                Some(sets)
+            })
+            .as_ref()
+    }
+}
+
 /// What one request is, for [`update`].
 #[derive(Debug, Clone)]
 pub struct Request<'a> {
@@ -522,6 +597,8 @@ pub struct Request<'a> {
     pub scope: Scope,
     /// The time to record (RFC 3339).
     pub now: &'a str,
+    /// The resource's other versions, for entries recorded in them.
+    pub versions: Option<Versions<'a>>,
 }
 
 /// Writes `new`'s `metadata.managedFields` for an Update operation that
@@ -548,7 +625,8 @@ pub fn update(schema: Option<&Schema>, old: Option<&Value>, new: &mut Value, req
     let rhs = without_managed_fields(new);
     let mut cmp = Comparison::default();
     let zero = root.map_or_else(|| json!({}), |r| zero_value(r, 0));
-    compare(root, Some(lhs.as_ref().unwrap_or(&zero)), Some(&rhs), &mut Vec::new(), &mut cmp);
+    let lhs_or_zero = lhs.unwrap_or(zero);
+    compare(root, Some(&lhs_or_zero), Some(&rhs), &mut Vec::new(), &mut cmp);
     for s in [&mut cmp.added, &mut cmp.modified, &mut cmp.removed] {
         restrict(s, req.scope);
     }
@@ -566,8 +644,16 @@ pub fn update(schema: Option<&Schema>, old: Option<&Value>, new: &mut Value, req
             set: FieldSet::default(),
         };
         let mut mine = entries.iter().position(|e| e.same_key(&me)).map(|i| entries.remove(i)).unwrap_or(me);
+        let mut elsewhere = InVersions::new(req.versions, req.api_version, old.map(|_| &lhs_or_zero), &rhs, req.scope, compare_from_zero);
         for e in &mut entries {
-            e.set.difference(&changed);
+            match elsewhere.of(&e.api_version) {
+                Some([added, modified, removed]) => {
+                    e.set.difference(added);
+                    e.set.difference(modified);
+                    e.set.difference(removed);
+                }
+                None => e.set.difference(&changed),
+            }
         }
         entries.retain(|e| !e.set.is_empty());
         mine.set.union(&cmp.added);
@@ -581,6 +667,16 @@ pub fn update(schema: Option<&Schema>, old: Option<&Value>, new: &mut Value, req
     }
     cap::cap_update_managers(&mut entries, cap::MAX_UPDATE_MANAGERS);
     write_entries(new, entries);
+}
+
+/// [`compare`] for [`InVersions`]: `lhs` `None` is a create, compared
+/// against the type's zero value.
+fn compare_from_zero(schema: Option<&Schema>, lhs: Option<&Value>, rhs: &Value) -> [FieldSet; 3] {
+    let root = schema.map(Schema::root);
+    let zero = root.map_or_else(|| json!({}), |r| zero_value(r, 0));
+    let mut cmp = Comparison::default();
+    compare(root, Some(lhs.unwrap_or(&zero)), Some(rhs), &mut Vec::new(), &mut cmp);
+    [cmp.added, cmp.modified, cmp.removed]
 }
 
 /// Sorts `entries` in kube's order (operation, time, manager, apiVersion,
@@ -616,7 +712,7 @@ mod update_tests {
     use super::*;
 
     fn req<'a>(manager: &'a str, now: &'a str) -> Request<'a> {
-        Request { manager, api_version: "v1", subresource: "", scope: Scope::All, now }
+        Request { manager, api_version: "v1", subresource: "", scope: Scope::All, now, versions: None }
     }
 
     #[test]

@@ -129,7 +129,7 @@ fn run(c: &Case) {
         (true, false) => Scope::NoStatus,
         (false, false) => Scope::All,
     };
-    let req = ApplyRequest { manager: c.manager, api_version: api, kind, subresource: if c.status { "status" } else { "" }, scope, force: c.force, now: NOW };
+    let req = ApplyRequest { manager: c.manager, api_version: api, kind, subresource: if c.status { "status" } else { "" }, scope, force: c.force, now: NOW, versions: None };
     let got = apply(schema.as_ref(), c.live.as_ref(), &c.config, &req);
     match (&c.exp, got) {
         (Exp::Noop, Ok(v)) => assert_eq!(Some(&v), c.live.as_ref(), "{}: not a no-op", c.name),
@@ -1062,7 +1062,7 @@ fn update_caps_managers_into_ancient_changes() {
     let old = with_mf(cm(Value::Object(keys)), (0..10).map(|i| entry(&format!("m{i}"), "v1", i, &format!("k{i}"))).collect());
     let mut new = old.clone();
     new["data"]["k10"] = json!("v");
-    update(schema.as_ref(), Some(&old), &mut new, &Request { manager: "m10", api_version: "v1", subresource: "", scope: Scope::All, now: "2025-01-01T00:00:30Z" });
+    update(schema.as_ref(), Some(&old), &mut new, &Request { manager: "m10", api_version: "v1", subresource: "", scope: Scope::All, now: "2025-01-01T00:00:30Z", versions: None });
     let got = summary(&new);
     assert_eq!(got.len(), 10, "{got:?}");
     // m0 and m1 (the two oldest of v1) fold into the bucket, which takes m1's time.
@@ -1080,7 +1080,7 @@ fn cap_keeps_ten_and_buckets_per_version() {
     let old = with_mf(cm(Value::Object(keys)), (0..9).map(|i| entry(&format!("m{i}"), "v1", i, &format!("k{i}"))).collect());
     let mut new = old.clone();
     new["data"]["k9"] = json!("v");
-    update(schema.as_ref(), Some(&old), &mut new, &Request { manager: "m9", api_version: "v1", subresource: "", scope: Scope::All, now: "2025-01-01T00:00:30Z" });
+    update(schema.as_ref(), Some(&old), &mut new, &Request { manager: "m9", api_version: "v1", subresource: "", scope: Scope::All, now: "2025-01-01T00:00:30Z", versions: None });
     assert_eq!(summary(&new).len(), 10);
     assert!(summary(&new).iter().all(|g| g.0 != "ancient-changes"));
 
@@ -1091,7 +1091,7 @@ fn cap_keeps_ten_and_buckets_per_version() {
     let old = with_mf(cm(Value::Object(keys)), entries);
     let mut new = old.clone();
     new["data"]["k10"] = json!("v");
-    update(schema.as_ref(), Some(&old), &mut new, &Request { manager: "m10", api_version: "v1", subresource: "", scope: Scope::All, now: "2025-01-01T00:00:30Z" });
+    update(schema.as_ref(), Some(&old), &mut new, &Request { manager: "m10", api_version: "v1", subresource: "", scope: Scope::All, now: "2025-01-01T00:00:30Z", versions: None });
     let got = summary(&new);
     let managers: Vec<(&str, &str)> = got.iter().map(|g| (g.0.as_str(), g.1.as_str())).collect();
     assert_eq!(managers, [("m0", "v2"), ("ancient-changes", "v1"), ("m3", "v1"), ("m4", "v1"), ("m5", "v1"), ("m6", "v1"), ("m7", "v1"), ("m8", "v1"), ("m9", "v1"), ("m10", "v1")]);
@@ -1111,4 +1111,102 @@ fn conflict_status_and_paths() {
     assert_eq!(typed::print_element("k:{\"containerPort\":80,\"protocol\":\"TCP\"}"), "[containerPort=80,protocol=\"TCP\"]");
     assert_eq!(conflict::print_manager("a", "Apply", "v1", ""), "\"a\"");
     assert_eq!(conflict::print_manager("a", "Apply", "v1", "status"), "\"a\" with subresource \"status\"");
+}
+
+/// Two versions of one kind that name one field differently: x.io/v1
+/// `spec.size` is x.io/v2 `spec.replicas`.
+fn rename_versions(obj: &Value, api_version: &str) -> Option<Value> {
+    let (from, to) = match api_version {
+        "x.io/v1" => ("replicas", "size"),
+        "x.io/v2" => ("size", "replicas"),
+        _ => return None,
+    };
+    let mut o = obj.clone();
+    o["apiVersion"] = json!(api_version);
+    if let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut) {
+        if let Some(v) = spec.remove(from) {
+            spec.insert(to.into(), v);
+        }
+    }
+    Some(o)
+}
+
+fn thing(api: &str, spec: Value) -> Value {
+    json!({"apiVersion": api, "kind": "Thing", "metadata": {"name": "t"}, "spec": spec})
+}
+
+fn no_schema(_: &str) -> Option<Schema> {
+    None
+}
+
+/// A manager that applied `spec.size` through v1 owns what v2 calls
+/// `spec.replicas`: a v2 apply changing it conflicts with that manager,
+/// named with its version and its path; forced, the field moves.
+#[test]
+fn conflict_found_through_conversion() {
+    let versions = Versions { convert: &rename_versions, schema_of: &no_schema };
+    let live = with_mf(thing("x.io/v2", json!({"replicas": 3})), vec![e("a", "Apply", "x.io/v1", json!({"f:spec": {"f:size": {}}}))]);
+    let config = thing("x.io/v2", json!({"replicas": 5}));
+    let req = ApplyRequest { manager: "b", api_version: "x.io/v2", kind: "Thing", subresource: "", scope: Scope::All, force: false, now: NOW, versions: Some(versions) };
+    match apply(None, Some(&live), &config, &req) {
+        Err(ApplyError::Conflicts(c)) => {
+            assert_eq!(c.len(), 1, "{c:?}");
+            assert_eq!(c[0].path, ".spec.size");
+            // An Apply manager is named alone (an Update one `using` its version).
+            assert_eq!(c[0].manager, "\"a\"");
+        }
+        other => panic!("expected a conflict with a, got {other:?}"),
+    }
+    // Without the converter the v1 path is compared as a v2 one: no conflict.
+    assert!(apply(None, Some(&live), &config, &ApplyRequest { versions: None, ..req.clone() }).is_ok());
+
+    let forced = apply(None, Some(&live), &config, &ApplyRequest { force: true, ..req }).unwrap();
+    assert_eq!(forced["spec"]["replicas"], json!(5));
+    let mf = forced["metadata"]["managedFields"].as_array().unwrap();
+    assert_eq!(mf.len(), 1, "a lost its only field: {mf:?}");
+    assert_eq!(mf[0]["manager"], "b");
+    assert_eq!(mf[0]["fieldsV1"], json!({"f:spec": {".": {}, "f:replicas": {}}}));
+}
+
+/// A v2 write that removes `spec.replicas` takes `spec.size` out of the v1
+/// manager's entry.
+#[test]
+fn removal_applied_through_conversion() {
+    let versions = Versions { convert: &rename_versions, schema_of: &no_schema };
+    let a = e("a", "Update", "x.io/v1", json!({"f:spec": {"f:size": {}, "f:color": {}}}));
+    let old = with_mf(thing("x.io/v2", json!({"replicas": 3, "color": "red"})), vec![a.clone()]);
+    let mut new = thing("x.io/v2", json!({"color": "red"}));
+    new["metadata"]["managedFields"] = old["metadata"]["managedFields"].clone();
+    let req = Request { manager: "c", api_version: "x.io/v2", subresource: "", scope: Scope::All, now: NOW, versions: Some(versions) };
+    update(None, Some(&old), &mut new, &req);
+    let mf = new["metadata"]["managedFields"].as_array().unwrap();
+    assert_eq!(mf.len(), 1, "{mf:?}");
+    assert_eq!(mf[0]["fieldsV1"], json!({"f:spec": {"f:color": {}}}));
+
+    // Without the converter the v1 path survives the removal.
+    let mut new = thing("x.io/v2", json!({"color": "red"}));
+    new["metadata"]["managedFields"] = old["metadata"]["managedFields"].clone();
+    update(None, Some(&old), &mut new, &Request { versions: None, ..req });
+    assert_eq!(new["metadata"]["managedFields"][0]["fieldsV1"], json!({"f:spec": {"f:size": {}, "f:color": {}}}));
+}
+
+/// A v2 applier that stops declaring `spec.replicas` leaves it when a v1
+/// manager owns it as `spec.size`; without that manager it goes.
+#[test]
+fn removal_kept_for_an_owner_in_another_version() {
+    let versions = Versions { convert: &rename_versions, schema_of: &no_schema };
+    let b = e("b", "Apply", "x.io/v2", json!({"f:spec": {"f:replicas": {}, "f:color": {}}}));
+    let config = thing("x.io/v2", json!({"color": "red"}));
+    let req = ApplyRequest { manager: "b", api_version: "x.io/v2", kind: "Thing", subresource: "", scope: Scope::All, force: false, now: NOW, versions: Some(versions) };
+    let a = e("a", "Update", "x.io/v1", json!({"f:spec": {"f:size": {}}}));
+    let live = with_mf(thing("x.io/v2", json!({"replicas": 3, "color": "red"})), vec![a, b.clone()]);
+    let out = apply(None, Some(&live), &config, &req).unwrap();
+    assert_eq!(out["spec"], json!({"replicas": 3, "color": "red"}));
+    let managers: Vec<&str> = out["metadata"]["managedFields"].as_array().unwrap().iter().map(|e| e["manager"].as_str().unwrap()).collect();
+    assert_eq!(managers, ["b", "a"], "{out}");
+    // Compared as if v1 paths were v2 ones, the field would go.
+    assert_eq!(apply(None, Some(&live), &config, &ApplyRequest { versions: None, ..req.clone() }).unwrap()["spec"], json!({"color": "red"}));
+
+    let alone = with_mf(thing("x.io/v2", json!({"replicas": 3, "color": "red"})), vec![b]);
+    assert_eq!(apply(None, Some(&alone), &config, &req).unwrap()["spec"], json!({"color": "red"}));
 }

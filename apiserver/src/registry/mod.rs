@@ -358,7 +358,7 @@ pub enum Error {
 /// Every served resource. Reads are lock-free; changes (CRDs established
 /// or deleted) are serialised and swap in a new [`Catalog`].
 pub struct Registry {
-    catalog: ArcSwap<Catalog>,
+    catalog: Arc<ArcSwap<Catalog>>,
     provider: Arc<dyn StorageProvider>,
     admission: Arc<crate::admission::Chain>,
     schemas: crate::schema::SchemaStore,
@@ -370,7 +370,7 @@ impl Registry {
     /// pass `admission` on every write and find their kinds' schemas in
     /// `schemas`.
     pub fn new(provider: Arc<dyn StorageProvider>, admission: Arc<crate::admission::Chain>, schemas: crate::schema::SchemaStore) -> Self {
-        Registry { catalog: ArcSwap::from_pointee(Catalog::default()), provider, admission, schemas, changes: Mutex::new(()) }
+        Registry { catalog: Arc::new(ArcSwap::from_pointee(Catalog::default())), provider, admission, schemas, changes: Mutex::new(()) }
     }
 
     /// The served set now.
@@ -475,7 +475,12 @@ impl Registry {
             Some(stored) => Arc::new(conversion::Converting::new(storage, resource.clone(), stored)) as Arc<dyn crate::storage::Storage>,
             None => storage,
         };
-        let store = Arc::new(Store::new(resource.clone(), storage, self.admission.clone(), self.schemas.clone()));
+        // The store reaches the other versions of its resource through
+        // the catalog (weakly: the catalog holds the store).
+        let catalog = Arc::downgrade(&self.catalog);
+        let (group, plural) = (resource.group.clone(), resource.resource.clone());
+        let siblings: store::Siblings = Arc::new(move |version: &str| catalog.upgrade()?.load().get(&group, version, &plural));
+        let store = Arc::new(Store::new(resource.clone(), storage, self.admission.clone(), self.schemas.clone()).with_siblings(siblings));
         let subresources = subs.iter().map(|s| (s.name().to_string(), s.rest(&store))).collect();
         let rest: Arc<dyn Rest> = match decorator {
             Some(d) => d(store.clone()),

@@ -113,6 +113,10 @@ impl Part {
     pub const STATUS: Part = Part { subresource: "status", status_only: true, shown_as: None };
 }
 
+/// Finds the resource served as another version (`v2`) of the same group
+/// and resource, in the registry's current catalog.
+pub type Siblings = Arc<dyn Fn(&str) -> Option<Arc<Resource>> + Send + Sync>;
+
 /// The generic store of one resource.
 pub struct Store {
     resource: Arc<Resource>,
@@ -120,6 +124,7 @@ pub struct Store {
     admission: Arc<Chain>,
     schemas: crate::schema::SchemaStore,
     kind: Gvk,
+    siblings: Option<Siblings>,
 }
 
 fn not_an_object() -> Status {
@@ -133,7 +138,49 @@ impl Store {
     /// managedFields).
     pub fn new(resource: Arc<Resource>, storage: Arc<dyn Storage>, admission: Arc<Chain>, schemas: crate::schema::SchemaStore) -> Self {
         let kind = Gvk::new(&resource.group, &resource.version, &resource.kind);
-        Store { resource, storage, admission, schemas, kind }
+        Store { resource, storage, admission, schemas, kind, siblings: None }
+    }
+
+    /// The store, able to reach the other served versions of its resource
+    /// through `siblings`: managedFields entries recorded in another
+    /// apiVersion are then tracked on objects converted to it.
+    #[must_use]
+    pub fn with_siblings(mut self, siblings: Siblings) -> Self {
+        self.siblings = Some(siblings);
+        self
+    }
+
+    /// `obj`, of this store's version, converted in process to
+    /// `api_version` of the same resource: through the stored version, with
+    /// each version's converter (`None`: not served, or a converter that
+    /// needs a webhook, or a failed conversion).
+    fn convert_to(&self, obj: &Value, api_version: &str) -> Option<Value> {
+        let siblings = self.siblings.as_ref()?;
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let from = &self.resource;
+        if group != from.group {
+            return None;
+        }
+        let to = siblings(version)?;
+        let stored_of = |r: &Arc<Resource>| match r.strategy.storage_version().filter(|_| !r.is_storage_version()) {
+            Some((_, v)) => siblings(v),
+            None => Some(r.clone()),
+        };
+        let stored = stored_of(from)?;
+        let mut obj = obj.clone();
+        if !Arc::ptr_eq(&stored, from) {
+            obj = from.converter.convert_local(obj, from, &stored)?.ok()?;
+        }
+        if !Arc::ptr_eq(&stored, &to) {
+            obj = to.converter.convert_local(obj, &stored, &to)?.ok()?;
+        }
+        Some(obj)
+    }
+
+    /// The kind's schema in `api_version`.
+    fn schema_in(&self, api_version: &str) -> Option<crate::schema::Schema> {
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        self.schemas.of_kind(group, version, &self.resource.kind)
     }
 
     /// The verbs a store of a resource with `strategy` serves, in discovery
@@ -358,7 +405,9 @@ impl Store {
         let manager = fieldmanager::manager_name(opts.field_manager.as_deref(), ctx.user_agent);
         let api_version = r.api_version();
         let now = meta::now();
-        let req = fieldmanager::Request { manager: &manager, api_version: &api_version, subresource: part.subresource, scope: self.field_scope(part), now: &now };
+        let (convert, schema_of) = (|o: &Value, v: &str| self.convert_to(o, v), |v: &str| self.schema_in(v));
+        let versions = self.siblings.is_some().then_some(fieldmanager::Versions { convert: &convert, schema_of: &schema_of });
+        let req = fieldmanager::Request { manager: &manager, api_version: &api_version, subresource: part.subresource, scope: self.field_scope(part), now: &now, versions };
         fieldmanager::update(schema.as_ref(), old, new, &req);
     }
 
@@ -378,13 +427,17 @@ impl Store {
             let (group, version, kind) = t.kind();
             let schema = self.schemas.of_kind(group, version, kind);
             let api_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
-            let req = fieldmanager::ApplyRequest { manager, api_version: &api_version, kind, subresource: part.subresource, scope: fieldmanager::Scope::All, force: opts.force, now: &now };
+            let req =
+                fieldmanager::ApplyRequest { manager, api_version: &api_version, kind, subresource: part.subresource, scope: fieldmanager::Scope::All, force: opts.force, now: &now, versions: None };
             let sub = fieldmanager::apply(schema.as_ref(), Some(&t.shown(current)), config, &req).map_err(|e| e.into_status(&r.group, &r.resource, name))?;
             return t.carry_back(&sub, current);
         }
         let schema = self.schema();
         let api_version = r.api_version();
-        let req = fieldmanager::ApplyRequest { manager, api_version: &api_version, kind: &r.kind, subresource: part.subresource, scope: self.field_scope(part), force: opts.force, now: &now };
+        let (convert, schema_of) = (|o: &Value, v: &str| self.convert_to(o, v), |v: &str| self.schema_in(v));
+        let versions = self.siblings.is_some().then_some(fieldmanager::Versions { convert: &convert, schema_of: &schema_of });
+        let req =
+            fieldmanager::ApplyRequest { manager, api_version: &api_version, kind: &r.kind, subresource: part.subresource, scope: self.field_scope(part), force: opts.force, now: &now, versions };
         let mut obj = fieldmanager::apply(schema.as_ref(), current, config, &req).map_err(|e| e.into_status(&r.group, &r.resource, name))?;
         // The URL names the object; a configuration without a name takes it.
         if let Some(m) = meta::meta_mut(&mut obj) {

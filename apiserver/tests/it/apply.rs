@@ -246,3 +246,29 @@ fn server_side_apply_with_kubectl() {
         custom_resource(&s, minor);
     }
 }
+
+/// A manager's fields are its apiVersion's: A applies the CPU target
+/// through autoscaling/v1, B the same target through autoscaling/v2's
+/// `spec.metrics` with another value, and gets A's conflict (found on the
+/// objects converted to v1, in v1's path); forced, the field leaves A.
+#[test]
+fn hpa_conflicts_across_versions() {
+    let s = Server::start();
+    let a = "apiVersion: autoscaling/v1\nkind: HorizontalPodAutoscaler\nmetadata:\n  name: h\nspec:\n  scaleTargetRef:\n    apiVersion: apps/v1\n    kind: Deployment\n    name: web\n  maxReplicas: 5\n  targetCPUUtilizationPercentage: 60\n";
+    assert_eq!(ssa(&s, 33, "a", a, &[]).ok().trim(), "horizontalpodautoscaler.autoscaling/h serverside-applied");
+    let b = "apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata:\n  name: h\nspec:\n  metrics:\n  - type: Resource\n    resource:\n      name: cpu\n      target:\n        type: Utilization\n        averageUtilization: 80\n";
+    let out = ssa(&s, 33, "b", b, &[]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("Apply failed with 1 conflict: conflict with \"a\": .spec.targetCPUUtilizationPercentage"), "{out:?}");
+    let v1 = json(&s.kubectl(33, &["get", "--raw", "/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers/h"]));
+    assert_eq!(v1["spec"]["targetCPUUtilizationPercentage"], 60, "{v1}");
+
+    // Forced: B's value, and A keeps only what B did not take.
+    ssa(&s, 33, "b", b, &["--force-conflicts"]).ok();
+    let obj = json(&s.kubectl(33, &["get", "--raw", "/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers/h"]));
+    assert_eq!(obj["spec"]["targetCPUUtilizationPercentage"], 80, "{obj}");
+    let fa = fields_of(&obj, "a", "Apply");
+    assert!(fa["f:spec"].get("f:targetCPUUtilizationPercentage").is_none(), "{obj}");
+    assert_eq!(fa["f:spec"]["f:maxReplicas"], serde_json::json!({}), "{obj}");
+    assert_eq!(fields_of(&obj, "b", "Apply")["f:spec"]["f:metrics"], serde_json::json!({}), "{obj}");
+}
