@@ -141,32 +141,14 @@ pub fn resources_match(match_resources: &Value, attrs: &Attributes<'_>, sources:
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::TestRequest;
     use crate::admission::{Kind, Operation, Resource};
-    use crate::authn::UserInfo;
-    use crate::warning::Warnings;
     use serde_json::json;
 
     fn check(rule: Value, resource: &str, sub: &str, ns: &str, op: Operation) -> bool {
-        let user = UserInfo::default();
-        let warnings = Warnings::default();
-        let opts = Value::Null;
-        let attrs = Attributes {
-            operation: op,
-            name: "x",
-            namespace: ns,
-            resource: Resource { group: "", version: "v1", resource },
-            subresource: sub,
-            kind: Kind { group: "", version: "v1", kind: "Pod" },
-            request_kind: Kind { group: "", version: "v1", kind: "Pod" },
-            object: Some(json!({"metadata": {"name": "x", "labels": {"a": "b"}}})),
-            old_object: None,
-            options: &opts,
-            user: &user,
-            dry_run: false,
-            warnings: &warnings,
-            audit: None,
-            reinvocation: false,
-        };
+        let req = TestRequest::default();
+        let pod = json!({"metadata": {"name": "x", "labels": {"a": "b"}}});
+        let attrs = Attributes { operation: op, subresource: sub, ..req.create(Resource { group: "", version: "v1", resource }, Kind { group: "", version: "v1", kind: "Pod" }, "x", ns, pod) };
         rule_matches(&rule, &attrs, false)
     }
 

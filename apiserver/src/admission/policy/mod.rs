@@ -669,8 +669,6 @@ mod tests {
     async fn plugins_refuse_writes_until_their_copies_have_listed() {
         use crate::admission::sources::Fixed;
         use crate::admission::{Kind, Mutating, Operation, Resource, Validating};
-        use crate::authn::UserInfo;
-        use crate::warning::Warnings;
 
         let sources = Sources::new();
         let storage: Arc<dyn Storage> = Arc::new(testing::Fixed(Default::default()));
@@ -678,23 +676,15 @@ mod tests {
         let vap = validating::ValidatingAdmissionPolicy::new(sources.clone(), storage.clone(), allow.clone(), crate::schema::SchemaStore::builtin());
         let map = mutating::MutatingAdmissionPolicy::new(sources.clone(), storage.clone(), allow.clone(), crate::schema::SchemaStore::builtin());
         let hooks = crate::admission::webhook::config::Hooks::new(sources.clone(), allow, false);
-        let (user, warnings, opts) = (UserInfo::default(), Warnings::default(), Value::Null);
-        let attrs = |group: &'static str, resource: &'static str, kind: &'static str, name: &'static str| Attributes {
-            operation: Operation::Create,
-            name,
-            namespace: "default",
-            resource: Resource { group, version: "v1", resource },
-            subresource: "",
-            kind: Kind { group, version: "v1", kind },
-            request_kind: Kind { group, version: "v1", kind },
-            object: Some(json!({"metadata": {"name": name, "namespace": "default"}, "spec": {"replicas": 1}})),
-            old_object: None,
-            options: &opts,
-            user: &user,
-            dry_run: false,
-            warnings: &warnings,
-            audit: None,
-            reinvocation: false,
+        let req = crate::admission::TestRequest::default();
+        let attrs = |group: &'static str, resource: &'static str, kind: &'static str, name: &'static str| {
+            req.create(
+                Resource { group, version: "v1", resource },
+                Kind { group, version: "v1", kind },
+                name,
+                "default",
+                json!({"metadata": {"name": name, "namespace": "default"}, "spec": {"replicas": 1}}),
+            )
         };
         assert!(vap.handles(Operation::Create) && map.handles(Operation::Create) && hooks.handles(Operation::Create), "not ready: every write reaches the plugins");
         let deployment = attrs("apps", "deployments", "Deployment", "web");

@@ -291,9 +291,8 @@ impl Mutating for MutatingAdmissionPolicy {
 mod tests {
     use super::*;
     use crate::admission::sources::Fixed;
+    use crate::admission::TestRequest;
     use crate::admission::{Kind, Resource};
-    use crate::authn::UserInfo;
-    use crate::warning::Warnings;
     use serde_json::json;
 
     fn plugin(policies: Vec<Value>, bindings: Vec<Value>) -> MutatingAdmissionPolicy {
@@ -319,26 +318,8 @@ mod tests {
     }
 
     async fn admit(p: &MutatingAdmissionPolicy, obj: Value) -> Result<Value, Status> {
-        let user = UserInfo::default();
-        let warnings = Warnings::default();
-        let opts = Value::Null;
-        let mut attrs = Attributes {
-            operation: Operation::Create,
-            name: "web",
-            namespace: "default",
-            resource: Resource { group: "apps", version: "v1", resource: "deployments" },
-            subresource: "",
-            kind: Kind { group: "apps", version: "v1", kind: "Deployment" },
-            request_kind: Kind { group: "apps", version: "v1", kind: "Deployment" },
-            object: Some(obj),
-            old_object: None,
-            options: &opts,
-            user: &user,
-            dry_run: false,
-            warnings: &warnings,
-            audit: None,
-            reinvocation: false,
-        };
+        let req = TestRequest::default();
+        let mut attrs = req.create(Resource { group: "apps", version: "v1", resource: "deployments" }, Kind { group: "apps", version: "v1", kind: "Deployment" }, "web", "default", obj);
         p.admit(&mut attrs).await?;
         Ok(attrs.object.unwrap_or_default())
     }

@@ -331,9 +331,8 @@ impl Validating for ValidatingAdmissionPolicy {
 mod tests {
     use super::*;
     use crate::admission::sources::Fixed;
+    use crate::admission::TestRequest;
     use crate::admission::{Kind, Resource};
-    use crate::authn::UserInfo;
-    use crate::warning::Warnings;
     use serde_json::json;
 
     fn inputs(obj: Value) -> Inputs {
@@ -408,25 +407,16 @@ mod tests {
         );
         let storage: Arc<dyn Storage> = Arc::new(super::super::testing::Fixed(Default::default()));
         let plugin = ValidatingAdmissionPolicy::new(sources.clone(), storage, Arc::new(crate::authz::always::AlwaysAllow), crate::schema::SchemaStore::builtin());
-        let user = UserInfo::default();
-        let warnings = Warnings::default();
-        let opts = Value::Null;
+        let req = TestRequest::default();
         let attrs = |ns: &'static str, replicas: i64, op: Operation| Attributes {
             operation: op,
-            name: "web",
-            namespace: ns,
-            resource: Resource { group: "apps", version: "v1", resource: "deployments" },
-            subresource: "",
-            kind: Kind { group: "apps", version: "v1", kind: "Deployment" },
-            request_kind: Kind { group: "apps", version: "v1", kind: "Deployment" },
-            object: Some(json!({"metadata": {"name": "web", "namespace": ns}, "spec": {"replicas": replicas}})),
-            old_object: None,
-            options: &opts,
-            user: &user,
-            dry_run: false,
-            warnings: &warnings,
-            audit: None,
-            reinvocation: false,
+            ..req.create(
+                Resource { group: "apps", version: "v1", resource: "deployments" },
+                Kind { group: "apps", version: "v1", kind: "Deployment" },
+                "web",
+                ns,
+                json!({"metadata": {"name": "web", "namespace": ns}, "spec": {"replicas": replicas}}),
+            )
         };
         assert!(plugin.validate(&attrs("default", 5, Operation::Create)).await.is_ok());
         let err = plugin.validate(&attrs("default", 6, Operation::Create)).await.unwrap_err();
@@ -434,7 +424,7 @@ mod tests {
         assert_eq!(err.message, "deployments.apps \"web\" is forbidden: ValidatingAdmissionPolicy 'limit' with binding 'deny' denied request: Deployment replicas must not exceed 5");
         assert!(plugin.validate(&attrs("default", 6, Operation::Delete)).await.is_ok(), "DELETE is not in the rules");
         assert!(plugin.validate(&attrs("t", 6, Operation::Create)).await.is_err());
-        assert_eq!(warnings.texts(), ["Validation failed for ValidatingAdmissionPolicy 'limit' with binding 'warn': Deployment replicas must not exceed 5"]);
+        assert_eq!(req.warnings.texts(), ["Validation failed for ValidatingAdmissionPolicy 'limit' with binding 'warn': Deployment replicas must not exceed 5"]);
         // An unknown namespace: kube answers 404 before evaluating.
         let err = plugin.validate(&attrs("nowhere", 1, Operation::Create)).await.unwrap_err();
         assert_eq!(err.code, 404, "{err:?}");

@@ -271,26 +271,14 @@ mod tests {
             let w = json!({"name": "h", "matchConditions": conditions});
             super::super::config::Hook::compile("c", 0, &w, false, &Arc::new(super::super::service::ServiceResolver::new(crate::admission::sources::Sources::new())))
         };
-        let user = crate::authn::UserInfo { name: "alice".into(), ..Default::default() };
-        let warnings = crate::warning::Warnings::default();
-        let opts = Value::Null;
-        let attrs = Attributes {
-            operation: crate::admission::Operation::Create,
-            name: "x",
-            namespace: "default",
-            resource: crate::admission::Resource { group: "", version: "v1", resource: "configmaps" },
-            subresource: "",
-            kind: crate::admission::Kind { group: "", version: "v1", kind: "ConfigMap" },
-            request_kind: crate::admission::Kind { group: "", version: "v1", kind: "ConfigMap" },
-            object: Some(json!({"metadata": {"name": "x"}})),
-            old_object: None,
-            options: &opts,
-            user: &user,
-            dry_run: false,
-            warnings: &warnings,
-            audit: None,
-            reinvocation: false,
-        };
+        let req = crate::admission::TestRequest { user: crate::authn::UserInfo { name: "alice".into(), ..Default::default() }, ..Default::default() };
+        let attrs = req.create(
+            crate::admission::Resource { group: "", version: "v1", resource: "configmaps" },
+            crate::admission::Kind { group: "", version: "v1", kind: "ConfigMap" },
+            "x",
+            "default",
+            json!({"metadata": {"name": "x"}}),
+        );
         let t = json!({"name": "t", "expression": "request.userInfo.username == 'alice' && oldObject == null"});
         let f = json!({"name": "f", "expression": "object.metadata.name == 'y'"});
         let e = json!({"name": "e", "expression": "object.metadata.nope.x == 1"});

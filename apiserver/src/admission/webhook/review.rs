@@ -311,31 +311,17 @@ pub fn denied(webhook: &str, status: &Value) -> Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::TestRequest;
     use crate::admission::{Kind, Operation, Resource};
     use crate::authn::UserInfo;
-    use crate::warning::Warnings;
 
     fn with_attrs(f: impl FnOnce(&Attributes<'_>)) {
-        let user = UserInfo { name: "alice".into(), groups: vec!["system:authenticated".into()], ..Default::default() };
-        let warnings = Warnings::default();
-        let opts = json!({"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"});
-        let attrs = Attributes {
-            operation: Operation::Create,
-            name: "p",
-            namespace: "default",
-            resource: Resource { group: "", version: "v1", resource: "pods" },
-            subresource: "",
-            kind: Kind { group: "", version: "v1", kind: "Pod" },
-            request_kind: Kind { group: "", version: "v1", kind: "Pod" },
-            object: Some(json!({"metadata": {"name": "p"}})),
-            old_object: None,
-            options: &opts,
-            user: &user,
-            dry_run: false,
-            warnings: &warnings,
-            audit: None,
-            reinvocation: false,
+        let req = TestRequest {
+            user: UserInfo { name: "alice".into(), groups: vec!["system:authenticated".into()], ..Default::default() },
+            options: json!({"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}),
+            ..Default::default()
         };
+        let attrs = req.create(Resource { group: "", version: "v1", resource: "pods" }, Kind { group: "", version: "v1", kind: "Pod" }, "p", "default", json!({"metadata": {"name": "p"}}));
         f(&attrs)
     }
 
@@ -355,25 +341,11 @@ mod tests {
             assert!(q.get("subResource").is_none());
             assert_eq!(q["options"]["kind"], "CreateOptions");
         });
-        let user = UserInfo::default();
-        let warnings = Warnings::default();
-        let patch_options = json!({"kind": "PatchOptions", "apiVersion": "meta.k8s.io/v1", "force": true, "fieldManager": "m"});
+        let req = TestRequest { options: json!({"kind": "PatchOptions", "apiVersion": "meta.k8s.io/v1", "force": true, "fieldManager": "m"}), ..Default::default() };
         let attrs = Attributes {
             operation: Operation::Update,
-            name: "p",
-            namespace: "default",
-            resource: Resource { group: "", version: "v1", resource: "pods" },
-            subresource: "",
-            kind: Kind { group: "", version: "v1", kind: "Pod" },
-            request_kind: Kind { group: "", version: "v1", kind: "Pod" },
             object: None,
-            old_object: None,
-            options: &patch_options,
-            user: &user,
-            dry_run: false,
-            warnings: &warnings,
-            audit: None,
-            reinvocation: false,
+            ..req.create(Resource { group: "", version: "v1", resource: "pods" }, Kind { group: "", version: "v1", kind: "Pod" }, "p", "default", Value::Null)
         };
         assert_eq!(admission_request(&attrs, "u")["options"], json!({"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1", "fieldManager": "m"}));
         assert_eq!(Version::pick(&json!(["v2", "v1beta1", "v1"])), Some(Version::V1beta1));
