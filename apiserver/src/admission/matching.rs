@@ -141,7 +141,7 @@ pub fn resources_match(match_resources: &Value, attrs: &Attributes<'_>, sources:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::TestRequest;
+    use crate::admission::testing::TestRequest;
     use crate::admission::{Kind, Operation, Resource};
     use serde_json::json;
 

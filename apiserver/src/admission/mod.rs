@@ -359,38 +359,3 @@ pub enum Error {
         message: String,
     },
 }
-
-/// What unit tests of plugins build [`Attributes`] from: the parts a
-/// request borrows (user, options, warnings).
-#[cfg(test)]
-#[derive(Default)]
-pub(crate) struct TestRequest {
-    pub(crate) user: UserInfo,
-    pub(crate) options: Value,
-    pub(crate) warnings: Warnings,
-}
-
-#[cfg(test)]
-impl TestRequest {
-    /// A CREATE of `object`, a `kind` served as `resource`, named `name` in
-    /// `namespace`, not a dry run; tests change the fields they test.
-    pub(crate) fn create<'a>(&'a self, resource: Resource<'a>, kind: Kind<'a>, name: &'a str, namespace: &'a str, object: Value) -> Attributes<'a> {
-        Attributes {
-            operation: Operation::Create,
-            name,
-            namespace,
-            resource,
-            subresource: "",
-            kind,
-            request_kind: kind,
-            object: Some(object),
-            old_object: None,
-            options: &self.options,
-            user: &self.user,
-            dry_run: false,
-            warnings: &self.warnings,
-            audit: None,
-            reinvocation: false,
-        }
-    }
-}

@@ -111,14 +111,46 @@ impl Storage for MemStorage {
     }
 }
 
-/// What attributes borrow: the user, warnings, options and name.
+/// What unit tests of plugins build [`Attributes`] from: the parts a
+/// request borrows (user, options, warnings).
 #[derive(Default)]
-pub struct Parts {
+pub struct TestRequest {
     /// The user.
     pub user: UserInfo,
+    /// The options (`CreateOptions`...), as plugins see them.
+    pub options: Value,
     /// Warnings collected.
     pub warnings: Warnings,
-    options: Value,
+}
+
+impl TestRequest {
+    /// A CREATE of `object`, a `kind` served as `resource`, named `name` in
+    /// `namespace`, not a dry run; tests change the fields they test.
+    pub fn create<'a>(&'a self, resource: Resource<'a>, kind: Kind<'a>, name: &'a str, namespace: &'a str, object: Value) -> Attributes<'a> {
+        Attributes {
+            operation: Operation::Create,
+            name,
+            namespace,
+            resource,
+            subresource: "",
+            kind,
+            request_kind: kind,
+            object: Some(object),
+            old_object: None,
+            options: &self.options,
+            user: &self.user,
+            dry_run: false,
+            warnings: &self.warnings,
+            audit: None,
+            reinvocation: false,
+        }
+    }
+}
+
+/// A [`TestRequest`] about one object, named after it.
+#[derive(Default)]
+pub struct Parts {
+    request: TestRequest,
     name: String,
 }
 
@@ -131,23 +163,7 @@ impl Parts {
     /// Attributes of `op` on `object` of the core `resource` (kind
     /// `kind`) in `namespace`.
     pub fn attrs<'a>(&'a self, op: Operation, resource: &'a str, kind: &'a str, namespace: &'a str, object: Value, dry_run: bool) -> Attributes<'a> {
-        let kind = Kind { group: "", version: "v1", kind };
-        Attributes {
-            operation: op,
-            name: &self.name,
-            namespace,
-            resource: Resource { group: "", version: "v1", resource },
-            subresource: "",
-            kind,
-            request_kind: kind,
-            object: Some(object),
-            old_object: None,
-            options: &self.options,
-            user: &self.user,
-            dry_run,
-            warnings: &self.warnings,
-            audit: None,
-            reinvocation: false,
-        }
+        let (resource, kind) = (Resource { group: "", version: "v1", resource }, Kind { group: "", version: "v1", kind });
+        Attributes { operation: op, dry_run, ..self.request.create(resource, kind, &self.name, namespace, object) }
     }
 }

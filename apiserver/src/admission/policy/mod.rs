@@ -676,7 +676,7 @@ mod tests {
         let vap = validating::ValidatingAdmissionPolicy::new(sources.clone(), storage.clone(), allow.clone(), crate::schema::SchemaStore::builtin());
         let map = mutating::MutatingAdmissionPolicy::new(sources.clone(), storage.clone(), allow.clone(), crate::schema::SchemaStore::builtin());
         let hooks = crate::admission::webhook::config::Hooks::new(sources.clone(), allow, false);
-        let req = crate::admission::TestRequest::default();
+        let req = crate::admission::testing::TestRequest::default();
         let attrs = |group: &'static str, resource: &'static str, kind: &'static str, name: &'static str| {
             req.create(
                 Resource { group, version: "v1", resource },

@@ -291,7 +291,7 @@ impl Mutating for MutatingAdmissionPolicy {
 mod tests {
     use super::*;
     use crate::admission::sources::Fixed;
-    use crate::admission::TestRequest;
+    use crate::admission::testing::TestRequest;
     use crate::admission::{Kind, Resource};
     use serde_json::json;
 

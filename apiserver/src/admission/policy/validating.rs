@@ -331,7 +331,7 @@ impl Validating for ValidatingAdmissionPolicy {
 mod tests {
     use super::*;
     use crate::admission::sources::Fixed;
-    use crate::admission::TestRequest;
+    use crate::admission::testing::TestRequest;
     use crate::admission::{Kind, Resource};
     use serde_json::json;
 

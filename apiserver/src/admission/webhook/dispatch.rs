@@ -271,7 +271,7 @@ mod tests {
             let w = json!({"name": "h", "matchConditions": conditions});
             super::super::config::Hook::compile("c", 0, &w, false, &Arc::new(super::super::service::ServiceResolver::new(crate::admission::sources::Sources::new())))
         };
-        let req = crate::admission::TestRequest { user: crate::authn::UserInfo { name: "alice".into(), ..Default::default() }, ..Default::default() };
+        let req = crate::admission::testing::TestRequest { user: crate::authn::UserInfo { name: "alice".into(), ..Default::default() }, ..Default::default() };
         let attrs = req.create(
             crate::admission::Resource { group: "", version: "v1", resource: "configmaps" },
             crate::admission::Kind { group: "", version: "v1", kind: "ConfigMap" },

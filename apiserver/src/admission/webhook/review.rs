@@ -311,7 +311,7 @@ pub fn denied(webhook: &str, status: &Value) -> Status {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::TestRequest;
+    use crate::admission::testing::TestRequest;
     use crate::admission::{Kind, Operation, Resource};
     use crate::authn::UserInfo;
 
