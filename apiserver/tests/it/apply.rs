@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-use crate::common::{kubectl_path, Out, Server};
+use crate::common::{curl_admin, kubectl_path, Out, Server};
 
 fn json(out: &Out) -> Value {
     serde_json::from_str(out.ok()).unwrap_or_else(|e| panic!("not JSON ({e}): {out:?}"))
@@ -271,4 +271,24 @@ fn hpa_conflicts_across_versions() {
     assert!(fa["f:spec"].get("f:targetCPUUtilizationPercentage").is_none(), "{obj}");
     assert_eq!(fa["f:spec"]["f:maxReplicas"], serde_json::json!({}), "{obj}");
     assert_eq!(fields_of(&obj, "b", "Apply")["f:spec"]["f:metrics"], serde_json::json!({}), "{obj}");
+}
+
+/// An apply that would create an object under another name than the URL's,
+/// or with a uid, is refused as kube's apply patcher refuses it, and
+/// nothing is stored.
+#[test]
+fn apply_checks_name_and_uid_on_create() {
+    let s = Server::start();
+    let path = "/api/v1/namespaces/default/configmaps/cm9?fieldManager=m";
+    let send = |body: &str| curl_admin(&s, path, &["-X", "PATCH", "-H", "Content-Type: application/apply-patch+yaml", "-d", body]);
+    let renamed = send(r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"other"}}"#);
+    assert!(renamed.starts_with("HTTP/2 400") || renamed.starts_with("HTTP/1.1 400"), "{renamed}");
+    assert!(renamed.contains("the name of the object (other) does not match the name on the URL (cm9)"), "{renamed}");
+    let with_uid = send(r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm9","uid":"1234"}}"#);
+    assert!(with_uid.contains("uid mismatch: the provided object specified uid 1234, and no existing object was found"), "{with_uid}");
+    assert!(with_uid.contains("\"code\":409"), "{with_uid}");
+    let gone = s.kubectl(33, &["get", "cm", "cm9", "other"]);
+    assert!(!gone.stderr.is_empty() && gone.stdout.is_empty(), "something was stored: {gone:?}");
+    let created = send(r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm9"},"data":{"a":"1"}}"#);
+    assert!(created.contains("\"name\":\"cm9\""), "{created}");
 }
