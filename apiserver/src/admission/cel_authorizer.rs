@@ -11,6 +11,22 @@ thread_local! {
     static MAY_BLOCK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
+/// The CEL `authorizer` variable of a request: `authorizer` asked as the
+/// request's user, with `authorizer.requestResource` naming what `attrs`
+/// write. Call it on the request's runtime.
+pub fn variable(attrs: &crate::admission::Attributes<'_>, authorizer: &Arc<dyn crate::authz::Authorizer>) -> kube_cel::cel::Value {
+    let checker = Arc::new(AuthzChecker { user: attrs.user.clone(), authorizer: authorizer.clone(), runtime: tokio::runtime::Handle::current() });
+    let request = crate::cel::authorizer::RequestResource {
+        group: attrs.resource.group.to_string(),
+        version: attrs.resource.version.to_string(),
+        resource: attrs.resource.resource.to_string(),
+        subresource: attrs.subresource.to_string(),
+        namespace: attrs.namespace.to_string(),
+        name: attrs.name.to_string(),
+    };
+    crate::cel::authorizer::variable(checker, request)
+}
+
 /// CEL's `authorizer` for one user: the server's (async) authorizer,
 /// asked with [`tokio::runtime::Handle::block_on`] on the runtime of the
 /// request. Blocking is sound only on the blocking pool, inside [`run`];

@@ -351,20 +351,7 @@ impl Inputs {
     /// # Errors
     /// As [`namespace_object`].
     pub fn of(attrs: &Attributes<'_>, sources: &Sources, authorizer: Option<&Arc<dyn crate::authz::Authorizer>>) -> Result<Inputs, Status> {
-        let authorizer = authorizer.map(|a| {
-            let checker = Arc::new(AuthzChecker { user: attrs.user.clone(), authorizer: a.clone(), runtime: tokio::runtime::Handle::current() });
-            crate::cel::authorizer::variable(
-                checker,
-                crate::cel::authorizer::RequestResource {
-                    group: attrs.resource.group.to_string(),
-                    version: attrs.resource.version.to_string(),
-                    resource: attrs.resource.resource.to_string(),
-                    subresource: attrs.subresource.to_string(),
-                    namespace: attrs.namespace.to_string(),
-                    name: attrs.name.to_string(),
-                },
-            )
-        });
+        let authorizer = authorizer.map(|a| crate::admission::cel_authorizer::variable(attrs, a));
         Ok(Inputs {
             object: attrs.object.as_ref().map_or(Cel::Null, crate::cel::to_cel),
             old_object: attrs.old_object.map_or(Cel::Null, crate::cel::to_cel),
@@ -544,7 +531,6 @@ pub fn add_cause(status: &mut Status, message: &str) {
 }
 
 pub use super::cel_authorizer::run;
-use super::cel_authorizer::AuthzChecker;
 
 /// A store of fixed objects for the plugins' tests: reads only.
 #[cfg(test)]
@@ -619,7 +605,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn the_authorizer_is_asked_only_on_the_blocking_pool() {
         let user = crate::authn::UserInfo { name: "alice".into(), ..Default::default() };
-        let checker = Arc::new(AuthzChecker { user, authorizer: Arc::new(crate::authz::always::AlwaysAllow), runtime: tokio::runtime::Handle::current() });
+        let checker = Arc::new(crate::admission::cel_authorizer::AuthzChecker { user, authorizer: Arc::new(crate::authz::always::AlwaysAllow), runtime: tokio::runtime::Handle::current() });
         let authorizer = crate::cel::authorizer::variable(checker, Default::default());
         let eval = move || {
             let mut a = Activation::new();

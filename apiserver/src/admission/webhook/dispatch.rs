@@ -13,7 +13,6 @@ use super::config::{Endpoint, Hook, Hooks};
 use crate::admission::matching::{namespace_matches, object_matches, rule_matches};
 use crate::admission::Attributes;
 use crate::authz::Authorizer;
-use crate::cel::authorizer::RequestResource;
 use crate::cel::{Activation, Budget, PER_CALL_LIMIT};
 use crate::errors::Status;
 use crate::schema::field::go_quote;
@@ -133,16 +132,7 @@ async fn conditions(hook: &Arc<Hook>, attrs: &Attributes<'_>, authorizer: &Arc<d
     if !hook.conditions_use_authorizer {
         return conditions_hold(hook, &vars);
     }
-    let asker = Arc::new(crate::admission::cel_authorizer::AuthzChecker { user: attrs.user.clone(), authorizer: authorizer.clone(), runtime: tokio::runtime::Handle::current() });
-    let request = RequestResource {
-        group: attrs.resource.group.to_string(),
-        version: attrs.resource.version.to_string(),
-        resource: attrs.resource.resource.to_string(),
-        subresource: attrs.subresource.to_string(),
-        namespace: attrs.namespace.to_string(),
-        name: attrs.name.to_string(),
-    };
-    vars.bind("authorizer", crate::cel::authorizer::variable(asker, request));
+    vars.bind("authorizer", crate::admission::cel_authorizer::variable(attrs, authorizer));
     let hook = hook.clone();
     crate::admission::cel_authorizer::run(true, move || conditions_hold(&hook, &vars)).await.map_err(|e| format!("evaluating match conditions: {}", e.message))?
 }
