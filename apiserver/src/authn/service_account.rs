@@ -255,6 +255,10 @@ impl Keys {
 }
 
 /// `<pki_dir>/sa.key`, made now if missing.
+///
+/// Nodes sharing the directory may start at once: the key is written whole
+/// to a file of this process's own and then hard-linked into place, so a
+/// node never reads a half-written `sa.key`, and the first link wins.
 fn generated_key(pki_dir: &Path) -> anyhow::Result<PathBuf> {
     let path = pki_dir.join("sa.key");
     if path.exists() {
@@ -262,23 +266,33 @@ fn generated_key(pki_dir: &Path) -> anyhow::Result<PathBuf> {
     }
     std::fs::create_dir_all(pki_dir)?;
     let pem = rcgen::KeyPair::generate()?.serialize_pem();
+    static STAGED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = STAGED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let staged = pki_dir.join(format!(".sa.key.{}.{n}", std::process::id()));
     let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create_new(true);
+    opts.write(true).create(true).truncate(true);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt as _;
         opts.mode(0o600);
     }
-    match opts.open(&path) {
-        Ok(mut f) => {
-            use std::io::Write as _;
-            f.write_all(pem.as_bytes())?;
-        }
+    let staged_write = opts.open(&staged).and_then(|mut f| {
+        use std::io::Write as _;
+        f.write_all(pem.as_bytes())?;
+        f.sync_all()
+    });
+    if let Err(e) = staged_write {
+        let _ = std::fs::remove_file(&staged);
+        anyhow::bail!("write {}: {e}", staged.display());
+    }
+    let linked = std::fs::hard_link(&staged, &path);
+    let _ = std::fs::remove_file(&staged);
+    match linked {
+        Ok(()) => Ok(path),
         // Another node sharing the directory made it first.
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(path),
         Err(e) => anyhow::bail!("write {}: {e}", path.display()),
     }
-    Ok(path)
 }
 
 /// How tokens are issued and accepted.
@@ -634,6 +648,23 @@ impl Authenticator for Tokens {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Nodes starting together on one PKI directory each read a whole key,
+    /// and the same one.
+    #[test]
+    fn nodes_generating_the_key_at_once_read_one_whole_key() {
+        for _ in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            let loaded: Vec<Keys> = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..4).map(|_| s.spawn(|| Keys::load(None, &[], dir.path()).unwrap())).collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            let kids: std::collections::BTreeSet<_> = loaded.iter().map(|k| k.verifying[0].kid.clone()).collect();
+            assert_eq!(kids.len(), 1, "{kids:?}");
+            let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+            assert_eq!(left, vec![std::ffi::OsString::from("sa.key")]);
+        }
+    }
 
     /// A store with one ServiceAccount `ns/sa` (uid `u1`) and nothing else.
     fn tokens(issuers: &[&str], auds: &[&str], keys: Keys) -> Tokens {
