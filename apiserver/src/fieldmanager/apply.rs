@@ -35,7 +35,7 @@ use serde_json::{Map, Value};
 
 use super::conflict::{print_manager, ApplyError, Conflict};
 use super::typed::{print_path, Typer};
-use super::{lastapplied, managed_fields, parse_entries, restrict, without_managed_fields, write_entries, Entry, FieldSet, InVersions, Scope, Versions, STRIPPED};
+use super::{compare_from_zero, decode_entries, lastapplied, managed_fields, restrict, without_managed_fields, write_entries, Entry, FieldSet, InVersions, Scope, Versions, STRIPPED};
 use crate::schema::Schema;
 
 /// One apply request, as the PATCH handler knows it.
@@ -97,7 +97,14 @@ pub fn apply(schema: Option<&Schema>, live: Option<&Value>, config: &Value, req:
     }
     let typer = Typer::new(schema);
     let live_obj = live.map_or_else(|| Value::Object(Map::new()), without_managed_fields);
-    let former = parse_entries(managed_fields(live));
+    let mut former = decode_entries(managed_fields(live)).ok_or_else(|| ApplyError::Undecodable("failed to decode managed fields: a managedFields entry is malformed".into()))?;
+    if live.is_some() && former.is_empty() {
+        // An object nobody tracks (created before tracking, or reset):
+        // what it holds is first given to one Update manager, as kube's
+        // `skipNonAppliedManager` does, so an apply that changes it
+        // conflicts instead of silently taking it over.
+        former.extend(before_first_apply(schema, &live_obj, req));
+    }
 
     let scoped = scope_config(config, req.scope);
     let config_set = typer.field_set_of(&scoped).map_err(|e| {
@@ -189,14 +196,11 @@ pub fn apply(schema: Option<&Schema>, live: Option<&Value>, config: &Value, req:
         e.set.difference(removed);
     }
     entries.retain(|e| !e.set.is_empty());
-    let mine = Entry {
-        manager: req.manager.to_string(),
-        operation: "Apply".into(),
-        api_version: req.api_version.to_string(),
-        time: req.now.to_string(),
-        subresource: req.subresource.to_string(),
-        set: applier_set,
-    };
+    // The time says when the manager last changed the object: an apply
+    // that only changes ownership keeps the entry's time (none for a new
+    // entry), as kube's `managedFieldsUpdater` does.
+    let time = if merged == live_obj { last.map(|l| l.time.clone()).unwrap_or_default() } else { req.now.to_string() };
+    let mine = Entry { manager: req.manager.to_string(), operation: "Apply".into(), api_version: req.api_version.to_string(), time, subresource: req.subresource.to_string(), set: applier_set };
 
     let unchanged_sets = {
         let mut before: Vec<(&str, &str, &str, &str, &FieldSet)> = former.iter().map(|e| (e.manager.as_str(), e.operation.as_str(), e.api_version.as_str(), e.subresource.as_str(), &e.set)).collect();
@@ -224,6 +228,27 @@ pub fn apply(schema: Option<&Schema>, live: Option<&Value>, config: &Value, req:
     }
     Ok(out)
 }
+
+/// The manager that [`apply`] gives the fields of an untracked object:
+/// an Update entry named `before-first-apply`, in the request's version,
+/// owning what the object holds (compared with the kind's zero value, as
+/// a create), within the request's scope; `None` when that is nothing.
+fn before_first_apply(schema: Option<&Schema>, live: &Value, req: &ApplyRequest<'_>) -> Option<Entry> {
+    let [mut added, modified, _] = compare_from_zero(schema, None, live);
+    added.union(&modified);
+    restrict(&mut added, req.scope);
+    (!added.is_empty()).then(|| Entry {
+        manager: BEFORE_FIRST_APPLY.into(),
+        operation: "Update".into(),
+        api_version: req.api_version.to_string(),
+        time: req.now.to_string(),
+        subresource: req.subresource.to_string(),
+        set: added,
+    })
+}
+
+/// kube's name for the manager of an untracked object's fields.
+pub const BEFORE_FIRST_APPLY: &str = "before-first-apply";
 
 /// The paths of `removal` whose removal from `merged` takes away (or
 /// changes) no field owned in another apiVersion (`owned`, by version),

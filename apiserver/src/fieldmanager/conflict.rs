@@ -47,13 +47,16 @@ pub enum ApplyError {
     /// with no reason and the message `failed to create typed patch object
     /// (<ns>/<name>; <gvk>): <path>: <why>`.
     TypedPatch(String),
+    /// The live object's managedFields do not decode: a plain error, so a
+    /// 500 with this message (`failed to decode managed fields: …`).
+    Undecodable(String),
 }
 
 impl std::fmt::Display for ApplyError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ApplyError::Conflicts(c) => f.write_str(&conflict_message(c)),
-            ApplyError::BadRequest(m) | ApplyError::TypedPatch(m) => f.write_str(m),
+            ApplyError::BadRequest(m) | ApplyError::TypedPatch(m) | ApplyError::Undecodable(m) => f.write_str(m),
         }
     }
 }
@@ -74,7 +77,7 @@ impl ApplyError {
                 Status::failure(409, reason::CONFLICT, message, Some(Details { causes, ..Default::default() }))
             }
             ApplyError::BadRequest(m) => Status::bad_request(m),
-            ApplyError::TypedPatch(m) => Status::failure(500, "", m, None),
+            ApplyError::TypedPatch(m) | ApplyError::Undecodable(m) => Status::failure(500, "", m, None),
         }
     }
 }

@@ -184,18 +184,36 @@ impl FieldSet {
         Value::Object(m)
     }
 
-    /// Parses the `FieldsV1` JSON form; `None` if it is not one.
+    /// Parses the `FieldsV1` JSON form; `None` if it is not one: a node
+    /// that is not an object, or a key that is not `.` nor a path element
+    /// (`f:<name>`, `k:<JSON object>`, `v:<JSON value>`, `i:<index>`), as
+    /// structured-merge-diff's `SetFromJSON` refuses them.
     pub fn from_fields_v1(v: &Value) -> Option<FieldSet> {
         let m = v.as_object()?;
         let mut s = FieldSet { member: m.is_empty(), children: BTreeMap::new() };
         for (k, c) in m {
             if k == "." {
                 s.member = true;
-            } else {
+            } else if path_element_ok(k) {
                 s.children.insert(k.clone(), FieldSet::from_fields_v1(c)?);
+            } else {
+                return None;
             }
         }
         Some(s)
+    }
+}
+
+/// Whether `k` is a `FieldsV1` path element: `f:` with a name, `k:` with
+/// a JSON object, `v:` with a JSON value, `i:` with an integer.
+fn path_element_ok(k: &str) -> bool {
+    let Some((kind, rest)) = k.split_once(':') else { return false };
+    match kind {
+        "f" => true,
+        "k" => serde_json::from_str::<Value>(rest).is_ok_and(|v| v.is_object()),
+        "v" => serde_json::from_str::<Value>(rest).is_ok(),
+        "i" => rest.parse::<i64>().is_ok(),
+        _ => false,
     }
 }
 
@@ -450,16 +468,20 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
-    fn parse(v: &Value) -> Option<Entry> {
+    /// One entry as kube's `DecodeManagedFields` reads it: operation
+    /// `Apply` or `Update`, an apiVersion, fieldsType `FieldsV1` and a
+    /// well-formed `fieldsV1` (absent: no fields); `None` otherwise.
+    fn decode(v: &Value) -> Option<Entry> {
         let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-        if v.get("fieldsType").and_then(Value::as_str).is_some_and(|t| t != "FieldsV1") {
+        let e = Entry { manager: s("manager"), operation: s("operation"), api_version: s("apiVersion"), time: s("time"), subresource: s("subresource"), set: FieldSet::default() };
+        if !matches!(e.operation.as_str(), "Apply" | "Update") || e.api_version.is_empty() || s("fieldsType") != "FieldsV1" {
             return None;
         }
-        let set = match v.get("fieldsV1") {
+        let set = match v.get("fieldsV1").filter(|f| !f.is_null()) {
             Some(f) => FieldSet::from_fields_v1(f)?,
             None => FieldSet::default(),
         };
-        Some(Entry { manager: s("manager"), operation: s("operation"), api_version: s("apiVersion"), time: s("time"), subresource: s("subresource"), set })
+        Some(Entry { set, ..e })
     }
 
     fn to_value(&self) -> Value {
@@ -481,14 +503,44 @@ impl Entry {
     fn same_key(&self, other: &Entry) -> bool {
         self.manager == other.manager && self.operation == other.operation && self.api_version == other.api_version && self.subresource == other.subresource
     }
+
+    /// Whether two entries have one manager identifier (kube's
+    /// `BuildManagerIdentifier`): manager, operation and subresource, and
+    /// for Update entries the apiVersion (an applier is one manager
+    /// whatever version it applies in).
+    pub(crate) fn same_manager(&self, other: &Entry) -> bool {
+        self.manager == other.manager && self.operation == other.operation && self.subresource == other.subresource && (self.operation == "Apply" || self.api_version == other.api_version)
+    }
 }
 
 pub(crate) fn managed_fields(obj: Option<&Value>) -> Option<&Value> {
     obj.and_then(|o| o.get("metadata")).and_then(|m| m.get("managedFields"))
 }
 
-pub(crate) fn parse_entries(v: Option<&Value>) -> Vec<Entry> {
-    v.and_then(Value::as_array).into_iter().flatten().filter_map(Entry::parse).collect()
+/// A `metadata.managedFields` list as kube's `DecodeManagedFields` reads
+/// it: `None` when any entry is malformed ([`Entry::decode`]); absent or
+/// null is no entries. Of two entries of one manager ([`Entry::same_manager`])
+/// the later is kept.
+pub(crate) fn decode_entries(v: Option<&Value>) -> Option<Vec<Entry>> {
+    let Some(v) = v.filter(|v| !v.is_null()) else { return Some(Vec::new()) };
+    let mut out: Vec<Entry> = Vec::new();
+    for e in v.as_array()? {
+        let e = Entry::decode(e)?;
+        out.retain(|o| !o.same_manager(&e));
+        out.push(e);
+    }
+    Some(out)
+}
+
+/// Whether a client's `metadata.managedFields` asks to reset tracking
+/// (kube's `isResetManagedFields`): an empty list, or a list of one entry
+/// whose every field is empty.
+fn is_reset(v: Option<&Value>) -> bool {
+    match v.and_then(Value::as_array).map(Vec::as_slice) {
+        Some([]) => true,
+        Some([Value::Object(e)]) => e.values().all(|f| f.is_null() || f.as_str() == Some("")),
+        _ => false,
+    }
 }
 
 pub(crate) fn without_managed_fields(v: &Value) -> Value {
@@ -605,21 +657,37 @@ pub struct Request<'a> {
 /// turned `old` (`None` for a create) into `new`; `schema` is the kind's
 /// ([`crate::schema::SchemaStore::of_kind`]), if it has one.
 ///
-/// The starting entries are, as kube's field manager picks them: the
-/// client's own when it sent a non-empty, well-formed list on the main
-/// resource (clients may rewrite them), else `old`'s (so a client unaware
-/// of the field cannot drop it by sending `[]` or leaving it out). The
-/// list `[{}]` strips them: the object is written with none at all.
+/// The starting entries are, as kube's field manager picks them:
+///
+/// - on a subresource, `old`'s, whatever the client sent;
+/// - none, when the client sent `[]` or `[{}]` (a reset);
+/// - the client's own when it sent a well-formed, non-empty list
+///   (clients may rewrite them: kubectl's migration from client-side
+///   apply does);
+/// - else `old`'s, so a client unaware of the field cannot drop it by
+///   leaving it out or sending a malformed list.
+///
+/// An update that starts from no entries is not tracked (kube's
+/// `skipNonAppliedManager`): the object is written without managedFields,
+/// and stays so until a server-side apply. A create always is.
 pub fn update(schema: Option<&Schema>, old: Option<&Value>, new: &mut Value, req: &Request<'_>) {
     let root = schema.map(Schema::root);
-    if managed_fields(Some(new)) == Some(&json!([{}])) {
-        if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
-            m.remove("managedFields");
+    let sent = managed_fields(Some(new));
+    let olds = || decode_entries(managed_fields(old)).unwrap_or_default();
+    let mut entries = if !req.subresource.is_empty() {
+        olds()
+    } else if is_reset(sent) {
+        Vec::new()
+    } else {
+        match decode_entries(sent) {
+            Some(e) if !e.is_empty() => e,
+            _ => olds(),
         }
+    };
+    if entries.is_empty() && old.is_some() {
+        write_entries(new, entries);
         return;
     }
-    let sent = parse_entries(managed_fields(Some(new)));
-    let mut entries = if sent.is_empty() || !req.subresource.is_empty() { parse_entries(managed_fields(old)) } else { sent };
 
     let lhs = old.map(without_managed_fields);
     let rhs = without_managed_fields(new);
@@ -751,6 +819,83 @@ mod update_tests {
         let old = cm.clone();
         update(schema, Some(&old), &mut cm, &req("other", "2026-01-01T00:00:09Z"));
         assert_eq!(cm, old);
+    }
+
+    /// kube's `isResetManagedFields` and `skipNonAppliedManager`: `[]` or
+    /// `[{}]` resets tracking on an update, and an untracked object stays
+    /// untracked through later updates; a create is always tracked.
+    #[test]
+    fn reset_lists_stop_tracking_until_an_apply() {
+        let store = crate::schema::SchemaStore::builtin();
+        let schema = store.of_kind("", "v1", "ConfigMap");
+        let base = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "uid": "u"}, "data": {"a": "1"}});
+        let mut tracked = base.clone();
+        update(schema.as_ref(), None, &mut tracked, &req("kubectl-create", "2026-01-01T00:00:00Z"));
+        assert!(tracked["metadata"]["managedFields"].is_array());
+        for reset in [json!([]), json!([{}]), json!([{"manager": "", "operation": "", "fieldsV1": null}])] {
+            let mut new = tracked.clone();
+            new["metadata"]["managedFields"] = reset.clone();
+            new["metadata"]["labels"] = json!({"x": "y"});
+            update(schema.as_ref(), Some(&tracked), &mut new, &req("kubectl-label", "2026-01-01T00:00:01Z"));
+            assert!(new["metadata"].get("managedFields").is_none(), "{reset}: {new}");
+            // A later update of the untracked object records nothing.
+            let old = new.clone();
+            new["data"]["a"] = json!("2");
+            update(schema.as_ref(), Some(&old), &mut new, &req("kubectl-edit", "2026-01-01T00:00:02Z"));
+            assert!(new["metadata"].get("managedFields").is_none(), "{reset}: {new}");
+        }
+        // On a subresource the client's list is ignored: no reset.
+        let mut on_status = tracked.clone();
+        on_status["metadata"]["managedFields"] = json!([]);
+        on_status["data"]["a"] = json!("3");
+        let status_req = Request { subresource: "status", ..req("m", "2026-01-01T00:00:03Z") };
+        update(schema.as_ref(), Some(&tracked), &mut on_status, &status_req);
+        let managers: Vec<&str> = on_status["metadata"]["managedFields"].as_array().unwrap().iter().map(|e| e["manager"].as_str().unwrap()).collect();
+        assert_eq!(managers, ["kubectl-create", "m"]);
+        // A create with `[]` is tracked.
+        let mut created = base.clone();
+        created["metadata"]["managedFields"] = json!([]);
+        update(schema.as_ref(), None, &mut created, &req("kubectl-create", "2026-01-01T00:00:00Z"));
+        assert_eq!(created["metadata"]["managedFields"], tracked["metadata"]["managedFields"]);
+    }
+
+    /// A client's list is used when every entry decodes; one bad entry
+    /// (operation, fieldsType, apiVersion, a path element) makes the whole
+    /// list fall back to the stored one, as kube's `DecodeManagedFields`.
+    #[test]
+    fn clients_lists_are_honoured_only_when_they_decode() {
+        let store = crate::schema::SchemaStore::builtin();
+        let schema = store.of_kind("", "v1", "ConfigMap");
+        let mut old = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "uid": "u"}, "data": {"a": "1"}});
+        update(schema.as_ref(), None, &mut old, &req("kubectl-create", "2026-01-01T00:00:00Z"));
+        let good = json!({"manager": "mine", "operation": "Update", "apiVersion": "v1", "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:a": {}}}});
+        let mut new = old.clone();
+        new["metadata"]["managedFields"] = json!([good.clone()]);
+        update(schema.as_ref(), Some(&old), &mut new, &req("x", "2026-01-01T00:00:01Z"));
+        assert_eq!(new["metadata"]["managedFields"], json!([good.clone()]), "rewritten by the client");
+        let bad = [
+            ("operation", json!("Patch")),
+            ("fieldsType", json!("FieldsV2")),
+            ("fieldsType", Value::Null),
+            ("apiVersion", json!("")),
+            ("fieldsV1", json!({"x:a": {}})),
+            ("fieldsV1", json!({"k:nope": {}})),
+        ];
+        for (field, value) in bad {
+            let mut entry = good.clone();
+            entry[field] = value.clone();
+            let mut new = old.clone();
+            new["metadata"]["managedFields"] = json!([good.clone(), entry]);
+            update(schema.as_ref(), Some(&old), &mut new, &req("x", "2026-01-01T00:00:01Z"));
+            assert_eq!(new["metadata"]["managedFields"], old["metadata"]["managedFields"], "{field}: {value}");
+        }
+        // Two entries of one manager: the later is kept.
+        let mut later = good.clone();
+        later["fieldsV1"] = json!({"f:data": {}});
+        let mut new = old.clone();
+        new["metadata"]["managedFields"] = json!([good, later.clone()]);
+        update(schema.as_ref(), Some(&old), &mut new, &req("x", "2026-01-01T00:00:01Z"));
+        assert_eq!(new["metadata"]["managedFields"], json!([later]));
     }
 
     #[test]

@@ -145,9 +145,14 @@ fn run(c: &Case) {
                 .collect();
             let want: Vec<(String, String, Value)> = entries.iter().map(|(m, o, f)| (m.to_string(), o.to_string(), f.clone())).collect();
             assert_eq!(got, want, "{}: managedFields {}", c.name, mf.unwrap_or_default());
+            // The applier's time is now when the object changed; an apply
+            // that only changes ownership keeps its entry's (none if new).
+            let changed = c.live.as_ref().is_none_or(|l| without_managed_fields(l) != without_managed_fields(&v));
+            let former = c.live.as_ref().and_then(|l| l["metadata"]["managedFields"].as_array()).into_iter().flatten().find(|e| e["operation"] == "Apply" && e["manager"] == c.manager);
+            let want_time = if changed { json!(NOW) } else { former.map_or(Value::Null, |e| e["time"].clone()) };
             for e in mf.as_ref().and_then(Value::as_array).into_iter().flatten() {
                 if e["operation"] == "Apply" && e["manager"] == c.manager {
-                    assert_eq!(e["time"], NOW, "{}: the applier's time", c.name);
+                    assert_eq!(e.get("time").cloned().unwrap_or_default(), want_time, "{}: the applier's time", c.name);
                     assert_eq!(e["apiVersion"], api, "{}", c.name);
                     assert_eq!(e.get("subresource").and_then(Value::as_str).unwrap_or(""), req.subresource, "{}", c.name);
                 }
@@ -426,6 +431,54 @@ fn configmap_cases() -> Vec<Case> {
                 vec![("m", "Apply", json!({"f:metadata": {"f:finalizers": {"v:\"a\"": {}}}})), ("x", "Update", json!({"f:metadata": {"f:finalizers": {"v:\"a\"": {}}}}))],
             ),
         ),
+        case(
+            "an untracked object's fields go to before-first-apply",
+            C,
+            Some(cm(json!({"a": "1", "b": "2"}))),
+            cm(json!({"a": "1"})),
+            "m",
+            Exp::Ok(cm(json!({"a": "1", "b": "2"})), vec![("m", "Apply", fa(&["a"])), ("before-first-apply", "Update", json!({"f:data": {".": {}, "f:a": {}, "f:b": {}}}))]),
+        ),
+        case(
+            "changing an untracked object's field conflicts with before-first-apply",
+            C,
+            Some(cm(json!({"a": "1", "b": "2"}))),
+            cm(json!({"a": "2"})),
+            "m",
+            Exp::Err(409, "Apply failed with 1 conflict: conflict with \"before-first-apply\" using v1: .data.a"),
+        ),
+        forced(case(
+            "forcing on an untracked object takes the field from before-first-apply",
+            C,
+            Some(cm(json!({"a": "1", "b": "2"}))),
+            cm(json!({"a": "2"})),
+            "m",
+            Exp::Ok(cm(json!({"a": "2", "b": "2"})), vec![("m", "Apply", fa(&["a"])), ("before-first-apply", "Update", json!({"f:data": {".": {}, "f:b": {}}}))]),
+        )),
+        case(
+            "reset managedFields (an empty list) count as untracked",
+            C,
+            Some(with_mf(cm(json!({"a": "1"})), vec![])),
+            cm(json!({"a": "2"})),
+            "m",
+            Exp::Err(409, "Apply failed with 1 conflict: conflict with \"before-first-apply\" using v1: .data.a"),
+        ),
+        case(
+            "an apply that only takes ownership keeps the applier's time",
+            C,
+            Some(with_mf(cm(json!({"a": "1", "b": "2"})), vec![e("m", "Apply", "v1", fa(&["a"])), edit(&["b"])])),
+            cm(json!({"a": "1", "b": "2"})),
+            "m",
+            Exp::Ok(cm(json!({"a": "1", "b": "2"})), vec![("m", "Apply", fa(&["a", "b"])), ("kubectl-edit", "Update", fa(&["b"]))]),
+        ),
+        case(
+            "an object that does not change gives a new applier no time",
+            C,
+            Some(with_mf(cm(json!({"a": "1"})), vec![edit(&["a"])])),
+            cm(json!({"a": "1"})),
+            "m",
+            Exp::Ok(cm(json!({"a": "1"})), vec![("m", "Apply", fa(&["a"])), ("kubectl-edit", "Update", fa(&["a"]))]),
+        ),
     ]
 }
 
@@ -517,7 +570,9 @@ fn deployment_cases() -> Vec<Case> {
             Some(with_mf(two.clone(), vec![e("A", "Apply", "apps/v1", cfields(json!({"k:{\"name\":\"a\"}": {".": {}, "f:image": {}, "f:name": {}}, "k:{\"name\":\"b\"}": {".": {}, "f:image": {}, "f:name": {}}}))), e("B", "Apply", "apps/v1", own("b"))])),
             containers(json!([{"name": "a", "image": "a:1"}])),
             "A",
-            Exp::Ok(two.clone(), vec![("B", "Apply", own("b")), ("A", "Apply", own("a"))]),
+            // Nothing changed, so A keeps its time and the entries their
+            // order (by time, then manager).
+            Exp::Ok(two.clone(), vec![("A", "Apply", own("a")), ("B", "Apply", own("b"))]),
         ),
         case(
             "a dropped container goes even with a field another manager set in it",
