@@ -66,7 +66,7 @@ impl Cause {
     /// `field: Invalid value: <value>: <detail>` (`field.Invalid`).
     pub fn invalid(field: &str, value: &Value, detail: &str) -> Self {
         let v = match value {
-            Value::String(s) => format!("{s:?}"),
+            Value::String(s) => go_quote(s),
             Value::Null => "null".to_string(),
             other => other.to_string(),
         };
@@ -496,6 +496,41 @@ impl Status {
 
 /// kube-apiserver's optimistic-lock wording (`registry.OptimisticLockErrorMsg`).
 pub const OPTIMISTIC_LOCK_MESSAGE: &str = "the object has been modified; please apply your changes to the latest version and try again";
+
+/// Go's `strconv.Quote`: double quotes, `\"` `\\`, the C escapes, `\x`
+/// for other control bytes and `\u` / `\U` for other runes that are not
+/// printable ([`go_printable`]).
+pub fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{b}' => out.push_str("\\v"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if go_printable(c) => out.push(c),
+            c if (c as u32) < 0x10000 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push_str(&format!("\\U{:08x}", c as u32)),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Go's `unicode.IsPrint`, near enough: no control or format characters,
+/// no private use, and no space but the ASCII one.
+pub fn go_printable(c: char) -> bool {
+    let format = matches!(c, '\u{ad}' | '\u{600}'..='\u{605}' | '\u{61c}' | '\u{6dd}' | '\u{70f}' | '\u{180e}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{206f}' | '\u{feff}' | '\u{fff9}'..='\u{fffb}');
+    let private_use = matches!(c, '\u{e000}'..='\u{f8ff}' | '\u{f0000}'..='\u{10ffff}');
+    !c.is_control() && !format && !private_use && (c == ' ' || !c.is_whitespace())
+}
 
 #[cfg(test)]
 mod tests {

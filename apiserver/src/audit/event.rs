@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
 use crate::authn::UserInfo;
-use crate::schema::field::go_quote;
+use crate::errors::go_quote;
 
 /// How much of a request is recorded (kube `audit.Level`), in increasing
 /// order.

@@ -43,9 +43,9 @@ use crate::authz::always::SYSTEM_MASTERS;
 use crate::authz::rbac::rules::{PolicyRule, ALL};
 use crate::authz::rbac::{Rbac, GROUP};
 use crate::authz::{Attributes, Authorizer, Decision};
+use crate::errors::go_quote;
 use crate::errors::Status;
 use crate::meta;
-use crate::schema::field::go_quote;
 
 /// Which of the four RBAC resources a guard protects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -29,7 +29,7 @@ use serde_json::Value;
 
 use super::strategy::Strategy;
 use super::validation::qualified_name_errors;
-use crate::errors::Cause;
+use crate::errors::{go_quote, Cause};
 use crate::quantity::Quantity;
 
 /// kube's `isNegativeErrorMsg`.
@@ -107,11 +107,6 @@ fn is_integer_resource(name: &str) -> bool {
 /// rendered as Go prints it.
 fn invalid(field: &str, rendered: &str, detail: &str) -> Cause {
     Cause { reason: "FieldValueInvalid".into(), message: format!("Invalid value: {rendered}: {detail}"), field: field.into() }
-}
-
-/// A Go string as `%q` / `%#v` print it.
-fn go_quote(s: &str) -> String {
-    format!("{s:?}")
 }
 
 /// A string slice as `%#v` prints it: `[]T{"a", "b"}`, `[]T(nil)`.

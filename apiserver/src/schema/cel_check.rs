@@ -29,8 +29,9 @@ use kube_cel::cel::common::ast::{EntryExpr, Expr, IdedExpr};
 use serde_json::Value;
 
 use super::cel_values::escape;
-use super::field::{go_quote, BadValue, FieldError};
+use super::field::{BadValue, FieldError};
 use crate::cel::Program;
+use crate::errors::go_quote;
 
 /// Checks every rule of `schema` (a CRD version's `openAPIV3Schema`, found
 /// at `path`) and returns kube's field errors, children's before their

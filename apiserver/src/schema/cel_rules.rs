@@ -45,8 +45,9 @@ use serde_json::Value;
 
 use super::cel_values::typed;
 use super::compiled::{Compiled, ListType, NodeId, SchemaRef};
-use super::field::{self, go_quote, BadValue, ErrorType, FieldError};
+use super::field::{self, BadValue, ErrorType, FieldError};
 use crate::cel::{Activation, Budget, EvalError, Program, PER_CALL_LIMIT, RUNTIME_BUDGET};
+use crate::errors::go_quote;
 
 /// kube's longest accepted `messageExpression` result, in bytes
 /// (`MaxEvaluatedMessageExpressionSizeBytes`).

@@ -15,7 +15,7 @@ use std::fmt;
 
 use serde_json::Value;
 
-use crate::errors::Cause;
+use crate::errors::{go_quote, Cause};
 
 /// `field.ErrorType`: the cause's `reason`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -268,31 +268,6 @@ pub fn go_float(f: f64) -> String {
     }
     // Plain decimal with the same digits.
     format!("{f}")
-}
-
-/// Go's `strconv.Quote`: double quotes, `\"` `\\`, the C escapes, `\x`
-/// for other control bytes and `\u` for other unprintable runes.
-pub fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 #[cfg(test)]

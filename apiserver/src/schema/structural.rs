@@ -33,8 +33,9 @@
 use serde_json::{Map, Value};
 
 use super::compiled::{Compiled, Origin};
-use super::field::{go_quote, FieldError};
+use super::field::FieldError;
 use super::source::SchemaSource;
+use crate::errors::go_quote;
 
 /// Checks `schema`, a CRD version's `openAPIV3Schema` found at `path`
 /// (`spec.versions[0].schema.openAPIV3Schema`); `status_enabled` when the

@@ -28,8 +28,9 @@
 use serde_json::Value;
 
 use super::compiled::{Additional, ListType, SchemaRef};
-use super::field::{self, go_float, go_quote, FieldError};
+use super::field::{self, go_float, FieldError};
 use super::formats;
+use crate::errors::go_quote;
 
 /// What went wrong, before it becomes a [`FieldError`]: kube-openapi's
 /// `errors.Validation` (name, value, code) or a composite message.

@@ -36,7 +36,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::{Level, Version};
-use crate::schema::field::go_quote;
+use crate::errors::go_quote;
 
 /// The pod (or pod template) a check reads: its `metadata` and its `spec`
 /// (either may be `null`).

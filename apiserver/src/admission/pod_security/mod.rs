@@ -56,9 +56,9 @@ use serde_json::{Map, Value};
 use self::checks::{evaluate, PodView, Verdict};
 use super::sources::Sources;
 use super::{Attributes, Operation, Validating};
+use crate::errors::go_quote;
 use crate::errors::{Cause, Status};
 use crate::meta;
-use crate::schema::field::go_quote;
 use crate::storage::{keys, ListOptions, Storage};
 
 /// The prefix of the namespace labels and of the audit annotations.

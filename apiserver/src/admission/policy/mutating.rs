@@ -82,7 +82,7 @@ impl PolicyError {
     fn text(&self) -> String {
         match &self.binding {
             Some(b) => format!("policy '{}' with binding '{b}' denied request: {}", self.policy, self.message),
-            None => format!("policy {} denied request: {}", crate::schema::field::go_quote(&self.policy), self.message),
+            None => format!("policy {} denied request: {}", crate::errors::go_quote(&self.policy), self.message),
         }
     }
 }
@@ -111,7 +111,7 @@ fn mutate(obj: &mut Value, mutation: &Mutation, ev: &mut Evaluator<'_>, schema: 
                 Err(e) => Err(format!("JSONPath: {e}")),
             }
         }
-        Mutation::Unsupported(t) => Err(format!("unsupported patchType {}", crate::schema::field::go_quote(t))),
+        Mutation::Unsupported(t) => Err(format!("unsupported patchType {}", crate::errors::go_quote(t))),
     }
 }
 

@@ -14,8 +14,8 @@ use crate::admission::matching::{namespace_matches, object_matches, rule_matches
 use crate::admission::Attributes;
 use crate::authz::Authorizer;
 use crate::cel::{Activation, Budget, PER_CALL_LIMIT};
+use crate::errors::go_quote;
 use crate::errors::Status;
-use crate::schema::field::go_quote;
 use crate::selectors::LabelSelector;
 use crate::storage::{keys, Storage};
 use crate::webhook;

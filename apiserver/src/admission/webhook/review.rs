@@ -25,8 +25,8 @@ use base64::Engine as _;
 use serde_json::{json, Map, Value};
 
 use crate::admission::Attributes;
+use crate::errors::go_quote;
 use crate::errors::{Details, Status};
-use crate::schema::field::go_quote;
 
 /// The AdmissionReview version a webhook is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::admission::sources::Sources;
-use crate::schema::field::go_quote;
+use crate::errors::go_quote;
 use crate::webhook;
 
 /// Resolves `<name>.<namespace>.svc` through the Service and its

@@ -18,8 +18,8 @@ use super::dispatch::{self, CallError};
 use super::review;
 use crate::admission::plugins::Context;
 use crate::admission::{Attributes, Operation, Validating};
+use crate::errors::go_quote;
 use crate::errors::Status;
-use crate::schema::field::go_quote;
 use crate::storage::Storage;
 
 /// The plugin.
