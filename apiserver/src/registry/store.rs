@@ -782,14 +782,11 @@ pub fn report_field_errors(resource: &Resource, directive: FieldValidation, warn
 /// 422 Invalid on the options kind (`CreateOptions`...) of `meta.k8s.io`.
 fn validate_field_manager(opts: &WriteOptions) -> Result<(), Status> {
     let Some(m) = opts.field_manager.as_deref() else { return Ok(()) };
-    let cause = if m.len() > 128 {
-        Cause::too_long("fieldManager", 128)
-    } else if m.chars().any(char::is_control) {
-        Cause::invalid("fieldManager", &Value::String(m.to_string()), "must only contain printable characters")
-    } else {
+    let causes = validation::field_manager("fieldManager", m);
+    if causes.is_empty() {
         return Ok(());
-    };
-    Err(Status::invalid("meta.k8s.io", opts.kind, "", vec![cause]))
+    }
+    Err(Status::invalid("meta.k8s.io", opts.kind, "", causes))
 }
 
 /// Copies the system fields a client cannot change from `old` to `new`.

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::errors::Cause;
+use crate::errors::{go_printable, Cause};
 
 /// How a name is validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,6 +131,51 @@ pub fn object_meta(obj: &Value, rule: NameRule, namespaced: bool) -> Vec<Cause> 
             causes.push(Cause::too_long("metadata.annotations", TOTAL_ANNOTATION_SIZE));
         }
     }
+    causes.extend(managed_fields(&meta["managedFields"]));
+    causes
+}
+
+/// kube's `ValidateManagedFields`: each entry's operation is `Apply` or
+/// `Update`, its fieldsType (if any) `FieldsV1`, its manager a valid
+/// field manager ([`field_manager`]), its subresource at most 256 bytes.
+/// The field manager writes well-formed entries; a client that rewrites
+/// the list can still send what it cannot fix, as a manager name too long.
+fn managed_fields(list: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    for (i, e) in list.as_array().into_iter().flatten().enumerate() {
+        let at = |f: &str| format!("metadata.managedFields[{i}].{f}");
+        let s = |f: &str| e.get(f).and_then(Value::as_str).unwrap_or("");
+        if !matches!(s("operation"), "Apply" | "Update") {
+            causes.push(Cause::invalid(&at("operation"), &Value::String(s("operation").into()), "must be `Apply` or `Update`"));
+        }
+        if !s("fieldsType").is_empty() && s("fieldsType") != "FieldsV1" {
+            causes.push(Cause::invalid(&at("fieldsType"), &Value::String(s("fieldsType").into()), "must be `FieldsV1`"));
+        }
+        causes.extend(field_manager(&at("manager"), s("manager")));
+        if s("subresource").len() > MAX_SUBRESOURCE_NAME {
+            causes.push(Cause::too_long(&at("subresource"), MAX_SUBRESOURCE_NAME));
+        }
+    }
+    causes
+}
+
+/// kube's `MaxSubresourceNameLength`.
+const MAX_SUBRESOURCE_NAME: usize = 256;
+
+/// kube's `FieldManagerMaxLength`.
+const FIELD_MANAGER_MAX: usize = 128;
+
+/// kube's `ValidateFieldManager` of a manager name at `field`: at most 128
+/// bytes, and printable characters only (`invalid character U+0007 (at
+/// position 3)`, the byte offset, for each that is not).
+pub fn field_manager(field: &str, manager: &str) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    if manager.len() > FIELD_MANAGER_MAX {
+        causes.push(Cause::too_long(field, FIELD_MANAGER_MAX));
+    }
+    for (i, c) in manager.char_indices().filter(|(_, c)| !go_printable(*c)) {
+        causes.push(Cause::invalid(field, &Value::String(manager.into()), &format!("invalid character U+{:04X} (at position {i})", u32::from(c))));
+    }
     causes
 }
 
@@ -226,5 +271,27 @@ mod tests {
         assert!(!name_errors("1abc", NameRule::Dns1035).is_empty());
         assert!(name_errors("abc-1", NameRule::Dns1035).is_empty());
         assert_eq!(go_string_map(&serde_json::json!({"b":"2","a":"1"})), r#"map[string]string{"a":"1", "b":"2"}"#);
+    }
+
+    #[test]
+    fn managed_fields_entries() {
+        let long = "m".repeat(129);
+        let list = serde_json::json!([
+            {"manager": "ok", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1"},
+            {"manager": long, "operation": "Patch", "fieldsType": "FieldsV2", "subresource": "s".repeat(257)},
+            {"manager": "a\u{7}b\u{200b}", "operation": "Apply"},
+        ]);
+        let got: Vec<String> = managed_fields(&list).iter().map(|c| format!("{}: {}", c.field, c.message)).collect();
+        assert_eq!(
+            got,
+            [
+                "metadata.managedFields[1].operation: Invalid value: \"Patch\": must be `Apply` or `Update`",
+                "metadata.managedFields[1].fieldsType: Invalid value: \"FieldsV2\": must be `FieldsV1`",
+                "metadata.managedFields[1].manager: Too long: may not be more than 128 bytes",
+                "metadata.managedFields[1].subresource: Too long: may not be more than 256 bytes",
+                "metadata.managedFields[2].manager: Invalid value: \"a\\ab\\u200b\": invalid character U+0007 (at position 1)",
+                "metadata.managedFields[2].manager: Invalid value: \"a\\ab\\u200b\": invalid character U+200B (at position 3)",
+            ]
+        );
     }
 }
