@@ -646,6 +646,7 @@ impl Authenticator for Tokens {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
