@@ -169,6 +169,14 @@ pub trait UpdatedObjectInfo: Send + Sync {
     fn apply_config(&self) -> Option<&Value> {
         None
     }
+
+    /// The keys the apply configuration's text gives twice in one mapping,
+    /// as kube's strict YAML decoder words them (`line 3: key "a" already
+    /// set in map`). The configuration keeps the last value of each; the
+    /// store reports them per `fieldValidation` once the apply merged.
+    fn apply_duplicates(&self) -> &[String] {
+        &[]
+    }
 }
 
 /// GET of one object.

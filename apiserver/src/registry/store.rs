@@ -775,6 +775,27 @@ pub fn report_field_errors(resource: &Resource, directive: FieldValidation, warn
     }
 }
 
+/// Applies `fieldValidation` to an apply configuration's repeated keys,
+/// after the merge as kube's apply patcher does (so a conflict is reported
+/// first): Strict fails, Warn adds a warning each, Ignore drops them.
+///
+/// # Errors
+/// 400 `error strict decoding YAML: error converting YAML to JSON: yaml:
+/// unmarshal errors:` and the keys, one per indented line.
+fn report_apply_duplicates(directive: FieldValidation, warnings: &Warnings, duplicates: &[String]) -> Result<(), Status> {
+    if duplicates.is_empty() {
+        return Ok(());
+    }
+    match directive {
+        FieldValidation::Strict => Err(Status::bad_request(format!("error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  {}", duplicates.join("\n  ")))),
+        FieldValidation::Warn => {
+            duplicates.iter().for_each(|d| warnings.add(d.clone()));
+            Ok(())
+        }
+        FieldValidation::Ignore => Ok(()),
+    }
+}
+
 /// Checks the `fieldManager` option as kube does (`ValidateFieldManager`):
 /// at most 128 bytes, printable characters only.
 ///
@@ -873,7 +894,9 @@ impl TryUpdate for UpdateStep<'_> {
                     if let Some(why) = r.strategy.create_refused() {
                         return Err(Status::method_not_supported(&r.group, &r.resource, why));
                     }
-                    store.apply_configuration(None, config, self.name, self.opts, self.part)?
+                    let obj = store.apply_configuration(None, config, self.name, self.opts, self.part)?;
+                    report_apply_duplicates(self.opts.field_validation, self.ctx.warnings, self.info.apply_duplicates())?;
+                    obj
                 }
                 None => self.info.updated_object(None).await?,
             };
@@ -889,7 +912,11 @@ impl TryUpdate for UpdateStep<'_> {
             return Ok(Update::Put(obj));
         };
         let new = match applied {
-            Some(config) => store.apply_configuration(Some(&old), config, self.name, self.opts, self.part)?,
+            Some(config) => {
+                let obj = store.apply_configuration(Some(&old), config, self.name, self.opts, self.part)?;
+                report_apply_duplicates(self.opts.field_validation, self.ctx.warnings, self.info.apply_duplicates())?;
+                obj
+            }
             None => self.info.updated_object(Some(&old)).await?,
         };
         let u = store.admit_update(self.ctx, new, &old, self.opts, self.part, tracking).await?;

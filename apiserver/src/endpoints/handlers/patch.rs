@@ -93,11 +93,11 @@ pub async fn handle(mut scope: Scope) -> Result<Response, Status> {
     };
     let opts = scope.write_options()?;
     check_patch_options(&scope, t, &opts)?;
-    let patch: Value = if t == PatchType::Apply { decode_apply_configuration(&bytes)? } else { scope.decode_json(&bytes)? };
+    let (patch, duplicates) = if t == PatchType::Apply { decode_apply_configuration(&bytes)? } else { (scope.decode_json(&bytes)?, Vec::new()) };
     if let Some(audit) = crate::audit::AuditContext::of(scope.req.extensions()) {
         audit.log_request_patch(&patch);
     }
-    let info = Patch { kind: t, patch, schema };
+    let info = Patch { kind: t, patch, schema, duplicates };
     let updater = scope.rest.updater().ok_or_else(Status::method_not_allowed)?;
     let (obj, created) = updater.update(&scope.context(), &scope.info.name, &info, &opts).await?;
     Ok(scope.respond_object(if created { 201 } else { 200 }, obj))
@@ -122,18 +122,26 @@ fn check_patch_options(scope: &Scope, t: PatchType, opts: &crate::registry::rest
     Err(Status::invalid("meta.k8s.io", "PatchOptions", "", vec![cause]))
 }
 
-/// An apply configuration: YAML (JSON is YAML too) holding one object.
+/// An apply configuration: YAML (JSON is YAML too) holding one object,
+/// and the keys it repeats ([`crate::openapi::fields::yaml_duplicate_keys`]).
+/// A repeated key keeps its last value, as kube's first, lenient decoding
+/// does.
 ///
 /// # Errors
 /// 400 `error decoding YAML: …`, as kube's apply patcher.
-fn decode_apply_configuration(bytes: &[u8]) -> Result<Value, Status> {
+fn decode_apply_configuration(bytes: &[u8]) -> Result<(Value, Vec<String>), Status> {
     let bad = |e: &dyn std::fmt::Display| Status::bad_request(format!("error decoding YAML: {e}"));
-    let options = serde_saphyr::options! { legacy_octal_numbers: true, budget: serde_saphyr::budget! { max_depth: 128 } };
+    let options = serde_saphyr::options! {
+        legacy_octal_numbers: true,
+        duplicate_keys: serde_saphyr::DuplicateKeyPolicy::LastWins,
+        budget: serde_saphyr::budget! { max_depth: 128 },
+    };
     let v: Value = serde_saphyr::from_slice_with_options(bytes, options).map_err(|e| bad(&e))?;
+    let duplicates = std::str::from_utf8(bytes).map(crate::openapi::fields::yaml_duplicate_keys).unwrap_or_default();
     match v {
-        Value::Object(_) => Ok(v),
+        Value::Object(_) => Ok((v, duplicates)),
         // An empty document decodes as an empty object in kube.
-        Value::Null => Ok(Value::Object(serde_json::Map::new())),
+        Value::Null => Ok((Value::Object(serde_json::Map::new()), duplicates)),
         other => {
             let got = if other.is_array() { "array" } else { "value" };
             Err(bad(&format!("error unmarshaling JSON: while decoding JSON: json: cannot unmarshal {got} into Go value of type map[string]interface {{}}")))
@@ -148,6 +156,8 @@ struct Patch {
     patch: Value,
     /// The schema of the patched kind (list merge keys and strategies).
     schema: Option<crate::schema::Schema>,
+    /// An apply configuration's repeated keys.
+    duplicates: Vec<String>,
 }
 
 #[async_trait]
@@ -164,5 +174,9 @@ impl UpdatedObjectInfo for Patch {
 
     fn apply_config(&self) -> Option<&Value> {
         (self.kind == PatchType::Apply).then_some(&self.patch)
+    }
+
+    fn apply_duplicates(&self) -> &[String] {
+        &self.duplicates
     }
 }
