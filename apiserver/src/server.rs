@@ -333,12 +333,20 @@ pub fn build_api(storage: Arc<dyn Storage>, cfg: ApiConfig) -> anyhow::Result<Ap
     Ok(Api { registry, state, chain, cache, admission_sources })
 }
 
+/// Writes the system namespaces that are missing, as kube-apiserver's
+/// bootstrap controller creates them: with the defaulted name label, which
+/// its manager (`kube-apiserver`, an Update entry) owns.
 async fn bootstrap_namespaces(storage: &dyn Storage) -> anyhow::Result<()> {
     for ns in SYSTEM_NAMESPACES {
+        let now = crate::meta::now();
+        let managed = json!([{
+            "manager": "kube-apiserver", "operation": "Update", "apiVersion": "v1", "time": now, "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:kubernetes.io/metadata.name": {}}}},
+        }]);
         let obj = json!({
             "kind": "Namespace",
             "apiVersion": "v1",
-            "metadata": {"name": ns, "uid": crate::meta::new_uid(), "creationTimestamp": crate::meta::now(), "labels": {"kubernetes.io/metadata.name": ns}},
+            "metadata": {"name": ns, "uid": crate::meta::new_uid(), "creationTimestamp": now, "labels": {"kubernetes.io/metadata.name": ns}, "managedFields": managed},
             "spec": {"finalizers": ["kubernetes"]},
             "status": {"phase": "Active"},
         });

@@ -292,3 +292,122 @@ fn apply_checks_name_and_uid_on_create() {
     let created = send(r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm9"},"data":{"a":"1"}}"#);
     assert!(created.contains("\"name\":\"cm9\""), "{created}");
 }
+
+/// kube's managedFields reset and untracked objects: `[]` or `[{}]` from
+/// a client stops tracking, later updates record nothing, and the next
+/// apply first gives the object's fields to `before-first-apply`, whose
+/// changed fields conflict. A client's own list is kept when it decodes,
+/// dropped when it does not, and refused (422) when it names a manager
+/// kube's validation refuses.
+fn reset_and_rewrite(s: &Server, minor: u32) {
+    let name = format!("r-{minor}");
+    let cm = format!("configmap/{name}");
+    s.kubectl(minor, &["create", "configmap", &name, "--from-literal=a=1", "--from-literal=b=1"]).ok();
+    assert_eq!(managers(&get(s, minor, &cm)), [("kubectl-create".to_string(), "Update".to_string(), String::new())]);
+
+    for reset in [r#"{"metadata":{"managedFields":[]}}"#, r#"{"metadata":{"managedFields":[{}]}}"#] {
+        s.kubectl(minor, &["patch", &cm, "--type=merge", "-p", reset]).ok();
+        let obj = get(s, minor, &cm);
+        assert!(obj["metadata"].get("managedFields").is_none(), "{reset}: {obj}");
+    }
+    // Untracked: a label records no manager.
+    s.kubectl(minor, &["label", &cm, "x=y"]).ok();
+    let obj = get(s, minor, &cm);
+    assert!(obj["metadata"].get("managedFields").is_none(), "{obj}");
+
+    // The first apply meets the object's fields under before-first-apply.
+    let config = format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  a: \"2\"\n");
+    let out = ssa(s, minor, "m", &config, &[]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("Apply failed with 1 conflict: conflict with \"before-first-apply\" using v1: .data.a"), "{out:?}");
+    ssa(s, minor, "m", &config, &["--force-conflicts"]).ok();
+    let obj = get(s, minor, &cm);
+    let want = [("m".to_string(), "Apply".to_string(), String::new()), ("before-first-apply".to_string(), "Update".to_string(), String::new())];
+    assert_eq!(managers(&obj), want, "{obj}");
+    let before = fields_of(&obj, "before-first-apply", "Update");
+    assert!(before["f:data"].get("f:b").is_some() && before["f:data"].get("f:a").is_none(), "{obj}");
+    assert_eq!(before["f:metadata"]["f:labels"]["f:x"], serde_json::json!({}), "{obj}");
+    // Tracked again: a label is an Update manager.
+    s.kubectl(minor, &["label", &cm, "z=w"]).ok();
+    assert!(managers(&get(s, minor, &cm)).iter().any(|(m, o, _)| m.starts_with("kubectl") && o == "Update"));
+
+    // A well-formed list written by the client is kept as written.
+    let mut entries = get(s, minor, &cm)["metadata"]["managedFields"].clone();
+    entries[0]["manager"] = "renamed".into();
+    let patch = serde_json::json!({"metadata": {"managedFields": entries}}).to_string();
+    s.kubectl(minor, &["patch", &cm, "--type=merge", "-p", &patch]).ok();
+    let obj = get(s, minor, &cm);
+    assert_eq!(obj["metadata"]["managedFields"][0]["manager"], "renamed", "{obj}");
+
+    // One malformed entry: the stored list stays.
+    let mut bad = entries.clone();
+    bad[1]["operation"] = "Bogus".into();
+    let patch = serde_json::json!({"metadata": {"managedFields": bad}, "data": {"c": "1"}}).to_string();
+    s.kubectl(minor, &["patch", &cm, "--type=merge", "-p", &patch]).ok();
+    let after = get(s, minor, &cm);
+    assert!(managers(&after).iter().all(|(_, o, _)| o == "Apply" || o == "Update"), "{after}");
+    assert_eq!(after["metadata"]["managedFields"][0]["manager"], "renamed", "{after}");
+
+    // A manager name kube's validation refuses: 422, nothing written.
+    let mut long = entries.clone();
+    long[0]["manager"] = "m".repeat(129).into();
+    let patch = serde_json::json!({"metadata": {"managedFields": long}}).to_string();
+    let out = s.kubectl(minor, &["patch", &cm, "--type=merge", "-p", &patch]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains(&format!("The ConfigMap \"{name}\" is invalid: metadata.managedFields[0].manager: Too long: may not be more than 128 bytes")), "{out:?}");
+    assert_eq!(get(s, minor, &cm)["metadata"]["resourceVersion"], after["metadata"]["resourceVersion"]);
+}
+
+#[test]
+fn managed_fields_reset_and_rewritten_by_clients() {
+    let s = Server::start();
+    // The system namespaces are tracked as kube-apiserver made them, so a
+    // label on them is recorded.
+    let ns = get(&s, 33, "namespace/default");
+    assert_eq!(managers(&ns), [("kube-apiserver".to_string(), "Update".to_string(), String::new())], "{ns}");
+    s.kubectl(33, &["label", "namespace", "default", "team=a"]).ok();
+    assert_eq!(managers(&get(&s, 33, "namespace/default")).len(), 2);
+    for minor in [33, 27] {
+        reset_and_rewrite(&s, minor);
+    }
+}
+
+/// Keys given twice in an apply configuration keep their last value and
+/// are reported per fieldValidation, after the merge, as kube's apply
+/// patcher reports them: Strict 400 (a conflict comes first), Warn a
+/// warning per key, Ignore nothing.
+#[test]
+fn apply_duplicate_keys_per_field_validation() {
+    let s = Server::start();
+    let send = |name: &str, query: &str, body: &str| {
+        let path = format!("/api/v1/namespaces/default/configmaps/{name}?fieldManager=m{query}");
+        curl_admin(&s, &path, &["-X", "PATCH", "-H", "Content-Type: application/apply-patch+yaml", "--data-binary", body])
+    };
+    let json_body = |name: &str| format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}"}},"data":{{"a":"1","a":"2"}}}}"#);
+
+    let strict = send("d1", "&fieldValidation=Strict", &json_body("d1"));
+    assert!(strict.starts_with("HTTP/2 400"), "{strict}");
+    let msg = r#""message":"error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  line 1: key \"a\" already set in map""#;
+    assert!(strict.contains(msg), "{strict}");
+    assert!(!s.kubectl(33, &["get", "cm", "d1"]).stderr.is_empty(), "a strict failure stored the object");
+
+    let warned = send("d1", "", &json_body("d1"));
+    assert!(warned.starts_with("HTTP/2 201"), "{warned}");
+    assert!(warned.to_lowercase().contains(r#"warning: 299 - "line 1: key \"a\" already set in map""#), "{warned}");
+    assert_eq!(json(&s.kubectl(33, &["get", "cm", "d1", "-o", "json"]))["data"]["a"], "2");
+
+    let ignored = send("d2", "&fieldValidation=Ignore", &json_body("d2"));
+    assert!(ignored.starts_with("HTTP/2 201") && !ignored.to_lowercase().contains("warning:"), "{ignored}");
+
+    // YAML: the line of each repeated key.
+    let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: d3\n  labels:\n    x: a\n    x: b\ndata:\n  k: v\n  k: w\n";
+    let warned = send("d3", "&fieldValidation=Warn", yaml);
+    let lower = warned.to_lowercase();
+    assert!(lower.contains(r#"warning: 299 - "line 7: key \"x\" already set in map""#) && lower.contains(r#"warning: 299 - "line 10: key \"k\" already set in map""#), "{warned}");
+
+    // A conflict is reported before the strict decoding error.
+    let other = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"d1"},"data":{"a":"9","a":"8"}}"#;
+    let path = "/api/v1/namespaces/default/configmaps/d1?fieldManager=other&fieldValidation=Strict";
+    let conflict = curl_admin(&s, path, &["-X", "PATCH", "-H", "Content-Type: application/apply-patch+yaml", "--data-binary", other]);
+    assert!(conflict.starts_with("HTTP/2 409") && conflict.contains(r#"conflict with \"m\": .data.a"#), "{conflict}");
+}
