@@ -121,8 +121,16 @@ pub fn apply(schema: Option<&Schema>, live: Option<&Value>, config: &Value, req:
     let others: Vec<Entry> = former.iter().filter(|e| !is_mine(e)).cloned().collect();
 
     // Fields the applier owned and no longer declares go, unless someone
-    // (the applier included) still owns them.
-    if let Some(last) = last.filter(|l| !l.set.is_empty()) {
+    // (the applier included) still owns them. A last set recorded in
+    // another apiVersion is pruned there, as structured-merge-diff's
+    // `prune` converts the merged object to the last set's version.
+    let pruned_elsewhere = match (last.filter(|l| !l.set.is_empty() && l.api_version != req.api_version), req.versions) {
+        (Some(last), Some(v)) => prune_in_version(&typer, v, &merged, last, &config_set, &others, req.api_version),
+        _ => None,
+    };
+    if let Some(m) = pruned_elsewhere {
+        merged = m;
+    } else if let Some(last) = last.filter(|l| !l.set.is_empty()) {
         let mut managed = config_set.clone();
         // Sets of managers of another apiVersion are in its paths: they
         // keep a field when its removal would take away one they own there.
@@ -249,6 +257,61 @@ fn before_first_apply(schema: Option<&Schema>, live: &Value, req: &ApplyRequest<
 
 /// kube's name for the manager of an untracked object's fields.
 pub const BEFORE_FIRST_APPLY: &str = "before-first-apply";
+
+/// The applier's stale fields removed from `merged` when its last set is
+/// of another apiVersion: `merged` is converted to that version, the last
+/// set's members that nobody owns there go (each unless its removal,
+/// converted back, takes away a field owned in the request's version,
+/// the config's included, or in a third version), and the result comes
+/// back in the request's version. `None` when the objects do not convert:
+/// the caller prunes in the request's version instead.
+fn prune_in_version(typer: &Typer<'_>, v: Versions<'_>, merged: &Value, last: &Entry, config_set: &FieldSet, others: &[Entry], own: &str) -> Option<Value> {
+    let there = last.api_version.as_str();
+    let merged_there = (v.convert)(merged, there)?;
+    let schema_there = (v.schema_of)(there);
+    let typer_there = Typer::new(schema_there.as_ref());
+    let mut managed_there = FieldSet::default();
+    let mut owned_here = config_set.clone();
+    let mut owned_third: BTreeMap<&str, FieldSet> = BTreeMap::new();
+    for e in others {
+        match e.api_version.as_str() {
+            a if a == there => managed_there.union(&e.set),
+            a if a == own || a.is_empty() => owned_here.union(&e.set),
+            a => owned_third.entry(a).or_default().union(&e.set),
+        }
+    }
+    for p in STRIPPED {
+        managed_there.insert(&p.iter().map(|x| x.to_string()).collect::<Vec<_>>());
+    }
+    let removal = removal_set(&typer_there.ensure_named(&last.set), &typer_there.ensure_named(&managed_there));
+    if removal.is_empty() {
+        return Some(merged.clone());
+    }
+    let mut kept = FieldSet::default();
+    for p in removal.paths() {
+        let mut one = FieldSet::default();
+        one.insert(&p);
+        let back = (v.convert_back)(&typer_there.remove(&merged_there, &one), there)?;
+        let c = typer.compare(merged, &back);
+        let takes = |owned: &FieldSet| !c.removed.intersection(owned).is_empty() || !c.modified.intersection(owned).is_empty();
+        if takes(&owned_here) {
+            continue;
+        }
+        let takes_third = owned_third.iter().any(|(api_version, set)| {
+            let (Some(before), Some(after)) = ((v.convert)(merged, api_version), (v.convert)(&back, api_version)) else { return true };
+            let schema = (v.schema_of)(api_version);
+            let c = Typer::new(schema.as_ref()).compare(&before, &after);
+            !c.removed.intersection(set).is_empty() || !c.modified.intersection(set).is_empty()
+        });
+        if !takes_third {
+            kept.insert(&p);
+        }
+    }
+    if kept.is_empty() {
+        return Some(merged.clone());
+    }
+    (v.convert_back)(&typer_there.remove(&merged_there, &kept), there)
+}
 
 /// The paths of `removal` whose removal from `merged` takes away (or
 /// changes) no field owned in another apiVersion (`owned`, by version),

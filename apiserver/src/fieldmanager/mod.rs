@@ -634,6 +634,8 @@ pub struct Versions<'a> {
     /// Converts an object of the request's version (without
     /// `metadata.managedFields`) to the given apiVersion (`autoscaling/v1`).
     pub convert: &'a dyn Fn(&Value, &str) -> Option<Value>,
+    /// Converts an object of the given apiVersion back to the request's.
+    pub convert_back: &'a dyn Fn(&Value, &str) -> Option<Value>,
     /// The kind's schema in the given apiVersion, if it has one.
     pub schema_of: &'a dyn Fn(&str) -> Option<Schema>,
 }

@@ -1207,12 +1207,40 @@ fn no_schema(_: &str) -> Option<Schema> {
     None
 }
 
+/// The tests' requests are of x.io/v2: any version converts back to it.
+fn back_to_v2(obj: &Value, _from: &str) -> Option<Value> {
+    rename_versions(obj, "x.io/v2")
+}
+
+/// An applier whose last set was recorded through v1 (`spec.size`) and
+/// that now applies through v2 without the field loses it (v2
+/// `spec.replicas`), the set being pruned in v1 as structured-merge-diff
+/// does; a v2 owner of the field keeps it.
+#[test]
+fn own_last_set_of_another_version_is_pruned_there() {
+    let versions = Versions { convert: &rename_versions, convert_back: &back_to_v2, schema_of: &no_schema };
+    let b = e("b", "Apply", "x.io/v1", json!({"f:spec": {"f:size": {}, "f:color": {}}}));
+    let config = thing("x.io/v2", json!({"color": "red"}));
+    let req = ApplyRequest { manager: "b", api_version: "x.io/v2", kind: "Thing", subresource: "", scope: Scope::All, force: false, now: NOW, versions: Some(versions) };
+    let live = with_mf(thing("x.io/v2", json!({"replicas": 3, "color": "red"})), vec![b.clone()]);
+    let out = apply(None, Some(&live), &config, &req).unwrap();
+    assert_eq!(out["spec"], json!({"color": "red"}), "{out}");
+    let mf = out["metadata"]["managedFields"].as_array().unwrap();
+    assert_eq!((mf.len(), &mf[0]["apiVersion"], &mf[0]["fieldsV1"]), (1, &json!("x.io/v2"), &json!({"f:spec": {".": {}, "f:color": {}}})), "{out}");
+    // Read as v2 paths, v1's `size` names nothing: the field would stay.
+    assert_eq!(apply(None, Some(&live), &config, &ApplyRequest { versions: None, ..req.clone() }).unwrap()["spec"], json!({"replicas": 3, "color": "red"}));
+
+    let x = e("x", "Update", "x.io/v2", json!({"f:spec": {"f:replicas": {}}}));
+    let shared = with_mf(thing("x.io/v2", json!({"replicas": 3, "color": "red"})), vec![b, x]);
+    assert_eq!(apply(None, Some(&shared), &config, &req).unwrap()["spec"], json!({"replicas": 3, "color": "red"}));
+}
+
 /// A manager that applied `spec.size` through v1 owns what v2 calls
 /// `spec.replicas`: a v2 apply changing it conflicts with that manager,
 /// named with its version and its path; forced, the field moves.
 #[test]
 fn conflict_found_through_conversion() {
-    let versions = Versions { convert: &rename_versions, schema_of: &no_schema };
+    let versions = Versions { convert: &rename_versions, convert_back: &back_to_v2, schema_of: &no_schema };
     let live = with_mf(thing("x.io/v2", json!({"replicas": 3})), vec![e("a", "Apply", "x.io/v1", json!({"f:spec": {"f:size": {}}}))]);
     let config = thing("x.io/v2", json!({"replicas": 5}));
     let req = ApplyRequest { manager: "b", api_version: "x.io/v2", kind: "Thing", subresource: "", scope: Scope::All, force: false, now: NOW, versions: Some(versions) };
@@ -1240,7 +1268,7 @@ fn conflict_found_through_conversion() {
 /// manager's entry.
 #[test]
 fn removal_applied_through_conversion() {
-    let versions = Versions { convert: &rename_versions, schema_of: &no_schema };
+    let versions = Versions { convert: &rename_versions, convert_back: &back_to_v2, schema_of: &no_schema };
     let a = e("a", "Update", "x.io/v1", json!({"f:spec": {"f:size": {}, "f:color": {}}}));
     let old = with_mf(thing("x.io/v2", json!({"replicas": 3, "color": "red"})), vec![a.clone()]);
     let mut new = thing("x.io/v2", json!({"color": "red"}));
@@ -1262,7 +1290,7 @@ fn removal_applied_through_conversion() {
 /// manager owns it as `spec.size`; without that manager it goes.
 #[test]
 fn removal_kept_for_an_owner_in_another_version() {
-    let versions = Versions { convert: &rename_versions, schema_of: &no_schema };
+    let versions = Versions { convert: &rename_versions, convert_back: &back_to_v2, schema_of: &no_schema };
     let b = e("b", "Apply", "x.io/v2", json!({"f:spec": {"f:replicas": {}, "f:color": {}}}));
     let config = thing("x.io/v2", json!({"color": "red"}));
     let req = ApplyRequest { manager: "b", api_version: "x.io/v2", kind: "Thing", subresource: "", scope: Scope::All, force: false, now: NOW, versions: Some(versions) };

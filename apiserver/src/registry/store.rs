@@ -155,13 +155,32 @@ impl Store {
     /// each version's converter (`None`: not served, or a converter that
     /// needs a webhook, or a failed conversion).
     fn convert_to(&self, obj: &Value, api_version: &str) -> Option<Value> {
+        let to = self.sibling(api_version)?;
+        self.convert_between(obj, &self.resource, &to)
+    }
+
+    /// `obj`, of `api_version` of the same resource, converted in process to
+    /// this store's version (`None` as for [`Store::convert_to`]).
+    fn convert_from(&self, obj: &Value, api_version: &str) -> Option<Value> {
+        let from = self.sibling(api_version)?;
+        self.convert_between(obj, &from, &self.resource)
+    }
+
+    /// The served version `api_version` of this store's resource.
+    fn sibling(&self, api_version: &str) -> Option<Arc<Resource>> {
         let siblings = self.siblings.as_ref()?;
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        let from = &self.resource;
-        if group != from.group {
+        if group != self.resource.group {
             return None;
         }
-        let to = siblings(version)?;
+        siblings(version)
+    }
+
+    /// `obj` converted from one served version to another, through the
+    /// stored version.
+    fn convert_between(&self, obj: &Value, from: &Arc<Resource>, to: &Arc<Resource>) -> Option<Value> {
+        let siblings = self.siblings.as_ref()?;
+        let to = to.clone();
         let stored_of = |r: &Arc<Resource>| match r.strategy.storage_version().filter(|_| !r.is_storage_version()) {
             Some((_, v)) => siblings(v),
             None => Some(r.clone()),
@@ -405,8 +424,8 @@ impl Store {
         let manager = fieldmanager::manager_name(opts.field_manager.as_deref(), ctx.user_agent);
         let api_version = r.api_version();
         let now = meta::now();
-        let (convert, schema_of) = (|o: &Value, v: &str| self.convert_to(o, v), |v: &str| self.schema_in(v));
-        let versions = self.siblings.is_some().then_some(fieldmanager::Versions { convert: &convert, schema_of: &schema_of });
+        let (convert, convert_back, schema_of) = (|o: &Value, v: &str| self.convert_to(o, v), |o: &Value, v: &str| self.convert_from(o, v), |v: &str| self.schema_in(v));
+        let versions = self.siblings.is_some().then_some(fieldmanager::Versions { convert: &convert, convert_back: &convert_back, schema_of: &schema_of });
         let req = fieldmanager::Request { manager: &manager, api_version: &api_version, subresource: part.subresource, scope: self.field_scope(part), now: &now, versions };
         fieldmanager::update(schema.as_ref(), old, new, &req);
     }
@@ -434,8 +453,8 @@ impl Store {
         }
         let schema = self.schema();
         let api_version = r.api_version();
-        let (convert, schema_of) = (|o: &Value, v: &str| self.convert_to(o, v), |v: &str| self.schema_in(v));
-        let versions = self.siblings.is_some().then_some(fieldmanager::Versions { convert: &convert, schema_of: &schema_of });
+        let (convert, convert_back, schema_of) = (|o: &Value, v: &str| self.convert_to(o, v), |o: &Value, v: &str| self.convert_from(o, v), |v: &str| self.schema_in(v));
+        let versions = self.siblings.is_some().then_some(fieldmanager::Versions { convert: &convert, convert_back: &convert_back, schema_of: &schema_of });
         let req =
             fieldmanager::ApplyRequest { manager, api_version: &api_version, kind: &r.kind, subresource: part.subresource, scope: self.field_scope(part), force: opts.force, now: &now, versions };
         // kube's apply patcher checks the name against the URL and, for a
