@@ -283,34 +283,49 @@ fn prune_in_version(typer: &Typer<'_>, v: Versions<'_>, merged: &Value, last: &E
     for p in STRIPPED {
         managed_there.insert(&p.iter().map(|x| x.to_string()).collect::<Vec<_>>());
     }
-    let removal = removal_set(&typer_there.ensure_named(&last.set), &typer_there.ensure_named(&managed_there));
+    let last_named = typer_there.ensure_named(&last.set);
+    let removal = removal_set(&last_named, &typer_there.ensure_named(&managed_there));
     if removal.is_empty() {
         return Some(merged.clone());
     }
-    let mut kept = FieldSet::default();
-    for p in removal.paths() {
+    // Whether removing `p` (in `there`'s paths) takes away or changes a
+    // field owned in the request's version or a third one.
+    let takes_owned = |p: &[String]| -> Option<bool> {
         let mut one = FieldSet::default();
-        one.insert(&p);
+        one.insert(p);
         let back = (v.convert_back)(&typer_there.remove(&merged_there, &one), there)?;
         let c = typer.compare(merged, &back);
-        let takes = |owned: &FieldSet| !c.removed.intersection(owned).is_empty() || !c.modified.intersection(owned).is_empty();
-        if takes(&owned_here) {
-            continue;
+        let takes = |c: &super::typed::Comparison, owned: &FieldSet| !c.removed.intersection(owned).is_empty() || !c.modified.intersection(owned).is_empty();
+        if takes(&c, &owned_here) {
+            return Some(true);
         }
-        let takes_third = owned_third.iter().any(|(api_version, set)| {
+        Some(owned_third.iter().any(|(api_version, set)| {
             let (Some(before), Some(after)) = ((v.convert)(merged, api_version), (v.convert)(&back, api_version)) else { return true };
             let schema = (v.schema_of)(api_version);
-            let c = Typer::new(schema.as_ref()).compare(&before, &after);
-            !c.removed.intersection(set).is_empty() || !c.modified.intersection(set).is_empty()
-        });
-        if !takes_third {
+            takes(&Typer::new(schema.as_ref()).compare(&before, &after), set)
+        }))
+    };
+    // The owners' sets are of other versions, so an unowned node of the
+    // last set (`spec`) may hold owned fields: a removal that would take
+    // them is tried again one level down, field by field.
+    let mut kept = FieldSet::default();
+    let mut work = removal.paths();
+    while let Some(p) = work.pop() {
+        if !takes_owned(&p)? {
             kept.insert(&p);
+        } else if let Some(below) = subset_at(&last_named, &p) {
+            work.extend(below.children.keys().map(|k| p.iter().cloned().chain(std::iter::once(k.clone())).collect()));
         }
     }
     if kept.is_empty() {
         return Some(merged.clone());
     }
     (v.convert_back)(&typer_there.remove(&merged_there, &kept), there)
+}
+
+/// The part of `set` at `path`.
+fn subset_at<'s>(set: &'s FieldSet, path: &[String]) -> Option<&'s FieldSet> {
+    path.iter().try_fold(set, |s, k| s.children.get(k))
 }
 
 /// The paths of `removal` whose removal from `merged` takes away (or

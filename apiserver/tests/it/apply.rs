@@ -271,6 +271,19 @@ fn hpa_conflicts_across_versions() {
     assert!(fa["f:spec"].get("f:targetCPUUtilizationPercentage").is_none(), "{obj}");
     assert_eq!(fa["f:spec"]["f:maxReplicas"], serde_json::json!({}), "{obj}");
     assert_eq!(fields_of(&obj, "b", "Apply")["f:spec"]["f:metrics"], serde_json::json!({}), "{obj}");
+
+    // One manager moving its manifest from v1 to v2: the CPU target it
+    // declared through v1 and no longer declares goes (v2's default
+    // metric, 80%, takes its place), found by pruning in v1.
+    let h2 = a.replace("name: h\n", "name: h2\n");
+    ssa(&s, 33, "m", &h2, &[]).ok();
+    let v2 =
+        "apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata:\n  name: h2\nspec:\n  scaleTargetRef:\n    apiVersion: apps/v1\n    kind: Deployment\n    name: web\n  maxReplicas: 5\n";
+    ssa(&s, 33, "m", v2, &[]).ok();
+    let obj = json(&s.kubectl(33, &["get", "--raw", "/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers/h2"]));
+    assert_eq!(obj["spec"]["targetCPUUtilizationPercentage"], 80, "{obj}");
+    let mf = obj["metadata"]["managedFields"].as_array().unwrap();
+    assert_eq!((mf.len(), &mf[0]["apiVersion"]), (1, &serde_json::json!("autoscaling/v2")), "{obj}");
 }
 
 /// An apply that would create an object under another name than the URL's,
