@@ -546,3 +546,122 @@ impl Updater for ScaleRest {
         Ok((scale, false))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn custom() -> ScaleMapping {
+        let paths = ScalePaths { spec_replicas: ".spec.size.count".into(), status_replicas: ".status.ready".into(), label_selector: Some(".status.selector".into()) };
+        ScaleMapping::custom(&paths, &[("example.com/v1".into(), Some(".spec.size.count".into())), ("example.com/v2".into(), None)])
+    }
+
+    fn widget(spec: Value, status: Value, managed: Value) -> Value {
+        json!({"apiVersion": "example.com/v1", "kind": "Widget",
+               "metadata": {"name": "w", "namespace": "ns", "uid": "u1", "resourceVersion": "7", "creationTimestamp": "2024-01-01T00:00:00Z", "labels": {"a": "b"}, "managedFields": managed},
+               "spec": spec, "status": status})
+    }
+
+    #[test]
+    fn custom_paths_show_as_a_scale() {
+        let m = custom();
+        let w = widget(json!({"size": {"count": 3}}), json!({"ready": 2, "selector": "app=w"}), json!([]));
+        let (scale, found) = m.to_scale(&w).unwrap();
+        assert!(found);
+        assert_eq!(
+            scale,
+            json!({"kind": "Scale", "apiVersion": "autoscaling/v1",
+                   "metadata": {"name": "w", "namespace": "ns", "uid": "u1", "resourceVersion": "7", "creationTimestamp": "2024-01-01T00:00:00Z"},
+                   "spec": {"replicas": 3}, "status": {"replicas": 2, "selector": "app=w"}})
+        );
+    }
+
+    #[test]
+    fn absent_fields_show_as_zero_and_a_get_is_a_500() {
+        let m = custom();
+        let w = widget(json!({}), json!({}), json!([]));
+        let (scale, found) = m.to_scale(&w).unwrap();
+        assert!(!found);
+        assert_eq!((scale["spec"]["replicas"].clone(), scale["status"]["replicas"].clone()), (json!(0), json!(0)));
+        assert!(scale["status"].get("selector").is_none(), "{scale}");
+        let e = m.scale_of(&w).unwrap_err();
+        assert_eq!((e.code, e.message.as_str()), (500, r#"Internal error occurred: the spec replicas field ".spec.size.count" does not exist"#));
+        // Built-ins show 0.
+        assert_eq!(ScaleMapping::builtin().scale_of(&w).unwrap()["spec"]["replicas"], 0);
+    }
+
+    #[test]
+    fn fields_of_the_wrong_type_are_accessor_errors() {
+        let m = custom();
+        let e = m.to_scale(&widget(json!({"size": {"count": "three"}}), json!({}), json!([]))).unwrap_err();
+        assert_eq!(e.message, "Internal error occurred: .spec.size.count accessor error: three is of the type string, expected int64");
+        let e = m.to_scale(&widget(json!({"size": 4}), json!({}), json!([]))).unwrap_err();
+        assert_eq!(e.message, "Internal error occurred: .spec.size accessor error: 4 is of the type int64, expected map[string]interface{}");
+        let e = m.to_scale(&widget(json!({"size": {"count": 1}}), json!({"selector": {"a": "b"}}), json!([]))).unwrap_err();
+        assert!(e.message.contains(".status.selector accessor error") && e.message.ends_with("expected string"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_scale_writes_the_custom_replicas_path() {
+        let m = custom();
+        let old = widget(json!({"other": 1}), json!({}), json!([]));
+        let scale = json!({"metadata": {"resourceVersion": "5"}, "spec": {"replicas": 4}});
+        let new = m.from_scale(&scale, &old).unwrap();
+        assert_eq!(new["spec"], json!({"other": 1, "size": {"count": 4}}));
+        assert_eq!(new["metadata"]["resourceVersion"], "5");
+        // Negative replicas are the custom resource's schema's business.
+        assert_eq!(m.from_scale(&json!({"spec": {"replicas": -1}}), &old).unwrap()["spec"]["size"]["count"], -1);
+        let e = m.from_scale(&json!({"spec": {"replicas": UNSET_REPLICAS}}), &old).unwrap_err();
+        assert_eq!((e.code, e.message.as_str()), (400, r#"the spec replicas field ".spec.size.count" cannot be empty"#));
+        let e = m.from_scale(&scale, &widget(json!({"size": "x"}), json!({}), json!([]))).unwrap_err();
+        assert_eq!(e.code, 500);
+        // Built-ins validate the Scale.
+        let e = ScaleMapping::builtin().from_scale(&json!({"spec": {"replicas": -1}}), &old).unwrap_err();
+        assert_eq!((e.code, e.message.as_str()), (422, r#"Scale.autoscaling "w" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0"#));
+    }
+
+    #[test]
+    fn ownership_of_the_custom_path_is_the_scales_replicas() {
+        let m = custom();
+        let managed = json!([
+            {"manager": "a", "operation": "Apply", "apiVersion": "example.com/v1", "fieldsType": "FieldsV1", "time": "t1",
+             "fieldsV1": {"f:spec": {"f:size": {"f:count": {}}, "f:other": {}}}},
+            {"manager": "c", "operation": "Update", "apiVersion": "example.com/v1", "fieldsType": "FieldsV1", "time": "t2",
+             "fieldsV1": {"f:spec": {"f:size": {"f:count": {}}}}},
+            {"manager": "old", "operation": "Update", "apiVersion": "example.com/v2", "fieldsType": "FieldsV1", "time": "t3",
+             "fieldsV1": {"f:spec": {"f:size": {"f:count": {}}}}},
+            {"manager": "gone", "operation": "Update", "apiVersion": "other.io/v1", "fieldsType": "FieldsV1", "time": "t4",
+             "fieldsV1": {"f:spec": {"f:x": {}}}},
+        ]);
+        let w = widget(json!({"size": {"count": 3}, "other": 1}), json!({}), managed);
+        let shown = m.shown(&w);
+        let scale_entries = shown["metadata"]["managedFields"].as_array().unwrap();
+        // v2 has no scale: its entry is not shown.
+        assert_eq!(scale_entries.len(), 2, "{shown}");
+        assert_eq!(
+            scale_entries[0],
+            json!({"manager": "a", "operation": "Apply", "apiVersion": "autoscaling/v1", "fieldsType": "FieldsV1", "time": "t1", "fieldsV1": {"f:spec": {"f:replicas": {}}}})
+        );
+
+        // b takes the replicas from a (force) and c: a keeps its other
+        // field, c goes, b gets an entry on the custom resource.
+        let mut sub = shown.clone();
+        sub["spec"]["replicas"] = json!(6);
+        sub["metadata"]["managedFields"] =
+            json!([{"manager": "b", "operation": "Apply", "apiVersion": "autoscaling/v1", "fieldsType": "FieldsV1", "time": "t9", "subresource": "scale", "fieldsV1": {"f:spec": {"f:replicas": {}}}}]);
+        let back = m.carry_back(&sub, &w).unwrap();
+        assert_eq!(back["spec"]["size"]["count"], 6);
+        assert_eq!(
+            back["metadata"]["managedFields"],
+            json!([
+                {"manager": "a", "operation": "Apply", "apiVersion": "example.com/v1", "fieldsType": "FieldsV1", "time": "t1", "fieldsV1": {"f:spec": {"f:other": {}}}},
+                {"manager": "old", "operation": "Update", "apiVersion": "example.com/v2", "fieldsType": "FieldsV1", "time": "t3", "fieldsV1": {"f:spec": {"f:size": {"f:count": {}}}}},
+                {"manager": "b", "operation": "Apply", "apiVersion": "example.com/v1", "fieldsType": "FieldsV1", "time": "t9", "subresource": "scale",
+                 "fieldsV1": {"f:spec": {"f:size": {"f:count": {}}}}},
+            ])
+        );
+        // The round trip without a change keeps every known entry.
+        let same = m.carry_back(&shown, &w).unwrap();
+        assert_eq!(same["metadata"]["managedFields"].as_array().unwrap().len(), 3);
+    }
+}
