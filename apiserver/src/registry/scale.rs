@@ -90,14 +90,7 @@ impl ScaleMapping {
     /// the selector from `.spec.selector`; a Scale's replicas must not be
     /// negative (kube's `ValidateScale`).
     pub fn builtin() -> Self {
-        ScaleMapping {
-            custom: false,
-            spec_path: ".spec.replicas".into(),
-            spec: split(".spec.replicas"),
-            status: split(".status.replicas"),
-            selector: Selector::Structured,
-            versions: Vec::new(),
-        }
+        ScaleMapping { custom: false, spec_path: ".spec.replicas".into(), spec: split(".spec.replicas"), status: split(".status.replicas"), selector: Selector::Structured, versions: Vec::new() }
     }
 
     /// A custom resource's mapping: its version's `paths`, and for
@@ -638,10 +631,7 @@ mod tests {
         let scale_entries = shown["metadata"]["managedFields"].as_array().unwrap();
         // v2 has no scale: its entry is not shown.
         assert_eq!(scale_entries.len(), 2, "{shown}");
-        assert_eq!(
-            scale_entries[0],
-            json!({"manager": "a", "operation": "Apply", "apiVersion": "autoscaling/v1", "fieldsType": "FieldsV1", "time": "t1", "fieldsV1": {"f:spec": {"f:replicas": {}}}})
-        );
+        assert_eq!(scale_entries[0], json!({"manager": "a", "operation": "Apply", "apiVersion": "autoscaling/v1", "fieldsType": "FieldsV1", "time": "t1", "fieldsV1": {"f:spec": {"f:replicas": {}}}}));
 
         // b takes the replicas from a (force) and c: a keeps its other
         // field, c goes, b gets an entry on the custom resource.
