@@ -541,6 +541,7 @@ impl Updater for ScaleRest {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
