@@ -112,7 +112,8 @@ impl FieldSet {
     }
 
     /// Every member path, in structured-merge-diff's order: a node's
-    /// members first, then what is below its children, each in key order.
+    /// members first, then what is below its children, each in path
+    /// element order ([`element_cmp`]).
     pub(crate) fn paths(&self) -> Vec<Vec<String>> {
         let mut out = Vec::new();
         self.collect(&mut Vec::new(), &mut out);
@@ -120,14 +121,16 @@ impl FieldSet {
     }
 
     fn collect(&self, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
-        for (k, c) in &self.children {
+        let mut children: Vec<(&String, &FieldSet)> = self.children.iter().collect();
+        children.sort_by(|a, b| element_cmp(a.0, b.0));
+        for (k, c) in &children {
             if c.member {
-                prefix.push(k.clone());
+                prefix.push((*k).clone());
                 out.push(prefix.clone());
                 prefix.pop();
             }
         }
-        for (k, c) in &self.children {
+        for (k, c) in children {
             prefix.push(k.clone());
             c.collect(prefix, out);
             prefix.pop();
@@ -202,6 +205,59 @@ impl FieldSet {
         }
         Some(s)
     }
+}
+
+/// structured-merge-diff's order of path elements (`PathElement.Compare`):
+/// field names, then keys, then values, then indexes; names by their text,
+/// keys field by field (name, then value), values by [`value_cmp`], indexes
+/// by number. Unparsable elements sort last, by their text.
+fn element_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    fn parse(e: &str) -> (u8, Option<Value>, &str) {
+        match e.split_once(':') {
+            Some(("f", name)) => (0, None, name),
+            Some(("k", key)) => (1, serde_json::from_str(key).ok(), key),
+            Some(("v", value)) => (2, serde_json::from_str(value).ok(), value),
+            Some(("i", index)) => (3, index.parse::<i64>().ok().map(Value::from), index),
+            _ => (4, None, e),
+        }
+    }
+    let ((ra, va, ta), (rb, vb, tb)) = (parse(a), parse(b));
+    ra.cmp(&rb).then_with(|| match (ra, va, vb) {
+        (1, Some(Value::Object(ka)), Some(Value::Object(kb))) => {
+            // Key fields sorted by name, compared pairwise, then by count.
+            for ((na, xa), (nb, xb)) in ka.iter().zip(kb.iter()) {
+                let c = na.cmp(nb).then_with(|| value_cmp(xa, xb));
+                if c != Ordering::Equal {
+                    return c;
+                }
+            }
+            ka.len().cmp(&kb.len())
+        }
+        (2 | 3, Some(x), Some(y)) => value_cmp(&x, &y),
+        _ => ta.cmp(tb),
+    })
+}
+
+/// structured-merge-diff's total order of values (`value.Compare`):
+/// numbers (by value) before strings, booleans, lists, maps and null.
+fn value_cmp(a: &Value, b: &Value) -> std::cmp::Ordering {
+    let rank = |v: &Value| match v {
+        Value::Number(_) => 0,
+        Value::String(_) => 1,
+        Value::Bool(_) => 2,
+        Value::Array(_) => 3,
+        Value::Object(_) => 4,
+        Value::Null => 5,
+    };
+    rank(a).cmp(&rank(b)).then_with(|| match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64().unwrap_or(0.0).total_cmp(&y.as_f64().unwrap_or(0.0)),
+        (Value::String(x), Value::String(y)) => x.cmp(y),
+        (Value::Bool(x), Value::Bool(y)) => x.cmp(y),
+        (Value::Array(x), Value::Array(y)) => x.iter().zip(y).map(|(p, q)| value_cmp(p, q)).find(|c| c.is_ne()).unwrap_or_else(|| x.len().cmp(&y.len())),
+        (Value::Object(x), Value::Object(y)) => x.iter().zip(y).map(|((kp, p), (kq, q))| kp.cmp(kq).then_with(|| value_cmp(p, q))).find(|c| c.is_ne()).unwrap_or_else(|| x.len().cmp(&y.len())),
+        _ => std::cmp::Ordering::Equal,
+    })
 }
 
 /// Whether `k` is a `FieldsV1` path element: `f:` with a name, `k:` with

@@ -1168,6 +1168,19 @@ fn conflict_status_and_paths() {
     assert_eq!(conflict::print_manager("a", "Apply", "v1", "status"), "\"a\" with subresource \"status\"");
 }
 
+/// Paths come in structured-merge-diff's element order: field names, then
+/// keys (numbers by value), then set values, then indexes.
+#[test]
+fn paths_in_path_element_order() {
+    let set = FieldSet::from_fields_v1(&json!({
+        "i:2": {}, "v:\"b\"": {}, "v:10": {}, "v:9": {}, "f:z": {}, "f:a": {},
+        "k:{\"containerPort\":10,\"protocol\":\"TCP\"}": {}, "k:{\"containerPort\":9,\"protocol\":\"UDP\"}": {}, "k:{\"containerPort\":9,\"protocol\":\"TCP\"}": {},
+    }))
+    .unwrap();
+    let got: Vec<String> = set.paths().iter().map(|p| typed::print_path(p)).collect();
+    assert_eq!(got, [".a", ".z", "[containerPort=9,protocol=\"TCP\"]", "[containerPort=9,protocol=\"UDP\"]", "[containerPort=10,protocol=\"TCP\"]", "[=9]", "[=10]", "[=\"b\"]", "[2]"]);
+}
+
 /// Two versions of one kind that name one field differently: x.io/v1
 /// `spec.size` is x.io/v2 `spec.replicas`.
 fn rename_versions(obj: &Value, api_version: &str) -> Option<Value> {
