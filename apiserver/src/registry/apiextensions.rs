@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use super::scale::{ScaleMapping, ScalePaths};
 use super::simple::CREATED_AT_COLUMN;
 use super::strategy::{Column, NameRule, Strategy, NAME_COLUMN};
 use super::{subresources, Resource, ResourceDef};
@@ -47,6 +48,8 @@ pub struct CrdVersion {
     pub schema: Value,
     /// Whether the status subresource is enabled.
     pub status: bool,
+    /// The scale subresource's paths, when it is enabled.
+    pub scale: Option<ScalePaths>,
 }
 
 /// What serving a CRD needs from its spec.
@@ -74,6 +77,10 @@ pub struct CrdSpec {
     pub storage_version: String,
     /// `spec.conversion.strategy == "Webhook"`.
     pub webhook_conversion: bool,
+    /// Every version (served or not) as `group/version`, with its spec
+    /// replicas path when it has a scale subresource: how managedFields
+    /// entries of each version map to a Scale.
+    pub replicas_paths: Vec<(String, Option<String>)>,
 }
 
 fn strings(v: &Value) -> Vec<String> {
@@ -94,10 +101,18 @@ impl CrdSpec {
         let versions = all
             .iter()
             .filter(|v| v["served"] == json!(true))
-            .map(|v| CrdVersion { name: s(&v["name"]), storage: v["storage"] == json!(true), schema: v["schema"]["openAPIV3Schema"].clone(), status: v["subresources"]["status"].is_object() })
+            .map(|v| CrdVersion {
+                name: s(&v["name"]),
+                storage: v["storage"] == json!(true),
+                schema: v["schema"]["openAPIV3Schema"].clone(),
+                status: v["subresources"]["status"].is_object(),
+                scale: scale_paths(&v["subresources"]["scale"]),
+            })
             .collect();
+        let group = s(&spec["group"]);
+        let replicas_paths = all.iter().map(|v| (format!("{group}/{}", s(&v["name"])), scale_paths(&v["subresources"]["scale"]).map(|p| p.spec_replicas))).collect();
         CrdSpec {
-            group: s(&spec["group"]),
+            group,
             plural: s(&names["plural"]),
             singular,
             kind,
@@ -108,6 +123,7 @@ impl CrdSpec {
             versions,
             storage_version,
             webhook_conversion: spec["conversion"]["strategy"] == json!("Webhook"),
+            replicas_paths,
         }
     }
 
@@ -125,11 +141,24 @@ impl CrdSpec {
             r.converter = if self.webhook_conversion && !v.storage { Arc::new(WebhookPending) } else { Arc::new(super::conversion::NoConversion) };
             r.short_names = self.short_names.clone();
             r.categories = self.categories.clone();
-            let subs = if v.status { vec![subresources::status()] } else { Vec::new() };
+            let mut subs = if v.status { vec![subresources::status()] } else { Vec::new() };
+            if let Some(paths) = &v.scale {
+                subs.push(subresources::custom_scale(ScaleMapping::custom(paths, &self.replicas_paths)));
+            }
             defs.push(ResourceDef::stored(r, subs));
         }
         defs
     }
+}
+
+/// A version's `subresources.scale`, if set.
+fn scale_paths(scale: &Value) -> Option<ScalePaths> {
+    let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+    scale.is_object().then(|| ScalePaths {
+        spec_replicas: s(&scale["specReplicasPath"]),
+        status_replicas: s(&scale["statusReplicasPath"]),
+        label_selector: scale["labelSelectorPath"].as_str().map(String::from),
+    })
 }
 
 /// The condition of `type_` in a CRD's status, if set.
@@ -409,10 +438,50 @@ fn validate_versions(spec: &Value, errs: &mut Vec<FieldError>) {
             errs.extend(crate::schema::validate_crd_schema(&format!("{path}.schema.openAPIV3Schema"), schema, status));
         }
     }
+    // Subresources all versions share are checked once, at
+    // `spec.subresources`, as kube's internal version holds them.
+    let same_subresources = versions.iter().all(|v| v["subresources"] == versions[0]["subresources"]);
+    if same_subresources {
+        validate_subresources(&versions[0]["subresources"], "spec.subresources", errs);
+    } else {
+        for (i, v) in versions.iter().enumerate() {
+            validate_subresources(&v["subresources"], &format!("spec.versions[{i}].subresources"), errs);
+        }
+    }
     if shared {
         let status = versions.iter().any(|v| v["subresources"]["status"].is_object());
         errs.extend(crate::schema::validate_crd_schema("spec.validation.openAPIV3Schema", &versions[0]["schema"]["openAPIV3Schema"], status));
     }
+}
+
+/// Checks `subresources.scale` as kube's
+/// `ValidateCustomResourceDefinitionSubresources`: the spec replicas path
+/// is required and under `.spec.`, the status replicas path required and
+/// under `.status.`, a label selector path under either; each a simple
+/// dotted JSON path.
+fn validate_subresources(subresources: &Value, path: &str, errs: &mut Vec<FieldError>) {
+    let scale = &subresources["scale"];
+    if !scale.is_object() {
+        return;
+    }
+    let check = |field: &str, under: &[&str], message: &str, required: bool, errs: &mut Vec<FieldError>| {
+        let at = format!("{path}.scale.{field}");
+        let value = scale[field].as_str().unwrap_or("");
+        if value.is_empty() {
+            if required {
+                errs.push(FieldError::required(at, ""));
+            }
+            return;
+        }
+        if !value.starts_with('.') {
+            errs.push(FieldError::invalid(at, json!(value), "must be a simple json path starting with ."));
+        } else if !under.iter().any(|p| value.starts_with(p)) {
+            errs.push(FieldError::invalid(at, json!(value), message));
+        }
+    };
+    check("specReplicasPath", &[".spec."], "should be a json path under .spec", true, errs);
+    check("statusReplicasPath", &[".status."], "should be a json path under .status", true, errs);
+    check("labelSelectorPath", &[".spec.", ".status."], "should be a json path under either .spec or .status", false, errs);
 }
 
 /// The strategy of custom resources: generation always, status if the

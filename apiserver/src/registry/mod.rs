@@ -33,6 +33,7 @@ pub mod printers;
 pub mod rbac;
 pub mod resource_limits;
 pub mod rest;
+pub mod scale;
 pub mod simple;
 pub mod store;
 pub mod strategy;

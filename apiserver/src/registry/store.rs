@@ -50,7 +50,7 @@ use crate::warning::Warnings;
 /// Which part of an object an update writes, set by the REST object that
 /// calls [`Store::update_part`].
 #[derive(Clone, Copy)]
-pub struct Part {
+pub struct Part<'a> {
     /// The subresource written (`""`, `status`, `scale`, `finalize`), as
     /// recorded in managedFields and shown to admission.
     pub subresource: &'static str,
@@ -60,19 +60,21 @@ pub struct Part {
     pub status_only: bool,
     /// The kind the subresource shows its object as, when it is another
     /// (a Deployment's Scale): admission sees that kind, and a server-side
-    /// apply runs on it.
-    pub shown_as: Option<&'static dyn ShownAs>,
+    /// apply runs on it. Borrowed from the subresource's REST object, which
+    /// knows where its object keeps what it shows (a custom resource's
+    /// replicas path).
+    pub shown_as: Option<&'a dyn ShownAs>,
 }
 
-impl PartialEq for Part {
-    fn eq(&self, other: &Part) -> bool {
+impl PartialEq for Part<'_> {
+    fn eq(&self, other: &Part<'_>) -> bool {
         self.subresource == other.subresource && self.status_only == other.status_only
     }
 }
 
-impl Eq for Part {}
+impl Eq for Part<'_> {}
 
-impl std::fmt::Debug for Part {
+impl std::fmt::Debug for Part<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Part").field("subresource", &self.subresource).field("status_only", &self.status_only).field("shown_as", &self.shown_as.map(|s| s.kind())).finish()
     }
@@ -106,11 +108,11 @@ enum Tracking {
     Applied,
 }
 
-impl Part {
+impl Part<'static> {
     /// The main resource.
-    pub const MAIN: Part = Part { subresource: "", status_only: false, shown_as: None };
+    pub const MAIN: Part<'static> = Part { subresource: "", status_only: false, shown_as: None };
     /// The status subresource.
-    pub const STATUS: Part = Part { subresource: "status", status_only: true, shown_as: None };
+    pub const STATUS: Part<'static> = Part { subresource: "status", status_only: true, shown_as: None };
 }
 
 /// Finds the resource served as another version (`v2`) of the same group
@@ -404,7 +406,7 @@ impl Store {
     }
 
     /// The part of the object a write of `part` may own fields in.
-    fn field_scope(&self, part: Part) -> crate::fieldmanager::Scope {
+    fn field_scope(&self, part: Part<'_>) -> crate::fieldmanager::Scope {
         use crate::fieldmanager::Scope;
         if part.status_only {
             Scope::StatusOnly
@@ -417,7 +419,7 @@ impl Store {
 
     /// Records the request's manager in `metadata.managedFields` (operation
     /// `Update`; see [`crate::fieldmanager`]).
-    fn track_managed_fields(&self, ctx: &Context<'_>, opts: &WriteOptions, part: Part, old: Option<&Value>, new: &mut Value) {
+    fn track_managed_fields(&self, ctx: &Context<'_>, opts: &WriteOptions, part: Part<'_>, old: Option<&Value>, new: &mut Value) {
         use crate::fieldmanager;
         let r = &self.resource;
         let schema = self.schema();
@@ -437,7 +439,7 @@ impl Store {
     /// # Errors
     /// 409 with the conflicts with other managers (unless `force`); 400 for
     /// a configuration of another kind or one that does not fit the schema.
-    fn apply_configuration(&self, current: Option<&Value>, config: &Value, name: &str, opts: &WriteOptions, part: Part) -> Result<Value, Status> {
+    fn apply_configuration(&self, current: Option<&Value>, config: &Value, name: &str, opts: &WriteOptions, part: Part<'_>) -> Result<Value, Status> {
         use crate::fieldmanager;
         let r = &self.resource;
         let now = meta::now();
@@ -480,7 +482,7 @@ impl Store {
 
     /// Prepares a new object: type and namespace, generated name, uid,
     /// creation timestamp, generation, defaults, managedFields, strategy.
-    fn prepare_create(&self, ctx: &Context<'_>, obj: &mut Value, opts: &WriteOptions, part: Part, tracking: Tracking) -> Result<(), Status> {
+    fn prepare_create(&self, ctx: &Context<'_>, obj: &mut Value, opts: &WriteOptions, part: Part<'_>, tracking: Tracking) -> Result<(), Status> {
         validate_field_manager(opts)?;
         self.check_type_meta(obj)?;
         self.prune_unknown_fields(opts.field_validation, ctx.warnings, obj)?;
@@ -522,7 +524,7 @@ impl Store {
 
     /// A new object through prepare, admission and validation: what is
     /// created.
-    async fn admit_new(&self, ctx: &Context<'_>, mut obj: Value, opts: &WriteOptions, part: Part, tracking: Tracking) -> Result<Value, Status> {
+    async fn admit_new(&self, ctx: &Context<'_>, mut obj: Value, opts: &WriteOptions, part: Part<'_>, tracking: Tracking) -> Result<Value, Status> {
         self.prepare_create(ctx, &mut obj, opts, part, tracking)?;
         let options = self.options_json(Operation::Create, opts);
         let obj = self.admit(ctx, Operation::Create, part, obj, None, &options, opts.dry_run).await?;
@@ -536,7 +538,7 @@ impl Store {
     /// defaults, managedFields, strategy, generation bump, admission and
     /// validation. Returns what to write; an object being deleted that no
     /// finalizer holds (any more) is deleted.
-    async fn admit_update(&self, ctx: &Context<'_>, mut new: Value, old: &Value, opts: &WriteOptions, part: Part, tracking: Tracking) -> Result<Update, Status> {
+    async fn admit_update(&self, ctx: &Context<'_>, mut new: Value, old: &Value, opts: &WriteOptions, part: Part<'_>, tracking: Tracking) -> Result<Update, Status> {
         let r = &self.resource;
         validate_field_manager(opts)?;
         self.check_type_meta(&mut new)?;
@@ -636,7 +638,7 @@ impl Store {
         &'a self,
         ctx: &'a Context<'_>,
         op: Operation,
-        part: Part,
+        part: Part<'_>,
         name: &'a str,
         namespace: &'a str,
         object: Option<Value>,
@@ -667,7 +669,7 @@ impl Store {
 
     /// Mutating admission of `obj`; returns it as the plugins left it.
     #[allow(clippy::too_many_arguments)] // the attributes' parts
-    async fn admit(&self, ctx: &Context<'_>, op: Operation, part: Part, obj: Value, old: Option<&Value>, options: &Value, dry_run: bool) -> Result<Value, Status> {
+    async fn admit(&self, ctx: &Context<'_>, op: Operation, part: Part<'_>, obj: Value, old: Option<&Value>, options: &Value, dry_run: bool) -> Result<Value, Status> {
         if !self.admission.mutates(op) {
             return Ok(obj);
         }
@@ -714,7 +716,7 @@ impl Store {
 
     /// Validating admission.
     #[allow(clippy::too_many_arguments)] // the attributes' parts
-    async fn admit_validate(&self, ctx: &Context<'_>, op: Operation, part: Part, obj: Option<&Value>, old: Option<&Value>, options: &Value, dry_run: bool) -> Result<(), Status> {
+    async fn admit_validate(&self, ctx: &Context<'_>, op: Operation, part: Part<'_>, obj: Option<&Value>, old: Option<&Value>, options: &Value, dry_run: bool) -> Result<(), Status> {
         if !self.admission.validates(op) {
             return Ok(());
         }
@@ -742,7 +744,7 @@ impl Store {
     ///
     /// # Errors
     /// 404; 409 Conflict; 400 and 422 as for create; `info`'s own errors.
-    pub async fn update_part(&self, ctx: &Context<'_>, name: &str, info: &dyn UpdatedObjectInfo, opts: &WriteOptions, part: Part) -> Result<(Value, bool), Status> {
+    pub async fn update_part(&self, ctx: &Context<'_>, name: &str, info: &dyn UpdatedObjectInfo, opts: &WriteOptions, part: Part<'_>) -> Result<(Value, bool), Status> {
         // A server-side apply creates what is missing; a PUT only where the
         // strategy allows it.
         let may_create = part == Part::MAIN && info.may_create() && (info.apply_config().is_some() || self.resource.strategy.allow_create_on_update());
@@ -888,7 +890,7 @@ struct UpdateStep<'a> {
     name: &'a str,
     info: &'a dyn UpdatedObjectInfo,
     opts: &'a WriteOptions,
-    part: Part,
+    part: Part<'a>,
     may_create: bool,
     dry_result: Option<Value>,
     created: bool,

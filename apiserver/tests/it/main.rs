@@ -18,6 +18,7 @@ mod common;
 mod connections;
 mod crd;
 mod crd_cel;
+mod crd_scale;
 mod deploy;
 mod dynamic;
 mod etcd_tls;
