@@ -328,8 +328,9 @@ impl Store {
 
     /// Checks value types and drops the fields the type's schema does not
     /// declare, as kube's decoder does, and applies `fieldValidation` to the
-    /// dropped ones. Empty or null map fields are dropped, as Go's
-    /// `omitempty` encodes them. Types without a schema keep every field.
+    /// dropped ones. Null fields and empty maps are dropped and null strings
+    /// of string maps made empty, as Go's types decode and encode them.
+    /// Types without a schema keep every field.
     ///
     /// # Errors
     /// 400 for a value of the wrong JSON type (always); 400 strict decoding
@@ -350,7 +351,7 @@ impl Store {
             return Err(Status::bad_request(format!("{} in version {:?} cannot be handled as a {}: {e}", r.kind, r.version, r.kind)));
         }
         let unknown: Vec<String> = schema.prune(obj).iter().map(|p| format!("unknown field {p:?}")).collect();
-        schema.drop_empty_maps(obj);
+        schema.as_go_decodes(obj);
         report_field_errors(r, directive, warnings, unknown)
     }
 

@@ -64,13 +64,24 @@ fn walk(s: SchemaRef<'_>, obj: &mut Value, path: &str, out: &mut Vec<String>) {
     }
 }
 
-/// Removes the map fields (`additionalProperties` schemas: labels,
-/// annotations, a ConfigMap's data, a selector's matchLabels...) of `obj`
-/// that are empty or null, as Go's `omitempty` drops an empty map when kube
-/// encodes the object: `kubectl label cm x a-` on the last label leaves no
-/// `labels: {}`. Struct-typed fields (an `emptyDir: {}`, a `selector: {}`)
-/// are kept.
-pub fn drop_empty_maps(s: SchemaRef<'_>, obj: &mut Value) {
+/// Leaves `obj` as kube leaves a built-in object it decodes into its Go
+/// type and encodes again:
+///
+/// - a null struct field is dropped (a nil pointer, slice or map that
+///   `omitempty` leaves out: `replicas: null` is then defaulted, `env:
+///   null` is gone);
+/// - a null entry of a map of strings is the empty string (`data: {a:
+///   null}` stores `a: ""`, as Go's decoder keeps the zero value); a null
+///   entry of another map is dropped;
+/// - an empty map field (`additionalProperties` schemas: labels,
+///   annotations, a ConfigMap's data, a selector's matchLabels...) is
+///   dropped, as `omitempty` drops an empty map: `kubectl label cm x a-` on
+///   the last label leaves no `labels: {}`. Struct-typed fields (an
+///   `emptyDir: {}`, a `selector: {}`) are kept.
+///
+/// What the schema preserves unknown fields of (RawExtension) is left as
+/// it is.
+pub fn as_go_decodes(s: SchemaRef<'_>, obj: &mut Value) {
     if s.preserve_unknown_fields() {
         return;
     }
@@ -80,24 +91,29 @@ pub fn drop_empty_maps(s: SchemaRef<'_>, obj: &mut Value) {
             if s.has_properties() {
                 m.retain(|k, v| {
                     let Some(ps) = s.property(k) else { return true };
-                    let empty = v.is_null() || v.as_object().is_some_and(serde_json::Map::is_empty);
-                    !(empty && is_map(ps))
+                    let empty_map = v.as_object().is_some_and(serde_json::Map::is_empty) && is_map(ps);
+                    !(v.is_null() || empty_map)
                 });
                 for (k, v) in m.iter_mut() {
                     if let Some(ps) = s.property(k) {
-                        drop_empty_maps(ps, v);
+                        as_go_decodes(ps, v);
                     }
                 }
             } else if let Some(ap) = s.additional_properties() {
+                if ap.ty() == Some(crate::schema::Type::String) {
+                    m.values_mut().filter(|v| v.is_null()).for_each(|v| *v = Value::String(String::new()));
+                } else {
+                    m.retain(|_, v| !v.is_null());
+                }
                 for v in m.values_mut() {
-                    drop_empty_maps(ap, v);
+                    as_go_decodes(ap, v);
                 }
             }
         }
         Value::Array(items) => {
             if let Some(is) = s.items() {
                 for v in items.iter_mut() {
-                    drop_empty_maps(is, v);
+                    as_go_decodes(is, v);
                 }
             }
         }
@@ -314,8 +330,15 @@ mod tests {
         }
         let Some(cm) = store.of_kind("", "v1", "ConfigMap") else { panic!("no ConfigMap schema") };
         let mut obj = json!({"metadata": {"name": "c", "labels": {}, "annotations": null}, "data": {}});
-        drop_empty_maps(cm.root(), &mut obj);
+        as_go_decodes(cm.root(), &mut obj);
         assert_eq!(obj, json!({"metadata": {"name": "c"}}));
+        let mut obj = json!({"metadata": {"name": "c", "labels": {"a": null}}, "data": {"x": null, "y": "1"}, "binaryData": null});
+        as_go_decodes(cm.root(), &mut obj);
+        assert_eq!(obj, json!({"metadata": {"name": "c", "labels": {"a": ""}}, "data": {"x": "", "y": "1"}}));
+        let Some(dep) = store.of_kind("apps", "v1", "Deployment") else { panic!("no Deployment schema") };
+        let mut obj = json!({"spec": {"replicas": null, "template": {"spec": {"containers": [{"name": "c", "env": null, "resources": null}]}}}});
+        as_go_decodes(dep.root(), &mut obj);
+        assert_eq!(obj, json!({"spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}}));
         assert_eq!(go_base64("aGk="), Ok(b"hi".to_vec()));
         assert_eq!(go_base64("a!=="), Err(1));
     }

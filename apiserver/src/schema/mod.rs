@@ -13,7 +13,7 @@
 //! - [`Schema`]: one kind's schema, cheap to clone, with what is done with
 //!   it: [`Schema::prune`], [`Schema::apply_defaults`],
 //!   [`Schema::validate`], and for built-ins the decoder's checks
-//!   ([`Schema::type_error`], [`Schema::drop_empty_maps`]).
+//!   ([`Schema::type_error`], [`Schema::as_go_decodes`]).
 //! - [`SchemaStore`]: the server's shared handle. A lock-free swap of
 //!   [`Schemas`]: the built-ins, compiled once per process, and the custom
 //!   kinds, which come and go with their CRDs ([`SchemaStore::set_crd`],
@@ -204,10 +204,11 @@ impl Schema {
         decode::type_error(self.root(), obj)
     }
 
-    /// Drops empty and null map fields, as Go's `omitempty` encodes them
-    /// ([`decode::drop_empty_maps`]).
-    pub fn drop_empty_maps(&self, obj: &mut Value) {
-        decode::drop_empty_maps(self.root(), obj)
+    /// Drops null fields and empty maps, and makes null strings of string
+    /// maps empty, as a built-in object comes out of kube's Go types
+    /// ([`decode::as_go_decodes`]).
+    pub fn as_go_decodes(&self, obj: &mut Value) {
+        decode::as_go_decodes(self.root(), obj)
     }
 }
 
