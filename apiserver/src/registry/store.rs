@@ -460,25 +460,21 @@ impl Store {
         let versions = self.siblings.is_some().then_some(fieldmanager::Versions { convert: &convert, convert_back: &convert_back, schema_of: &schema_of });
         let req =
             fieldmanager::ApplyRequest { manager, api_version: &api_version, kind: &r.kind, subresource: part.subresource, scope: self.field_scope(part), force: opts.force, now: &now, versions };
-        // kube's apply patcher checks the name against the URL and, for a
-        // missing object, that the configuration names no uid.
-        let sent_name = meta::name(config);
-        if !sent_name.is_empty() && sent_name != name {
-            return Err(Status::bad_request(format!("the name of the object ({sent_name}) does not match the name on the URL ({name})")));
-        }
+        let obj = fieldmanager::apply(schema.as_ref(), current, config, &req).map_err(|e| e.into_status(&r.group, &r.resource, name))?;
+        // Then kube's apply patcher checks, for a missing object, that the
+        // configuration names no uid, and the result's name against the
+        // URL (`checkName`): an object made from the configuration alone
+        // must be named by it.
         let sent_uid = meta::meta_str(config, "uid");
         if current.is_none() && !sent_uid.is_empty() {
             let why = format!("uid mismatch: the provided object specified uid {sent_uid}, and no existing object was found");
             return Err(Status::conflict(&r.group, &r.resource, name, &why));
         }
-        let mut obj = fieldmanager::apply(schema.as_ref(), current, config, &req).map_err(|e| e.into_status(&r.group, &r.resource, name))?;
-        // The URL names the object; a configuration without a name takes it.
-        if let Some(m) = meta::meta_mut(&mut obj) {
-            if m.get("name").and_then(Value::as_str).is_none_or(str::is_empty) {
-                m.insert("name".into(), Value::String(name.to_string()));
-            }
+        match meta::name(&obj) {
+            "" => Err(Status::bad_request(format!("the name of the object ({name} based on URL) was undeterminable: name must be provided"))),
+            n if n != name => Err(Status::bad_request(format!("the name of the object ({n}) does not match the name on the URL ({name})"))),
+            _ => Ok(obj),
         }
-        Ok(obj)
     }
 
     /// Prepares a new object: type and namespace, generated name, uid,

@@ -143,7 +143,13 @@ fn decode_apply_configuration(bytes: &[u8]) -> Result<(Value, Vec<String>), Stat
         // An empty document decodes as an empty object in kube.
         Value::Null => Ok((Value::Object(serde_json::Map::new()), duplicates)),
         other => {
-            let got = if other.is_array() { "array" } else { "value" };
+            // Go's `UnmarshalTypeError` names the JSON type it met.
+            let got = match other {
+                Value::Array(_) => "array",
+                Value::Number(_) => "number",
+                Value::Bool(_) => "bool",
+                _ => "string",
+            };
             Err(bad(&format!("error unmarshaling JSON: while decoding JSON: json: cannot unmarshal {got} into Go value of type map[string]interface {{}}")))
         }
     }
