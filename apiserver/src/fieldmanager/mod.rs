@@ -533,10 +533,13 @@ impl Entry {
         if !matches!(e.operation.as_str(), "Apply" | "Update") || e.api_version.is_empty() || s("fieldsType") != "FieldsV1" {
             return None;
         }
-        let set = match v.get("fieldsV1").filter(|f| !f.is_null()) {
+        let mut set = match v.get("fieldsV1").filter(|f| !f.is_null()) {
             Some(f) => FieldSet::from_fields_v1(f)?,
             None => FieldSet::default(),
         };
+        // The object itself is never owned (`{}` or `{".": {}}` at the top
+        // is an empty set), as structured-merge-diff does not track it.
+        set.member = false;
         Some(Entry { set, ..e })
     }
 
@@ -781,7 +784,6 @@ pub fn update(schema: Option<&Schema>, old: Option<&Value>, new: &mut Value, req
                 None => e.set.difference(&changed),
             }
         }
-        entries.retain(|e| !e.set.is_empty());
         mine.set.union(&cmp.added);
         mine.set.union(&cmp.modified);
         mine.set.difference(&cmp.removed);
@@ -791,6 +793,9 @@ pub fn update(schema: Option<&Schema>, old: Option<&Value>, new: &mut Value, req
             entries.push(mine);
         }
     }
+    // Managers left with no field go, whether or not this request changed
+    // anything (structured-merge-diff drops empty sets on every write).
+    entries.retain(|e| !e.set.is_empty());
     cap::cap_update_managers(&mut entries, cap::MAX_UPDATE_MANAGERS);
     write_entries(new, entries);
 }
@@ -947,6 +952,13 @@ mod update_tests {
             update(schema.as_ref(), Some(&old), &mut new, &req("x", "2026-01-01T00:00:01Z"));
             assert_eq!(new["metadata"]["managedFields"], old["metadata"]["managedFields"], "{field}: {value}");
         }
+        // An entry that owns nothing is dropped by the same write.
+        let mut new = old.clone();
+        let empty = json!({"manager": "empty", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": {}});
+        let dot = json!({"manager": "dot", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": {".": {}}});
+        new["metadata"]["managedFields"] = json!([good.clone(), empty, dot]);
+        update(schema.as_ref(), Some(&old), &mut new, &req("x", "2026-01-01T00:00:01Z"));
+        assert_eq!(new["metadata"]["managedFields"], json!([good.clone()]));
         // Two entries of one manager: the later is kept.
         let mut later = good.clone();
         later["fieldsV1"] = json!({"f:data": {}});
