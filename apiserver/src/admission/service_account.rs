@@ -147,6 +147,8 @@ impl Mutating for ServiceAccount {
             Some(s) => s.to_string(),
             None => {
                 pod["spec"]["serviceAccountName"] = json!("default");
+                // The deprecated field follows, as kube's conversion writes it.
+                pod["spec"]["serviceAccount"] = json!("default");
                 "default".to_string()
             }
         };

@@ -49,9 +49,12 @@ pub fn validate_pod_spec(spec: &Value, path: &str) -> Vec<Cause> {
     causes
 }
 
-/// Pod spec defaults (`SetDefaults_PodSpec`, `SetDefaults_Container`).
+/// Pod spec defaults (`SetDefaults_PodSpec`, `SetDefaults_Container`), and
+/// the deprecated `serviceAccount` kube's v1 conversion keeps equal to
+/// `serviceAccountName` (which it also fills from the old field).
 pub fn default_pod_spec(spec: &mut Value) {
     let Some(s) = spec.as_object_mut() else { return };
+    sync_deprecated_service_account(s);
     s.entry("restartPolicy").or_insert_with(|| json!("Always"));
     s.entry("terminationGracePeriodSeconds").or_insert_with(|| json!(30));
     s.entry("dnsPolicy").or_insert_with(|| json!("ClusterFirst"));
@@ -243,6 +246,23 @@ impl Strategy for ServiceAccounts {
     }
 }
 
+/// A pod spec's `serviceAccountName` from the deprecated `serviceAccount`
+/// when only that is set, and `serviceAccount` mirroring the name, as
+/// kube's v1 conversion writes them.
+pub fn sync_deprecated_service_account(s: &mut serde_json::Map<String, Value>) {
+    let named = |v: Option<&Value>| v.and_then(Value::as_str).filter(|n| !n.is_empty()).map(str::to_string);
+    let name = named(s.get("serviceAccountName")).or_else(|| named(s.get("serviceAccount")));
+    match name {
+        Some(n) => {
+            s.insert("serviceAccountName".into(), json!(n));
+            s.insert("serviceAccount".into(), json!(n));
+        }
+        None => {
+            s.remove("serviceAccount");
+        }
+    }
+}
+
 struct Pods;
 impl Strategy for Pods {
     fn has_status(&self) -> bool {
@@ -250,6 +270,10 @@ impl Strategy for Pods {
     }
     fn default(&self, o: &mut Value) {
         default_pod_spec(&mut o["spec"]);
+        // `SetDefaults_Pod`: on pods only, not on templates.
+        if let Some(s) = o["spec"].as_object_mut() {
+            s.entry("enableServiceLinks").or_insert_with(|| json!(true));
+        }
     }
     fn prepare_for_create(&self, o: &mut Value) {
         o["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
