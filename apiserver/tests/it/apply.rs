@@ -424,3 +424,59 @@ fn apply_duplicate_keys_per_field_validation() {
     let conflict = curl_admin(&s, path, &["-X", "PATCH", "-H", "Content-Type: application/apply-patch+yaml", "--data-binary", other]);
     assert!(conflict.starts_with("HTTP/2 409") && conflict.contains(r#"conflict with \"m\": .data.a"#), "{conflict}");
 }
+
+/// What kube's Go types make of an object, through apply and create alike:
+/// null fields of built-in kinds are dropped (and then defaulted), a null
+/// string in a string map is `""`; an apply that creates must name the
+/// object; a client-written entry that owns nothing is dropped; a scalar
+/// body is Go's type error; pods get their pod-only defaults.
+#[test]
+fn apply_and_create_decode_as_kubes_types() {
+    let s = Server::start();
+    let dep = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: NAME\nspec:\n  replicas: null\n  selector:\n    matchLabels: {app: dn}\n  template:\n    metadata:\n      labels: {app: dn}\n    spec:\n      containers:\n      - {name: c, image: x, env: null, resources: null, args: null}\n";
+    ssa(&s, 33, "m", &dep.replace("NAME", "applied"), &[]).ok();
+    s.kubectl_stdin(33, &["create", "-f", "-"], Some(&dep.replace("NAME", "created"))).ok();
+    for name in ["applied", "created"] {
+        let obj = json(&s.kubectl(33, &["get", "deployment", name, "-o", "json"]));
+        assert_eq!(obj["spec"]["replicas"], 1, "{obj}");
+        let c = &obj["spec"]["template"]["spec"]["containers"][0];
+        assert!(c.get("env").is_none() && c.get("args").is_none() && c["resources"] == serde_json::json!({}), "{obj}");
+    }
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cmnull\n  labels:\n    a: null\ndata:\n  empty:\n";
+    ssa(&s, 33, "m", cm, &[]).ok();
+    let obj = json(&s.kubectl(33, &["get", "cm", "cmnull", "-o", "json"]));
+    assert_eq!((&obj["data"]["empty"], &obj["metadata"]["labels"]["a"]), (&serde_json::json!(""), &serde_json::json!("")), "{obj}");
+
+    // A creating apply whose configuration names nothing.
+    let send = |name: &str, body: &str| {
+        let path = format!("/api/v1/namespaces/default/configmaps/{name}?fieldManager=m");
+        curl_admin(&s, &path, &["-X", "PATCH", "-H", "Content-Type: application/apply-patch+yaml", "--data-binary", body])
+    };
+    let unnamed = send("x2", "apiVersion: v1\nkind: ConfigMap\nmetadata: {}\ndata: {a: b}\n");
+    assert!(unnamed.starts_with("HTTP/2 400") && unnamed.contains("the name of the object (x2 based on URL) was undeterminable: name must be provided"), "{unnamed}");
+    let generated = send("gen-", "apiVersion: v1\nkind: ConfigMap\nmetadata: {generateName: gen-}\n");
+    assert!(generated.contains("the name of the object (gen- based on URL) was undeterminable: name must be provided"), "{generated}");
+    // On an existing object the name comes from it.
+    assert!(send("cmnull", "apiVersion: v1\nkind: ConfigMap\ndata: {b: c}\n").starts_with("HTTP/2 200"));
+    for (body, got) in [("42", "number"), ("true", "bool"), ("\"hello\"", "string"), ("[1]", "array")] {
+        let out = send("x3", body);
+        assert!(out.contains(&format!("json: cannot unmarshal {got} into Go value of type map[string]interface {{}}")), "{body}: {out}");
+    }
+
+    // Client-written entries that own nothing go with the write.
+    s.kubectl(33, &["create", "cm", "em", "--from-literal=a=1"]).ok();
+    let patch = r#"{"metadata":{"managedFields":[{"manager":"keep","operation":"Update","apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{"f:data":{"f:a":{}}}},{"manager":"empty","operation":"Update","apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{}},{"manager":"dot","operation":"Update","apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{".":{}}}]}}"#;
+    s.kubectl(33, &["patch", "cm", "em", "--type=merge", "-p", patch]).ok();
+    let names: Vec<String> = managers(&get(&s, 33, "configmap/em")).into_iter().map(|(m, _, _)| m).collect();
+    assert_eq!(names, ["keep"]);
+
+    // Pods: enableServiceLinks, and the deprecated serviceAccount beside
+    // the name the ServiceAccount plugin fills.
+    s.kubectl(33, &["run", "p", "--image=nginx"]).ok();
+    let pod = json(&s.kubectl(33, &["get", "pod", "p", "-o", "json"]));
+    assert_eq!(
+        (&pod["spec"]["enableServiceLinks"], &pod["spec"]["serviceAccount"], &pod["spec"]["serviceAccountName"]),
+        (&serde_json::json!(true), &serde_json::json!("default"), &serde_json::json!("default")),
+        "{pod}"
+    );
+}
