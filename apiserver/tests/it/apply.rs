@@ -8,11 +8,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-use crate::common::{curl_admin, kubectl_path, Out, Server};
-
-fn json(out: &Out) -> Value {
-    serde_json::from_str(out.ok()).unwrap_or_else(|e| panic!("not JSON ({e}): {out:?}"))
-}
+use crate::common::{curl_admin, json, kubectl_path, Out, Server};
 
 /// `kubectl apply --server-side` of `yaml` as `manager`, with `extra` flags.
 fn ssa(s: &Server, minor: u32, manager: &str, yaml: &str, extra: &[&str]) -> Out {

@@ -7,11 +7,11 @@
 //! endpoints. The same suite runs on a three-node cluster (the CRD applied
 //! through one node, used through the others) and across a restart.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::{Cluster, Out, Server};
+use crate::common::{eventually, json, Cluster, Server};
 
 /// A CRD of group `stableNN.example.com` (NN: a tag, so several suites can
 /// share a server), short name `ctNN`.
@@ -67,24 +67,6 @@ spec:
 
 fn cron(name: &str, tag: &str, spec: &str) -> String {
     format!("apiVersion: stable{tag}.example.com/v1\nkind: CronTab\nmetadata:\n  name: {name}\nspec:\n{spec}")
-}
-
-fn json(out: &Out) -> Value {
-    serde_json::from_str(out.ok()).unwrap_or_else(|e| panic!("not JSON ({e}): {out:?}"))
-}
-
-/// Runs `f` until it returns `Some`, for up to 30 s (another node's
-/// informer, a kubectl discovery cache).
-#[track_caller]
-fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(t) = f() {
-            return t;
-        }
-        assert!(start.elapsed() < Duration::from_secs(30), "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 /// Applies the CRD through `via` and waits until `other` serves it.

@@ -7,9 +7,7 @@
 //! rule guards the status subresource; and CRDs whose rules do not compile
 //! are refused at creation with kube's message.
 
-use std::time::{Duration, Instant};
-
-use crate::common::{Out, Server};
+use crate::common::{eventually, Out, Server};
 
 /// The CRD, of group `aiTAG.course.example.com`.
 fn crd(tag: &str) -> String {
@@ -76,20 +74,6 @@ spec:
 
 fn model_server(tag: &str, name: &str, spec: &str) -> String {
     format!("apiVersion: ai{tag}.course.example.com/v1\nkind: ModelServer\nmetadata:\n  name: {name}\nspec:\n{spec}")
-}
-
-/// Runs `f` until it returns `Some`, for up to 30 s (kubectl's discovery
-/// cache learning a new resource).
-#[track_caller]
-fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(t) = f() {
-            return t;
-        }
-        assert!(start.elapsed() < Duration::from_secs(30), "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 #[track_caller]

@@ -8,11 +8,11 @@
 //! replicas field (entry with subresource `scale`), with conflicts as on
 //! built-ins.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::common::{body_of, curl_admin, Out, Server};
+use crate::common::{body_of, curl_admin, eventually, json, Server};
 
 /// A CRD of group `scaleTAG.example.com` whose Widgets keep their replicas
 /// at `.spec.size`.
@@ -65,25 +65,9 @@ fn widget(tag: &str, name: &str, size: i64) -> String {
     format!("apiVersion: scale{tag}.example.com/v1\nkind: Widget\nmetadata:\n  name: {name}\nspec:\n  size: {size}\n  color: red\n")
 }
 
-fn json_of(out: &Out) -> Value {
-    serde_json::from_str(out.ok()).unwrap_or_else(|e| panic!("not JSON ({e}): {out:?}"))
-}
-
-#[track_caller]
-fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(t) = f() {
-            return t;
-        }
-        assert!(start.elapsed() < Duration::from_secs(30), "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 /// The `widgets/scale` entry of the group version's discovery document.
 fn discovered_scale(s: &Server, minor: u32, tag: &str) -> Option<Value> {
-    let doc = json_of(&s.kubectl(minor, &["get", "--raw", &format!("/apis/scale{tag}.example.com/v1")]));
+    let doc = json(&s.kubectl(minor, &["get", "--raw", &format!("/apis/scale{tag}.example.com/v1")]));
     doc["resources"].as_array()?.iter().find(|r| r["name"] == "widgets/scale").cloned()
 }
 
@@ -110,7 +94,7 @@ fn suite(s: &Server, minor: u32) {
     assert_eq!((entry["kind"].clone(), entry["group"].clone(), entry["version"].clone()), (json!("Scale"), json!("autoscaling"), json!("v1")), "{entry}");
     assert_eq!(entry["verbs"], json!(["get", "patch", "update"]), "{entry}");
     let openapi = s.kubectl(minor, &["get", "--raw", &format!("/openapi/v3/apis/{group}/v1")]);
-    assert!(json_of(&openapi)["paths"].get(format!("/apis/{group}/v1/namespaces/{{namespace}}/widgets/{{name}}/scale")).is_some(), "no scale path in the OpenAPI v3 document");
+    assert!(json(&openapi)["paths"].get(format!("/apis/{group}/v1/namespaces/{{namespace}}/widgets/{{name}}/scale")).is_some(), "no scale path in the OpenAPI v3 document");
 
     // A widget and its Scale.
     let created = eventually("widgets to be served", || {
@@ -119,8 +103,8 @@ fn suite(s: &Server, minor: u32) {
     });
     assert_eq!(created.trim(), format!("widget.{group}/w1 created"));
     s.kubectl(minor, &["patch", res, "w1", "--subresource=status", "--type=merge", "-p", r#"{"status":{"ready":1,"selector":"app=w1"}}"#]).ok();
-    let w1 = json_of(&s.kubectl(minor, &["get", res, "w1", "-o", "json"]));
-    let scale = json_of(&s.kubectl(minor, &["get", res, "w1", "--subresource=scale", "-o", "json"]));
+    let w1 = json(&s.kubectl(minor, &["get", res, "w1", "-o", "json"]));
+    let scale = json(&s.kubectl(minor, &["get", res, "w1", "--subresource=scale", "-o", "json"]));
     assert_eq!((scale["apiVersion"].clone(), scale["kind"].clone()), (json!("autoscaling/v1"), json!("Scale")), "{scale}");
     for k in ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"] {
         assert_eq!(scale["metadata"][k], w1["metadata"][k], "{k}: {scale}");
@@ -131,7 +115,7 @@ fn suite(s: &Server, minor: u32) {
     // kubectl scale writes .spec.size, under the preconditions it gives.
     let scaled = s.kubectl(minor, &["scale", &w1_res, "--replicas=5"]);
     assert_eq!(scaled.ok().trim(), format!("widget.{group}/w1 scaled"));
-    let w1 = json_of(&s.kubectl(minor, &["get", res, "w1", "-o", "json"]));
+    let w1 = json(&s.kubectl(minor, &["get", res, "w1", "-o", "json"]));
     assert_eq!(w1["spec"], json!({"size": 5, "color": "red"}), "{w1}");
     let stale = s.kubectl(minor, &["scale", &w1_res, "--replicas=6", "--resource-version=1"]);
     assert!(stale.stderr.contains("Expected resource version to be 1, was"), "{stale:?}");
@@ -164,7 +148,7 @@ fn suite(s: &Server, minor: u32) {
     assert_eq!((code, scale["spec"]["replicas"].clone()), (200, json!(4)), "{scale}");
     let (code, scale) = patch(s, &path, "application/json-patch+json", r#"[{"op":"replace","path":"/spec/replicas","value":7}]"#);
     assert_eq!((code, scale["spec"]["replicas"].clone()), (200, json!(7)), "{scale}");
-    assert_eq!(json_of(&s.kubectl(minor, &["get", res, "w1", "-o", "json"]))["spec"]["size"], 7);
+    assert_eq!(json(&s.kubectl(minor, &["get", res, "w1", "-o", "json"]))["spec"]["size"], 7);
 
     // A bad scale path in a CRD, as kube words it.
     let bad = crd(&format!("bad{tag}")).replace("specReplicasPath: .spec.size", "specReplicasPath: .status.size");
@@ -189,7 +173,7 @@ fn suite(s: &Server, minor: u32) {
     assert_eq!(status["details"]["causes"], json!([{"reason": "FieldManagerConflict", "message": "conflict with \"a\"", "field": ".spec.replicas"}]), "{status}");
     let (code, scale) = patch(s, &format!("{w2}?fieldManager=b&force=true"), "application/apply-patch+yaml", config);
     assert_eq!((code, scale["spec"]["replicas"].clone()), (200, json!(3)), "{scale}");
-    let got = json_of(&s.kubectl(minor, &["get", res, "w2", "-o", "json", "--show-managed-fields"]));
+    let got = json(&s.kubectl(minor, &["get", res, "w2", "-o", "json", "--show-managed-fields"]));
     assert_eq!(got["spec"]["size"], 3, "{got}");
     let entries = got["metadata"]["managedFields"].as_array().cloned().unwrap_or_default();
     let entry = |m: &str| entries.iter().find(|e| e["manager"] == m).cloned().unwrap_or_else(|| panic!("no entry of {m} in {got}"));

@@ -5,11 +5,9 @@
 //! the `default` ServiceAccount and `kube-root-ca.crt` in new namespaces,
 //! and the ServiceAccount admission plugin on Pods.
 
-use std::time::Duration;
-
 use serde_json::{json, Value};
 
-use crate::common::{Out, Server};
+use crate::common::{eventually, Out, Server};
 use crate::rbac::{data, kubectl_as, token_kubeconfig};
 
 const SA: &str = "system:serviceaccount:default:default";
@@ -17,18 +15,6 @@ const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
 /// kubectl's words for a 401 (newer ones quote client-go's discovery error).
 const UNAUTHORIZED: [&str; 2] =
     ["error: You must be logged in to the server (Unauthorized)", "error: You must be logged in to the server (the server has asked for the client to provide credentials)"];
-
-/// Retries `f` for up to 20 s until it gives `Some`.
-#[track_caller]
-fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    for _ in 0..200 {
-        if let Some(v) = f() {
-            return v;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("{what}: never happened");
-}
 
 fn wait_default_sa(s: &Server, ns: &str) -> String {
     eventually(&format!("default ServiceAccount in {ns}"), || {

@@ -293,6 +293,27 @@ impl Out {
     }
 }
 
+/// Asserts success and parses stdout as JSON (`-o json`, `get --raw`).
+#[track_caller]
+pub fn json(out: &Out) -> serde_json::Value {
+    serde_json::from_str(out.ok()).unwrap_or_else(|e| panic!("not JSON ({e}): {out:?}"))
+}
+
+/// Runs `f` until it returns `Some`, for up to 30 s (another node's
+/// informer, kubectl's discovery cache learning a new resource, a
+/// controller's work).
+#[track_caller]
+pub fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(t) = f() {
+            return t;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// `kubectl.1.<minor>` beside the file the `kubectl` on PATH points to.
 pub fn kubectl_path(minor: u32) -> PathBuf {
     let path = std::env::var_os("PATH").expect("PATH");
