@@ -143,7 +143,19 @@ fn require_leader_watches_end_when_the_member_loses_its_leader() {
         };
         let mut rl = require_leader().await;
         let mut plain = connect(&ep).await;
-        let mut required = rl.watch("k", None).await.expect("require-leader watch");
+        // The follower may not know the leader yet (or lose it for a beat on
+        // a loaded machine): until it does, a require-leader watch is
+        // refused with `no leader`, which is what this test checks later.
+        let start = Instant::now();
+        let mut required = loop {
+            match rl.watch("k", None).await {
+                Ok(stream) => break stream,
+                Err(e) if start.elapsed() < Duration::from_secs(20) && crate::common::status_of(&e).1 == "etcdserver: no leader" => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!("require-leader watch: {e:?}"),
+            }
+        };
         let mut open = plain.watch("k", None).await.expect("plain watch");
         for s in [&mut required, &mut open] {
             let created = within(Duration::from_secs(10), "created", s.message()).await.expect("created").expect("stream open");
