@@ -136,7 +136,7 @@ impl CrdSpec {
         ordered.extend(self.versions.iter().filter(|v| !v.storage));
         for v in ordered {
             let storage = if v.storage { None } else { Some((self.group.clone(), self.storage_version.clone())) };
-            let strategy = CustomStrategy { status: v.status, storage, terminating: terminating.clone() };
+            let strategy = CustomStrategy { status: v.status, storage, terminating: terminating.clone(), scale: v.scale.clone() };
             let mut r = Resource::new(&self.group, &v.name, &self.plural, &self.singular, &self.kind, self.namespaced, Arc::new(strategy));
             r.converter = if self.webhook_conversion && !v.storage { Arc::new(WebhookPending) } else { Arc::new(super::conversion::NoConversion) };
             r.short_names = self.short_names.clone();
@@ -491,6 +491,9 @@ pub struct CustomStrategy {
     storage: Option<(String, String)>,
     /// Set by the CRD controller once the CRD is being deleted.
     terminating: Arc<AtomicBool>,
+    /// The version's scale subresource paths, whose fields every write
+    /// checks.
+    scale: Option<ScalePaths>,
 }
 
 /// The content of a custom resource that its generation follows: all but
@@ -523,6 +526,10 @@ impl Strategy for CustomStrategy {
 
     fn create_refused(&self) -> Option<String> {
         self.terminating.load(Ordering::Acquire).then(|| "create not allowed while custom resource definition is terminating".to_string())
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<Cause> {
+        self.scale.as_ref().map(|p| ScaleMapping::validate_custom(p, obj)).unwrap_or_default()
     }
 
     fn storage_version(&self) -> Option<(&str, &str)> {

@@ -30,7 +30,7 @@ use serde_json::{json, Value};
 use super::rest::{Context, GetOptions, Getter, Gvk, Rest, UpdatedObjectInfo, Updater, WriteOptions};
 use super::store::{Part, ShownAs, Store};
 use super::subresources::Subresource;
-use crate::errors::{Cause, Status};
+use crate::errors::{go_quote, Cause, Status};
 use crate::meta;
 use crate::selectors::LabelSelector;
 
@@ -178,6 +178,7 @@ impl ScaleMapping {
     /// replicas field … cannot be empty` when the replicas are still
     /// [`UNSET_REPLICAS`]; 500 when a field on the path is not an object.
     pub fn from_scale(&self, scale: &Value, old: &Value) -> Result<Value, Status> {
+        decode_replicas(&scale["spec"]["replicas"])?;
         let replicas = match scale["spec"]["replicas"].as_i64() {
             Some(r) => r,
             // The Scale's replicas are an int32 without a pointer: a custom
@@ -202,6 +203,36 @@ impl ScaleMapping {
         Ok(new)
     }
 
+    /// kube's `ValidateScaleSpec` and `ValidateScaleStatus` of a custom
+    /// resource on every write: the replicas fields, when present, are
+    /// integers from 0 to 2147483647, and the selector field a string.
+    /// Causes are at the CRD's paths (`.spec.replicas: Invalid value: -3:
+    /// should be a non-negative integer`).
+    pub fn validate_custom(paths: &ScalePaths, obj: &Value) -> Vec<Cause> {
+        let mut causes = Vec::new();
+        for path in [&paths.spec_replicas, &paths.status_replicas] {
+            let fields = split(path);
+            let checked = nested(obj, &fields).and_then(|v| v.map_or(Ok(0), |v| int64(v, &fields)));
+            match checked {
+                Err(e) => causes.push(Cause::invalid(path, &Value::from(0), &e)),
+                Ok(r) if r < 0 => causes.push(Cause::invalid(path, &Value::from(r), "should be a non-negative integer")),
+                Ok(r) if r > i64::from(i32::MAX) => causes.push(Cause::invalid(path, &Value::from(r), &format!("should be less than or equal to {}", i32::MAX))),
+                Ok(_) => {}
+            }
+        }
+        if let Some(path) = paths.label_selector.as_deref().filter(|p| !p.is_empty()) {
+            let fields = split(path);
+            let checked = nested(obj, &fields).and_then(|v| match v {
+                Some(v) if !v.is_string() => Err(accessor_error(&fields, v, "string")),
+                _ => Ok(()),
+            });
+            if let Err(e) = checked {
+                causes.push(Cause::invalid(path, &Value::String(String::new()), &e));
+            }
+        }
+        causes
+    }
+
     /// The replicas field of `api_version`'s entries; `None` when that
     /// version has no scale or is not one of the resource's.
     fn replicas_field(&self, api_version: &str) -> Option<&[String]> {
@@ -217,9 +248,24 @@ impl ScaleMapping {
     }
 }
 
-/// `s` quoted as Go's `%q` does for the plain paths used here.
-fn go_quote(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_default()
+/// A Scale's `spec.replicas` as Go decodes it into an int32: absent, null
+/// or an integer in range.
+///
+/// # Errors
+/// 400 with Go's decoding error (`json: cannot unmarshal string into Go
+/// struct field ScaleSpec.spec.replicas of type int32`), as kube answers a
+/// Scale body it cannot decode.
+fn decode_replicas(v: &Value) -> Result<(), Status> {
+    let got = match v {
+        Value::Null => return Ok(()),
+        Value::Number(n) if n.as_i64().is_some_and(|r| i32::try_from(r).is_ok()) => return Ok(()),
+        Value::Number(n) => format!("number {n}"),
+        Value::String(_) => "string".into(),
+        Value::Bool(_) => "bool".into(),
+        Value::Array(_) => "array".into(),
+        Value::Object(_) => "object".into(),
+    };
+    Err(Status::bad_request(format!("Scale in version \"v1\" cannot be handled as a Scale: json: cannot unmarshal {got} into Go struct field ScaleSpec.spec.replicas of type int32")))
 }
 
 /// Go's `%T` of a decoded JSON value.

@@ -389,16 +389,18 @@ impl Store {
             return Err(Status::bad_request(format!("the object is nested {depth} levels deep; at most {} can be stored", storage::MAX_STORED_DEPTH)));
         }
         let mut causes = validation::object_meta(obj, r.strategy.name_rule(), r.namespaced);
+        if let Some(schema) = self.schema().filter(|s| s.origin() == Origin::Custom) {
+            // The schema (ratcheted on update: parts that fail only because
+            // the schema tightened since they were stored, and that this
+            // update leaves alone, pass), then the CRD's CEL rules, before
+            // the strategy's checks (the scale fields), as kube's custom
+            // resource validator reports them.
+            causes.extend(crate::schema::field::to_causes(&schema.validate_write(obj, old)));
+        }
         causes.extend(match old {
             Some(old) => r.strategy.validate_update(obj, old),
             None => r.strategy.validate(obj),
         });
-        if let Some(schema) = self.schema().filter(|s| s.origin() == Origin::Custom) {
-            // The schema (ratcheted on update: parts that fail only because
-            // the schema tightened since they were stored, and that this
-            // update leaves alone, pass), then the CRD's CEL rules.
-            causes.extend(crate::schema::field::to_causes(&schema.validate_write(obj, old)));
-        }
         if causes.is_empty() {
             Ok(())
         } else {

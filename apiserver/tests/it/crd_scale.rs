@@ -137,12 +137,24 @@ fn suite(s: &Server, minor: u32) {
     assert_eq!((rows[0].clone(), rows[1][0]), (vec!["NAME", "AGE"], "w1"), "{table:?}");
 
     // Negative replicas: kubectl refuses them itself; through the API the
-    // widget's schema does, as kube validates the custom resource.
+    // widget's schema and then kube's scale checks of custom resources do.
     let negative = s.kubectl(minor, &["scale", &w1_res, "--replicas=-1"]);
     assert!(negative.stderr.contains("must be greater than or equal to 0"), "{negative:?}");
     let (code, status) = patch(s, &path, "application/merge-patch+json", r#"{"spec":{"replicas":-1}}"#);
     assert_eq!(code, 422, "{status}");
-    assert_eq!(status["message"], format!("Widget.{group} \"w1\" is invalid: spec.size: Invalid value: -1: spec.size in body should be greater than or equal to 0"), "{status}");
+    let want = format!(
+        "Widget.{group} \"w1\" is invalid: [spec.size: Invalid value: -1: spec.size in body should be greater than or equal to 0, .spec.size: Invalid value: -1: should be a non-negative integer]"
+    );
+    assert_eq!(status["message"], want, "{status}");
+    // Replicas a Go Scale cannot hold are refused as its decoder does.
+    for (bad, got) in [(r#""3""#, "string"), ("1.5", "number 1.5"), ("3000000000", "number 3000000000")] {
+        let (code, status) = patch(s, &path, "application/merge-patch+json", &format!(r#"{{"spec":{{"replicas":{bad}}}}}"#));
+        let want = format!("Scale in version \"v1\" cannot be handled as a Scale: json: cannot unmarshal {got} into Go struct field ScaleSpec.spec.replicas of type int32");
+        assert_eq!((code, status["message"].as_str()), (400, Some(want.as_str())), "{status}");
+    }
+    // The scale fields are checked on the custom resource itself too.
+    let huge = s.kubectl(minor, &["patch", &w1_res, "--type=merge", "-p", r#"{"status":{"ready":3000000000}}"#, "--subresource=status"]);
+    assert!(huge.stderr.contains(".status.ready: Invalid value: 3000000000: should be less than or equal to 2147483647"), "{huge:?}");
     // Strategic merge patches and JSON patches of the Scale work too.
     let (code, scale) = patch(s, &path, "application/strategic-merge-patch+json", r#"{"spec":{"replicas":4}}"#);
     assert_eq!((code, scale["spec"]["replicas"].clone()), (200, json!(4)), "{scale}");
