@@ -143,7 +143,7 @@ impl CrdSpec {
             r.categories = self.categories.clone();
             let mut subs = if v.status { vec![subresources::status()] } else { Vec::new() };
             if let Some(paths) = &v.scale {
-                subs.push(subresources::custom_scale(ScaleMapping::custom(paths, &self.replicas_paths)));
+                subs.push(super::scale::custom_scale(ScaleMapping::custom(paths, &self.replicas_paths)));
             }
             defs.push(ResourceDef::stored(r, subs));
         }

@@ -6,8 +6,9 @@ use serde_json::{json, Value};
 
 use super::core::{default_pod_spec, validate_pod_spec};
 use super::printers::{age, or_none};
+use super::scale::scale;
 use super::strategy::{Column, Strategy, AGE_COLUMN, NAME_COLUMN};
-use super::subresources::{scale, status, Subresource};
+use super::subresources::{status, Subresource};
 use super::validation::go_string_map;
 use super::{DefaultStrategy, Resource, ResourceDef};
 use crate::errors::Cause;

@@ -498,6 +498,16 @@ impl ShownAs for ScaleMapping {
     }
 }
 
+/// `scale` of an apps workload (`autoscaling/v1` Scale of `spec.replicas`).
+pub fn scale() -> Arc<dyn Subresource> {
+    Arc::new(ScaleSubresource { mapping: ScaleMapping::builtin() })
+}
+
+/// `scale` of a custom resource, as its CRD's `subresources.scale` maps it.
+pub fn custom_scale(mapping: ScaleMapping) -> Arc<dyn Subresource> {
+    Arc::new(ScaleSubresource { mapping })
+}
+
 /// The scale subresource over a store, with its mapping.
 pub(super) struct ScaleSubresource {
     pub(super) mapping: ScaleMapping,

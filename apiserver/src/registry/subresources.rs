@@ -14,7 +14,6 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::rest::{Context, GetOptions, Getter, Gvk, Rest, UpdatedObjectInfo, Updater, WriteOptions};
-use super::scale::{ScaleMapping, ScaleSubresource};
 use super::store::{Part, Store};
 use crate::errors::{Cause, Status};
 use crate::meta;
@@ -32,16 +31,6 @@ pub trait Subresource: Send + Sync {
 /// `status`: GET the object; PUT and PATCH change only its `status`.
 pub fn status() -> Arc<dyn Subresource> {
     Arc::new(PartSubresource { name: "status", ephemeral_containers: false })
-}
-
-/// `scale` of an apps workload (`autoscaling/v1` Scale of `spec.replicas`).
-pub fn scale() -> Arc<dyn Subresource> {
-    Arc::new(ScaleSubresource { mapping: ScaleMapping::builtin() })
-}
-
-/// `scale` of a custom resource, as its CRD's `subresources.scale` maps it.
-pub fn custom_scale(mapping: ScaleMapping) -> Arc<dyn Subresource> {
-    Arc::new(ScaleSubresource { mapping })
 }
 
 /// `ephemeralcontainers` (a pod's): GET the pod; PUT and PATCH change only
