@@ -294,16 +294,7 @@ fn prune_in_version(typer: &Typer<'_>, v: Versions<'_>, merged: &Value, last: &E
         let mut one = FieldSet::default();
         one.insert(p);
         let back = (v.convert_back)(&typer_there.remove(&merged_there, &one), there)?;
-        let c = typer.compare(merged, &back);
-        let takes = |c: &super::typed::Comparison, owned: &FieldSet| !c.removed.intersection(owned).is_empty() || !c.modified.intersection(owned).is_empty();
-        if takes(&c, &owned_here) {
-            return Some(true);
-        }
-        Some(owned_third.iter().any(|(api_version, set)| {
-            let (Some(before), Some(after)) = ((v.convert)(merged, api_version), (v.convert)(&back, api_version)) else { return true };
-            let schema = (v.schema_of)(api_version);
-            takes(&Typer::new(schema.as_ref()).compare(&before, &after), set)
-        }))
+        Some(takes(&typer.compare(merged, &back), &owned_here) || takes_owned_in_versions(v, merged, &back, &owned_third))
     };
     // The owners' sets are of other versions, so an unowned node of the
     // last set (`spec`) may hold owned fields: a removal that would take
@@ -337,20 +328,28 @@ fn kept_elsewhere(typer: &Typer<'_>, v: Versions<'_>, merged: &Value, removal: F
     for p in removal.paths() {
         let mut one = FieldSet::default();
         one.insert(&p);
-        let without = typer.remove(merged, &one);
-        let takes_owned = owned.iter().any(|(api_version, set)| {
-            let (Some(before), Some(after)) = ((v.convert)(merged, api_version), (v.convert)(&without, api_version)) else {
-                return true;
-            };
-            let schema = (v.schema_of)(api_version);
-            let c = Typer::new(schema.as_ref()).compare(&before, &after);
-            !c.removed.intersection(set).is_empty() || !c.modified.intersection(set).is_empty()
-        });
-        if !takes_owned {
+        if !takes_owned_in_versions(v, merged, &typer.remove(merged, &one), owned) {
             out.insert(&p);
         }
     }
     out
+}
+
+/// Whether a change takes away or changes a field in `owned`.
+fn takes(c: &super::typed::Comparison, owned: &FieldSet) -> bool {
+    !c.removed.intersection(owned).is_empty() || !c.modified.intersection(owned).is_empty()
+}
+
+/// Whether going from `before` to `after` (request-version objects) takes
+/// away or changes a field owned in another version (`owned`, by
+/// apiVersion), compared on the objects converted to each; a version the
+/// objects do not convert to counts as taken, so the field stays.
+fn takes_owned_in_versions(v: Versions<'_>, before: &Value, after: &Value, owned: &BTreeMap<&str, FieldSet>) -> bool {
+    owned.iter().any(|(api_version, set)| {
+        let (Some(b), Some(a)) = ((v.convert)(before, api_version), (v.convert)(after, api_version)) else { return true };
+        let schema = (v.schema_of)(api_version);
+        takes(&Typer::new(schema.as_ref()).compare(&b, &a), set)
+    })
 }
 
 /// [`Typer::compare`] for [`InVersions`] (`lhs` `None`: an empty object).
