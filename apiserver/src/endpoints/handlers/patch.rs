@@ -93,7 +93,7 @@ pub async fn handle(mut scope: Scope) -> Result<Response, Status> {
     };
     let opts = scope.write_options()?;
     check_patch_options(&scope, t, &opts)?;
-    let (patch, duplicates) = if t == PatchType::Apply { decode_apply_configuration(&bytes)? } else { (scope.decode_json(&bytes)?, Vec::new()) };
+    let (patch, duplicates) = if t == PatchType::Apply { decode_apply_configuration(&bytes, opts.field_validation)? } else { (scope.decode_json(&bytes)?, Vec::new()) };
     if let Some(audit) = crate::audit::AuditContext::of(scope.req.extensions()) {
         audit.log_request_patch(&patch);
     }
@@ -123,13 +123,14 @@ fn check_patch_options(scope: &Scope, t: PatchType, opts: &crate::registry::rest
 }
 
 /// An apply configuration: YAML (JSON is YAML too) holding one object,
-/// and the keys it repeats ([`crate::openapi::fields::yaml_duplicate_keys`]).
+/// and the keys it repeats ([`crate::openapi::fields::yaml_duplicate_keys`];
+/// not searched under `fieldValidation=Ignore`).
 /// A repeated key keeps its last value, as kube's first, lenient decoding
 /// does.
 ///
 /// # Errors
 /// 400 `error decoding YAML: …`, as kube's apply patcher.
-fn decode_apply_configuration(bytes: &[u8]) -> Result<(Value, Vec<String>), Status> {
+fn decode_apply_configuration(bytes: &[u8], directive: crate::registry::rest::FieldValidation) -> Result<(Value, Vec<String>), Status> {
     let bad = |e: &dyn std::fmt::Display| Status::bad_request(format!("error decoding YAML: {e}"));
     let options = serde_saphyr::options! {
         legacy_octal_numbers: true,
@@ -137,7 +138,9 @@ fn decode_apply_configuration(bytes: &[u8]) -> Result<(Value, Vec<String>), Stat
         budget: serde_saphyr::budget! { max_depth: 128 },
     };
     let v: Value = serde_saphyr::from_slice_with_options(bytes, options).map_err(|e| bad(&e))?;
-    let duplicates = std::str::from_utf8(bytes).map(crate::openapi::fields::yaml_duplicate_keys).unwrap_or_default();
+    // A second pass over the text, needed only when they are reported.
+    let wanted = directive != crate::registry::rest::FieldValidation::Ignore;
+    let duplicates = if wanted { std::str::from_utf8(bytes).map(crate::openapi::fields::yaml_duplicate_keys).unwrap_or_default() } else { Vec::new() };
     match v {
         Value::Object(_) => Ok((v, duplicates)),
         // An empty document decodes as an empty object in kube.
