@@ -497,6 +497,31 @@ impl Status {
 /// kube-apiserver's optimistic-lock wording (`registry.OptimisticLockErrorMsg`).
 pub const OPTIMISTIC_LOCK_MESSAGE: &str = "the object has been modified; please apply your changes to the latest version and try again";
 
+/// Go's `%T` of a value decoded from JSON into `interface{}`.
+pub fn go_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "<nil>",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "float64",
+        Value::Number(_) => "int64",
+        Value::String(_) => "string",
+        Value::Array(_) => "[]interface {}",
+        Value::Object(_) => "map[string]interface {}",
+    }
+}
+
+/// Roughly Go's `%v` of a value decoded from JSON into `interface{}`:
+/// strings bare, `[a b]`, `map[k:v]`.
+pub fn go_value(v: &Value) -> String {
+    match v {
+        Value::Null => "<nil>".into(),
+        Value::String(s) => s.clone(),
+        Value::Array(a) => format!("[{}]", a.iter().map(go_value).collect::<Vec<_>>().join(" ")),
+        Value::Object(m) => format!("map[{}]", m.iter().map(|(k, v)| format!("{k}:{}", go_value(v))).collect::<Vec<_>>().join(" ")),
+        other => other.to_string(),
+    }
+}
+
 /// Go's `strconv.Quote`: double quotes, `\"` `\\`, the C escapes, `\x`
 /// for other control bytes and `\u` / `\U` for other runes that are not
 /// printable ([`go_printable`]).

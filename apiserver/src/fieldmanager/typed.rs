@@ -32,6 +32,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde_json::{Map, Value};
 
 use super::FieldSet;
+use crate::errors::{go_type, go_value};
 use crate::schema::{ListType, MapType, Schema, SchemaRef, Type};
 
 /// Key fields whose defaults kube's published OpenAPI carries
@@ -592,30 +593,6 @@ fn type_error(s: Option<SchemaRef<'_>>, v: &Value) -> Option<String> {
         Type::String => (!v.is_string()).then(|| format!("expected string, got {}", go_value_sharp(v))),
         Type::Integer | Type::Number => (!v.is_number()).then(|| format!("expected numeric (int or float), got {}", go_type(v))),
         Type::Boolean => (!v.is_boolean()).then(|| format!("expected boolean, got {}", go_value(v))),
-    }
-}
-
-/// Go's `%T` of a decoded JSON value.
-fn go_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "<nil>",
-        Value::Bool(_) => "bool",
-        Value::Number(n) if n.is_f64() => "float64",
-        Value::Number(_) => "int64",
-        Value::String(_) => "string",
-        Value::Array(_) => "[]interface {}",
-        Value::Object(_) => "map[string]interface {}",
-    }
-}
-
-/// Roughly Go's `%v` of a decoded JSON value.
-fn go_value(v: &Value) -> String {
-    match v {
-        Value::Null => "<nil>".into(),
-        Value::String(s) => s.clone(),
-        Value::Array(a) => format!("[{}]", a.iter().map(go_value).collect::<Vec<_>>().join(" ")),
-        Value::Object(m) => format!("map[{}]", m.iter().map(|(k, v)| format!("{k}:{}", go_value(v))).collect::<Vec<_>>().join(" ")),
-        other => other.to_string(),
     }
 }
 

@@ -30,7 +30,7 @@ use serde_json::{json, Value};
 use super::rest::{Context, GetOptions, Getter, Gvk, Rest, UpdatedObjectInfo, Updater, WriteOptions};
 use super::store::{Part, ShownAs, Store};
 use super::subresources::Subresource;
-use crate::errors::{go_quote, Cause, Status};
+use crate::errors::{go_quote, go_type, go_value, Cause, Status};
 use crate::meta;
 use crate::selectors::LabelSelector;
 
@@ -268,26 +268,9 @@ fn decode_replicas(v: &Value) -> Result<(), Status> {
     Err(Status::bad_request(format!("Scale in version \"v1\" cannot be handled as a Scale: json: cannot unmarshal {got} into Go struct field ScaleSpec.spec.replicas of type int32")))
 }
 
-/// Go's `%T` of a decoded JSON value.
-fn go_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "<nil>",
-        Value::Bool(_) => "bool",
-        Value::Number(n) if n.is_i64() || n.is_u64() => "int64",
-        Value::Number(_) => "float64",
-        Value::String(_) => "string",
-        Value::Array(_) => "[]interface {}",
-        Value::Object(_) => "map[string]interface {}",
-    }
-}
-
 /// kube's unstructured accessor error for the field at `path`.
 fn accessor_error(path: &[String], v: &Value, expected: &str) -> String {
-    let shown = match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
-    format!(".{} accessor error: {shown} is of the type {}, expected {expected}", path.join("."), go_type(v))
+    format!(".{} accessor error: {} is of the type {}, expected {expected}", path.join("."), go_value(v), go_type(v))
 }
 
 /// The value at `path`, if every object on the way is there.
